@@ -1,0 +1,31 @@
+# TiHub reference configuration.
+#
+#   ti-hub start --config jupyterhub_config.py
+#
+# `configure(c)` applies TiHub's defaults (ti_hub/hub_config.py); everything after it overrides them.
+# Every option below is a traitlet: `ti-hub help-config` prints them all with their help strings.
+from ti_hub.hub_config import configure
+
+configure(c)  # noqa: F821
+
+# --- Execution: the embedded local backend ---------------------------------------------------------
+# Devices: empty = detect NVIDIA GPUs with NVML. On a machine without GPUs, `ti-hub start` sets 4 *fake*
+# demo devices so that the whole flow can be tried; jobs then only see CUDA_VISIBLE_DEVICES.
+# c.LocalBackend.devices = {"demo-gpu": 4}
+
+# --- Quotas (SPEC RES3): defaults per kind; admins override per user through the API ----------------
+# c.TiService.compute_quota_defaults = {
+#     "workspace": {"devices": 3, "cpu": 32, "memory_mib": 131072},
+#     "single": {"devices": 8, "cpu": 64, "memory_mib": 262144},
+#     "distributed": {"devices": 32, "cpu": 256, "memory_mib": 1048576},
+# }
+# c.TiService.storage_quota_defaults = {"block": 500, "filesystem": 500, "local": 200, "bucket": 0, "dataset": 500}
+
+# --- Device-count rules (SPEC RES4) ---------------------------------------------------------------
+# c.TiService.device_count_rules = {"ascend-910": [0, 1, 2, 4, 8]}
+
+# --- Database: SQLite (WAL) in the data directory by default; PostgreSQL for larger sites ------------
+# c.TiService.db_url = "postgresql+psycopg://tihub:secret@db.example.org/tihub"
+
+# --- Login: NativeAuthenticator with admin approval by default. OAuth (GitLab, Azure AD, OIDC): -------
+# c.JupyterHub.authenticator_class = "oauthenticator.gitlab.GitLabOAuthenticator"

@@ -1,0 +1,307 @@
+"""LocalBackend with real processes (no mocks): launch, observe, logs, mounts, limits, stop, re-adoption."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shlex
+import signal
+import sys
+import time
+
+import pytest
+
+from ti_hub.backends.base import InstanceSpec, LaunchSpec, Mount
+from ti_hub.backends.envs import instance_envs, instance_roles
+from ti_hub.backends.local import LocalBackend
+from ti_hub.backends.local import limits, logfiles, procs, sandbox
+from ti_hub.backends.local.devices import group_devices, normalize_gpu_name
+from ti_hub.backends.outcome import job_outcome
+
+PY = shlex.quote(sys.executable)
+HAVE_BWRAP = sandbox.find_bwrap() is not None
+
+
+def make_spec(job_id, command, *, workers=1, devices_per=0, memory_mib=0, mounts=(), scratch=(),
+              strategy="allreduce", env=None):
+    envs = instance_envs(strategy, workers, 0, "127.0.0.1", 29500 + job_id)
+    instances = tuple(
+        InstanceSpec(index=i, role=role, role_index=ri, node="local",
+                     devices=tuple(range(i * devices_per, (i + 1) * devices_per)), cpu=1.0,
+                     memory_mib=memory_mib, env=envs[i])
+        for i, (role, ri) in enumerate(instance_roles(strategy, workers)))
+    return LaunchSpec(job_id=job_id, owner="alice", name=f"job-{job_id}",
+                      kind="distributed" if workers > 1 else "single", strategy=strategy, command=command,
+                      image="ignored", env=env or {"USER_VAR": "hello"}, instances=instances,
+                      mounts=tuple(mounts), scratch_paths=tuple(scratch), shm_mib=64)
+
+
+def gone(pid: int) -> bool:
+    st = procs.read_stat(pid)
+    return st is None or not st.alive
+
+
+@pytest.fixture
+async def backend(tmp_path):
+    b = LocalBackend(root_dir=str(tmp_path / "root"), devices={"demo-gpu": 4}, memory_poll_interval=0.1,
+                     orphan_grace_seconds=1.0)
+    yield b
+    await b.reconcile({})  # whatever a failing test left running: nothing known, so all of it stops
+
+
+async def wait_outcome(b, spec, state, timeout=20.0):
+    roles = [i.role for i in spec.instances]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        obs = await b.observe(spec.job_id, state)
+        outcome = job_outcome(spec.strategy, roles, obs)
+        if outcome is not None:
+            return outcome, obs
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"job {spec.job_id} did not finish: {obs}")
+
+
+async def wait_log(b, job_id, state, needle, instance=0, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text, _ = await b.logs(job_id, state, instance)
+        if needle in text:
+            return text
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{needle!r} never appeared in the log: {text!r}")
+
+
+async def test_capacity_with_demo_devices(backend):
+    [node] = await backend.capacity()
+    assert node.devices == {"demo-gpu": [0, 1, 2, 3]}
+    assert node.pool == "default"
+    assert node.cpu == float(os.cpu_count())
+    assert node.memory_mib > 0
+
+
+async def test_allreduce_job_completes_with_its_environment(backend):
+    spec = make_spec(1, 'echo "rank=$RANK world=$WORLD_SIZE cuda=[$CUDA_VISIBLE_DEVICES] job=$TI_JOB_ID '
+                        'user=$USER_VAR secret=[$SECRET_OF_SERVICE]"', workers=2, devices_per=2)
+    os.environ["SECRET_OF_SERVICE"] = "leak"
+    try:
+        state = await backend.launch(spec)
+    finally:
+        del os.environ["SECRET_OF_SERVICE"]
+    outcome, obs = await wait_outcome(backend, spec, state)
+    assert outcome == ("completed", 0, "all 2 instances exited normally")
+    assert [s.state for s in obs.instances] == ["exited", "exited"]
+    log0, _ = await backend.logs(1, state, 0)
+    log1, _ = await backend.logs(1, state, 1)
+    assert "rank=0 world=2 cuda=[0,1] job=1 user=hello secret=[]" in log0
+    assert "rank=1 world=2 cuda=[2,3] job=1 user=hello secret=[]" in log1
+
+
+async def test_failing_instance_fails_the_job_with_a_reason(backend):
+    spec = make_spec(2, 'if [ "$RANK" = 1 ]; then echo boom >&2; exit 3; fi; sleep 30', workers=2)
+    state = await backend.launch(spec)
+    outcome, _ = await wait_outcome(backend, spec, state)
+    assert outcome == ("failed", 3, "worker 1 exited with code 3")
+    assert "boom" in (await backend.logs(2, state, 1))[0]
+    await backend.stop(2, state, grace_seconds=2)
+    obs = await backend.observe(2, state)
+    assert obs.instances[0].state == "exited" and obs.instances[0].reason.startswith("stopped on request")
+
+
+async def test_logs_offsets_and_tail(backend):
+    spec = make_spec(3, "for i in $(seq 1 50); do echo line-$i; done; printf 'caf\\303\\251\\n'")
+    state = await backend.launch(spec)
+    await wait_outcome(backend, spec, state)
+    text, end = await backend.logs(3, state, 0)
+    assert text.startswith("line-1\n") and text.endswith("café\n")
+    first, offset = await backend.logs(3, state, 0, 0, 14)
+    assert first == "line-1\nline-2\n" and offset == 14
+    rest, end2 = await backend.logs(3, state, 0, offset)
+    assert first + rest == text and end2 == end
+    assert (await backend.logs(3, state, 0, end))[0] == ""
+    tail, tail_end = await backend.tail_lines(3, state, 0, n=2)
+    assert tail == "line-50\ncafé\n" and tail_end == end
+    # a multi-byte character cut by the limit is not mangled: it comes with the next read
+    cut = text.encode().index("é".encode()) + 1
+    a, off = await backend.logs(3, state, 0, 0, cut)
+    b, _ = await backend.logs(3, state, 0, off)
+    assert "\ufffd" not in a + b and a + b == text
+
+
+@pytest.mark.skipif(not HAVE_BWRAP, reason="needs bubblewrap")
+async def test_read_only_mount_refuses_writes_read_write_accepts(backend, tmp_path):
+    ro, rw = tmp_path / "ro", tmp_path / "rw"
+    ro.mkdir()
+    rw.mkdir()
+    (ro / "data.txt").write_text("original")
+    cmd = ("cat /datasets/ro/data.txt; echo; "
+           "if echo changed > /datasets/ro/data.txt; then echo RO-WRITE-OK; else echo RO-WRITE-FAILED; fi; "
+           "if touch /datasets/ro/new; then echo RO-CREATE-OK; else echo RO-CREATE-FAILED; fi; "
+           "echo written > /mnt/out/result.txt && echo RW-WRITE-OK; "
+           "echo tmp > /data/scratch/x && echo SCRATCH-OK")
+    spec = make_spec(4, cmd, mounts=[Mount(str(ro), "/datasets/ro", True), Mount(str(rw), "/mnt/out", False)],
+                     scratch=["/data/scratch"])
+    state = await backend.launch(spec)
+    assert state["sandbox"] == "bubblewrap"
+    outcome, _ = await wait_outcome(backend, spec, state)
+    log, _ = await backend.logs(4, state, 0)
+    assert outcome[0] == "completed", log
+    assert "original" in log
+    assert "RO-WRITE-FAILED" in log and "RO-CREATE-FAILED" in log and "Read-only file system" in log
+    assert "RW-WRITE-OK" in log and "SCRATCH-OK" in log
+    assert (ro / "data.txt").read_text() == "original" and sorted(os.listdir(ro)) == ["data.txt"]
+    assert (rw / "result.txt").read_text() == "written\n"
+    [scratch_dir] = state["scratch"]
+    assert os.path.isfile(os.path.join(scratch_dir, "x"))
+    assert not os.path.exists("/data/scratch")  # inside the sandbox only, never created on the host
+    await backend.cleanup(4, state)
+    assert not os.path.exists(scratch_dir)
+    assert os.path.exists(state["instances"][0]["log"])  # logs are kept
+
+
+async def test_without_bubblewrap_read_write_mounts_are_symlinks_and_read_only_is_refused(tmp_path):
+    b = LocalBackend(root_dir=str(tmp_path / "root"), use_bubblewrap=False)
+    rw = tmp_path / "rw"
+    rw.mkdir()
+    with pytest.raises(sandbox.SandboxError, match="read-only"):
+        await b.launch(make_spec(5, "true", mounts=[Mount(str(rw), "/data/ro", True)]))
+    spec = make_spec(6, "echo hi > data/rw/f && echo OK", mounts=[Mount(str(rw), "/data/rw", False)])
+    state = await b.launch(spec)
+    assert state["sandbox"] == "none"
+    outcome, _ = await wait_outcome(b, spec, state)
+    assert outcome[0] == "completed", (await b.logs(6, state))[0]
+    assert (rw / "f").read_text() == "hi\n"
+    await b.cleanup(6, state)
+    assert not os.path.lexists(state["links"][0]) and (rw / "f").exists()
+
+
+async def test_stop_kills_the_whole_process_group(backend):
+    spec = make_spec(7, 'sleep 1000 & echo "bg=$!"; sleep 1000 & echo "bg=$!"; echo "sh=$$"; wait')
+    state = await backend.launch(spec)
+    log = await wait_log(backend, 7, state, "sh=")
+    pids = [int(line.split("=")[1]) for line in log.splitlines() if line.startswith(("bg=", "sh="))]
+    assert len(pids) == 3 and not any(gone(p) for p in pids)
+    supervisor = state["instances"][0]["pid"]
+    t0 = time.monotonic()
+    await backend.stop(7, state, grace_seconds=5)
+    assert time.monotonic() - t0 < 4  # sleep dies of SIGTERM: no need to wait for the grace period
+    assert all(gone(p) for p in pids + [supervisor])
+    obs = await backend.observe(7, state)
+    assert obs.instances[0].state == "exited"
+    assert obs.instances[0].reason.startswith("stopped on request")
+    await backend.stop(7, state)  # idempotent, safe when already gone
+
+
+async def test_stop_kills_after_grace_when_sigterm_is_ignored(backend):
+    spec = make_spec(8, "trap '' TERM; echo ready; while true; do sleep 0.1; done")
+    state = await backend.launch(spec)
+    await wait_log(backend, 8, state, "ready")
+    t0 = time.monotonic()
+    await backend.stop(8, state, grace_seconds=0.5)
+    assert 0.4 < time.monotonic() - t0 < 5
+    obs = await backend.observe(8, state)
+    assert obs.instances[0].state == "exited" and obs.instances[0].exit_code != 0
+
+
+async def test_memory_limit_fallback_kills_with_out_of_memory(backend):
+    cmd = f"{PY} -c \"import time; x = b'a' * (300 << 20); print('allocated', flush=True); time.sleep(60)\""
+    spec = make_spec(9, cmd, memory_mib=100)
+    state = await backend.launch(spec)
+    outcome, obs = await wait_outcome(backend, spec, state, timeout=30)
+    assert outcome[0] == "failed"
+    assert "out of memory (limit 100 MiB)" in outcome[2]
+    assert outcome[2].startswith("worker 0 was killed: out of memory")
+    assert "out of memory" in (await backend.logs(9, state))[0]
+
+
+async def test_reconcile_readopts_known_jobs_and_kills_orphans(backend):
+    known_spec, orphan_spec = make_spec(10, "echo up; sleep 1000"), make_spec(11, "echo up; sleep 1000")
+    known_state = await backend.launch(known_spec)
+    orphan_state = await backend.launch(orphan_spec)
+    await wait_log(backend, 10, known_state, "up")
+    await wait_log(backend, 11, orphan_state, "up")
+    orphan_child = procs.job_processes(orphan_state["instances"][0]["pid"], None, None)
+    assert orphan_child
+    result = await backend.reconcile({10: known_state})
+    assert result == {10: True}
+    assert all(gone(p) for p in orphan_child | {orphan_state["instances"][0]["pid"]})
+    assert (await backend.observe(10, known_state)).instances[0].state == "running"
+    await backend.stop(10, known_state, grace_seconds=2)
+
+
+async def test_a_restarted_service_sees_and_stops_the_running_job(backend):
+    spec = make_spec(12, "echo up; sleep 1000", workers=2)
+    state = await backend.launch(spec)
+    await wait_log(backend, 12, state, "up", instance=1)
+    restarted = LocalBackend(root_dir=backend.root_dir)  # a new service process, same disk
+    assert await restarted.reconcile({12: state}) == {12: True}
+    obs = await restarted.observe(12, state)
+    assert [s.state for s in obs.instances] == ["running", "running"]
+    with pytest.raises(RuntimeError, match="already has running processes"):
+        await restarted.launch(spec)  # never a duplicate
+    await restarted.stop(12, state, grace_seconds=2)
+    outcome, _ = await wait_outcome(restarted, spec, state)
+    assert outcome[0] == "failed"  # stopped; the caller records it as cancelled
+
+
+async def test_killed_supervisor_reports_lost(backend):
+    spec = make_spec(13, "echo up; sleep 1000")
+    state = await backend.launch(spec)
+    await wait_log(backend, 13, state, "up")
+    os.kill(state["instances"][0]["pid"], signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while (await backend.observe(13, state)).instances[0].state != "lost":
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
+    outcome, _ = await wait_outcome(backend, spec, state)
+    assert outcome == ("failed", None, "worker 0 was lost: the process disappeared (machine restart?)")
+    await backend.stop(13, state, grace_seconds=1)
+    child = backend._read_json(state["instances"][0]["child"])
+    assert not procs.job_processes(None, child["pgid"], child["start_time"])  # died with its supervisor
+
+
+# ---- pure helpers of the local backend -----------------------------------------------------------
+
+def test_bwrap_argv_shape():
+    binds = [sandbox.Bind("/srv/a", "/data/a/b", False), sandbox.Bind("/srv/ds", "/data", True),
+             sandbox.Bind("/srv/m", "/models/m", True)]
+    entries = [("bin", "usr/bin"), ("data", None), ("dev", None), ("proc", None), ("usr", None), ("mnt", None)]
+    argv = sandbox.bwrap_argv("bwrap", "echo hi", binds, entries=entries, cwd="/w", keep=["/models/x/job"],
+                              shm_mib=16)
+    joined = " ".join(argv)
+    assert argv[0] == "bwrap" and argv[-3:] == ["/bin/sh", "-c", "echo hi"]
+    assert "--symlink usr/bin /bin" in joined and "--bind /usr /usr" in joined and "--bind /mnt /mnt" in joined
+    assert "--bind /data /data" not in joined  # a used mount root is a tmpfs, not the host's
+    assert "--tmpfs /data" in joined and "--tmpfs /models --bind /models/x/job /models/x/job" in joined
+    assert joined.index("--ro-bind /srv/ds /data") < joined.index("--bind /srv/a /data/a/b")  # parents first
+    assert "--size 16777216 --tmpfs /dev/shm" in joined and "--dev-bind /dev /dev" in joined
+    assert "--new-session" not in argv and "--unshare-pid" not in argv
+
+
+def test_cgroup_limits_and_cores():
+    assert limits.cgroup_limits(1.5, 100) == {"memory.max": str(100 << 20), "memory.swap.max": "0",
+                                              "cpu.max": "150000 100000"}
+    assert limits.cgroup_limits(0, 0) == {"memory.max": "max", "cpu.max": "max 100000"}
+    assert limits.pick_cores(1.5, [0, 1, 2, 3], seed=1) == [2, 3]
+    assert limits.pick_cores(8, [0, 1, 2, 3], seed=0) is None
+    mounts = "cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\n"
+    assert limits.is_cgroup2_mount(mounts, "/sys/fs/cgroup")
+    assert not limits.is_cgroup2_mount("cgroup /sys/fs/cgroup/memory cgroup rw 0 0\n", "/sys/fs/cgroup")
+
+
+def test_gpu_names_and_proc_parsing():
+    assert normalize_gpu_name("NVIDIA A100-SXM4-80GB") == "A100-SXM4-80GB"
+    assert normalize_gpu_name(b"NVIDIA H100 80GB HBM3") == "H100-80GB-HBM3"
+    assert normalize_gpu_name("Tesla V100-SXM2-16GB") == "V100-SXM2-16GB"
+    assert group_devices(["NVIDIA A10", "NVIDIA T4", "NVIDIA A10"]) == {"A10": [0, 2], "T4": [1]}
+    st = procs.parse_stat("42 (a) b (c)) S 1 42 42 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 12345 1000 25 0")
+    assert (st.pid, st.state, st.ppid, st.pgid, st.start_time) == (42, "S", 1, 42, 12345)
+    assert procs.is_alive(os.getpid(), procs.start_time(os.getpid()))
+    assert not procs.is_alive(os.getpid(), procs.start_time(os.getpid()) - 1)  # a recycled pid
+
+
+def test_read_tail_of_missing_and_short_files(tmp_path):
+    assert logfiles.read_tail(str(tmp_path / "none")) == ("", 0)
+    p = tmp_path / "f.log"
+    p.write_text("a\nb\nc")
+    assert logfiles.read_tail(str(p), n=2) == ("b\nc", 5)
+    assert logfiles.read_tail(str(p), n=10) == ("a\nb\nc", 5)

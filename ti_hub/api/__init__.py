@@ -1,0 +1,1 @@
+"""Tornado handlers of the REST API, by resource."""

@@ -1,0 +1,80 @@
+"""/me, /keys, /images, /credentials, /templates."""
+
+from __future__ import annotations
+
+from .. import scopes as S
+from ..domain import validation as v
+from ..ops import images, keys, templates
+from .base import APIHandler, int_id
+
+
+class MeHandler(APIHandler):
+    async def get(self):
+        a = self.actor
+        self.send({"name": a.name, "kind": a.kind, "admin": a.is_admin, "groups": list(a.groups),
+                   "permissions": S.permissions_of(a.scopes)})
+
+
+class KeysHandler(APIHandler):
+    async def get(self):
+        self.send(await self.op(keys.list_keys, self.actor))
+
+    async def post(self):
+        self.send(await self.op(keys.add_key, self.actor, self.body()), 201)
+
+
+class KeyHandler(APIHandler):
+    async def delete(self, ref: str):
+        await self.op(keys.delete_key, self.actor, ref)
+        self.set_status(204)
+        self.finish()
+
+
+class ImagesHandler(APIHandler):
+    async def get(self):
+        limit, offset = v.pagination(self.args())
+        self.send(await self.op(images.list_images, self.actor, limit, offset))
+
+    async def post(self):
+        self.send(await self.op(images.add_image, self.actor, self.body()), 201)
+
+
+class ImageHandler(APIHandler):
+    async def delete(self, image_id: str):
+        await self.op(images.delete_image, self.actor, int_id(image_id))
+        self.set_status(204)
+        self.finish()
+
+
+class CredentialsHandler(APIHandler):
+    async def get(self):
+        self.send(await self.op(images.list_credentials, self.actor))
+
+    async def post(self):
+        self.send(await self.op(images.add_credential, self.actor, self.body(), self.ti.fernet), 201)
+
+
+class CredentialHandler(APIHandler):
+    async def delete(self, ref: str):
+        await self.op(images.delete_credential, self.actor, ref)
+        self.set_status(204)
+        self.finish()
+
+
+class TemplatesHandler(APIHandler):
+    async def get(self):
+        self.send(await self.op(templates.list_templates, self.actor))
+
+    async def post(self):
+        self.actor.need(S.SUBMIT, "saving templates")
+        self.send(await self.op(templates.save, self.actor, self.body()), 201)
+
+
+class TemplateHandler(APIHandler):
+    async def get(self, ref: str):
+        self.send(await self.op(lambda s, a, r: templates.render(templates.find(s, a, r)), self.actor, ref))
+
+    async def delete(self, ref: str):
+        await self.op(templates.delete, self.actor, ref)
+        self.set_status(204)
+        self.finish()

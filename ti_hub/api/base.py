@@ -1,0 +1,108 @@
+"""One request chokepoint for the REST API: authentication, JSON in/out, errors, scopes."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import TYPE_CHECKING, Any
+
+from jupyterhub.services.auth import HubOAuthenticated
+from tornado import web
+
+from ..domain.actor import Actor
+from ..domain.errors import TiError, ValidationError
+
+if TYPE_CHECKING:
+    from ..service.app import TiService
+
+MAX_BODY = 1 << 20
+
+
+def _reject_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not a valid number")
+
+
+class APIHandler(HubOAuthenticated, web.RequestHandler):
+    """Every API route derives from this: an unauthenticated request never reaches a handler body."""
+
+    @property
+    def ti(self) -> TiService:
+        return self.settings["ti"]
+
+    def set_default_headers(self) -> None:
+        self.set_header("Content-Type", "application/json")
+        self.set_header("Cache-Control", "no-store")
+        self.set_header("X-Content-Type-Options", "nosniff")
+
+    def prepare(self) -> None:
+        user = self.current_user  # triggers HubAuth; None means not logged in
+        if user is None:
+            raise web.HTTPError(401, "authentication required: send 'Authorization: token <hub API token>'")
+
+    @property
+    def actor(self) -> Actor:
+        u = self.current_user
+        kind = u.get("kind", "user")
+        return Actor(name=u["name"], scopes=frozenset(u.get("scopes", ())), groups=tuple(u.get("groups") or ()),
+                     kind=kind)
+
+    def body(self) -> dict[str, Any]:
+        raw = self.request.body or b"{}"
+        if len(raw) > MAX_BODY:
+            raise ValidationError(f"the request body must be at most {MAX_BODY} bytes")
+        try:
+            data = json.loads(raw, parse_constant=_reject_constants)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise ValidationError(f"the request body is not valid JSON: {e}") from None
+        if not isinstance(data, dict):
+            raise ValidationError("the request body must be a JSON object")
+        return data
+
+    def args(self) -> dict[str, str]:
+        return {k: self.get_argument(k) for k in self.request.arguments}
+
+    def send(self, data: Any, status: int = 200) -> None:
+        self.set_status(status)
+        self.finish(json.dumps(data, allow_nan=False, default=_default))
+
+    async def op(self, fn, *args, **kwargs) -> Any:
+        """Run an operation in a worker thread inside one transaction (commit on success)."""
+        return await self.ti.db(fn, *args, **kwargs)
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(exc, TiError):
+            self.set_status(exc.status)
+            body = exc.to_json()
+        elif isinstance(exc, web.HTTPError):
+            body = {"error": {401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed"}
+                    .get(status_code, "http_error"), "detail": exc.log_message or self._reason, "field": None}
+        else:
+            body = {"error": "internal", "detail": "internal error; the administrators can find it in the log",
+                    "field": None}
+        self.finish(json.dumps(body, default=_default))
+
+    def log_exception(self, typ, value, tb) -> None:
+        if isinstance(value, TiError):
+            return  # an expected refusal, not a server problem
+        super().log_exception(typ, value, tb)
+
+    def _handle_request_exception(self, e: BaseException) -> None:
+        if isinstance(e, TiError):
+            self.send_error(e.status, exc_info=(type(e), e, e.__traceback__))
+            return
+        super()._handle_request_exception(e)
+
+
+def _default(o: Any) -> Any:
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    if isinstance(o, (set, frozenset, tuple)):
+        return list(o)
+    raise TypeError(f"{type(o).__name__} is not JSON serializable")
+
+
+def int_id(value: str, field: str = "id") -> int:
+    if not value.isdigit() or len(value) > 18:
+        raise ValidationError(f"{field} must be a number", field=field)
+    return int(value)

@@ -1,0 +1,81 @@
+"""/jobs, /jobs/{id}[/action|/logs], /queue."""
+
+from __future__ import annotations
+
+from ..domain.errors import ValidationError
+from ..ops import jobs
+from .base import APIHandler
+
+
+class JobsHandler(APIHandler):
+    async def get(self):
+        self.send(await self.op(jobs.list_jobs, self.actor, self.args()))
+
+    async def post(self):
+        out = await self.op(jobs.submit, self.actor, self.body(), self.ti.ops_settings)
+        self.ti.runner.poke()
+        self.send(out, 201)
+
+
+class JobHandler(APIHandler):
+    async def get(self, ref: str):
+        self.send(await self.op(jobs.show, self.actor, ref))
+
+
+class JobActionHandler(APIHandler):
+    async def post(self, ref: str, action: str):
+        actor = self.actor
+        if action == "kill":
+            out = await self.op(jobs.kill, actor, ref)
+        elif action == "pause":
+            out = await self.op(jobs.pause, actor, ref)
+        elif action == "resume":
+            out = await self.op(jobs.resume, actor, ref, self.ti.ops_settings)
+        elif action == "clone":
+            out = await self.op(jobs.clone, actor, ref, self.body(), self.ti.ops_settings)
+            self.ti.runner.poke()
+            return self.send(out, 201)
+        else:
+            raise ValidationError(f"unknown action {action!r}; one of: kill, pause, resume, clone", field="action")
+        self.ti.runner.poke()
+        self.send(out)
+
+
+class JobLogsHandler(APIHandler):
+    async def get(self, ref: str):
+        args = self.args()
+        job = await self.op(jobs.show, self.actor, ref)
+        try:
+            instance = int(args.get("instance", "0"))
+            offset = int(args.get("offset", "0"))
+            tail = int(args["tail"]) if "tail" in args else None
+        except ValueError:
+            raise ValidationError("instance, offset and tail must be integers", field="instance") from None
+        if not 0 <= instance < job["instances"]:
+            raise ValidationError(f"instance must be between 0 and {job['instances'] - 1}", field="instance")
+        if offset < 0:
+            raise ValidationError("offset must be >= 0", field="offset")
+        if tail is not None and not 1 <= tail <= 2000:
+            raise ValidationError("tail must be between 1 and 2000 lines", field="tail")
+        finished = job["status"] in ("completed", "failed", "killed", "error", "paused", "stopped")
+        state = await self.op(_backend_state, job["id"])
+        text, nxt = "", offset
+        if state:
+            if tail is not None:
+                text, nxt = await self.ti.backend.logs(job["id"], state, instance, 0, 8 << 20)
+                text = "\n".join(text.splitlines()[-tail:]) + ("\n" if text.endswith("\n") else "")
+            else:
+                text, nxt = await self.ti.backend.logs(job["id"], state, instance, offset, 1 << 20)
+        self.send({"text": text, "offset": nxt, "instance": instance, "instances": job["instances"],
+                   "status": job["status"], "finished": finished})
+
+
+def _backend_state(session, job_id: int):
+    from ..db import models as m
+
+    return session.get(m.Job, job_id).backend_state
+
+
+class QueueHandler(APIHandler):
+    async def get(self):
+        self.send(await self.op(jobs.queue_view, self.actor, self.args()))

@@ -1,0 +1,98 @@
+"""/plans, /quota(s), /volumes, /cluster."""
+
+from __future__ import annotations
+
+from .. import scopes as S
+from ..domain import validation as v
+from ..ops import plans, quotas, volumes
+from .base import APIHandler, int_id
+
+
+class PlansHandler(APIHandler):
+    async def get(self):
+        self.actor.need(S.VIEW_VC, "viewing plans")
+        args = self.args()
+        v.check_fields(args, ("kind", "all"))
+        self.send(await self.op(plans.list_plans, self.actor, self.ti.ops_settings.nodes, args.get("kind"),
+                                args.get("all") in ("1", "true")))
+
+    async def post(self):
+        self.send(await self.op(plans.create, self.actor, self.body(), self.ti.ops_settings.device_rules), 201)
+
+
+class PlanHandler(APIHandler):
+    async def patch(self, plan_id: str):
+        self.send(await self.op(plans.update, self.actor, int_id(plan_id), self.body(),
+                                self.ti.ops_settings.device_rules))
+
+    async def delete(self, plan_id: str):
+        await self.op(plans.delete, self.actor, int_id(plan_id))
+        self.set_status(204)
+        self.finish()
+
+
+class MyQuotaHandler(APIHandler):
+    async def get(self):
+        o = self.ti.ops_settings
+        self.send(await self.op(quotas.my_quota, self.actor, self.get_argument("user", None), o.compute_defaults,
+                                o.storage_defaults, o.device_types))
+
+
+class QuotasHandler(APIHandler):
+    async def get(self):
+        self.send(await self.op(quotas.list_quotas, self.actor, self.get_argument("user", None)))
+
+    async def put(self):
+        self.send(await self.op(quotas.set_quota, self.actor, self.body()))
+
+
+class VolumesHandler(APIHandler):
+    async def get(self):
+        limit, offset = v.pagination(self.args())
+        self.send(await self.op(volumes.list_volumes, self.actor, limit, offset))
+
+    async def post(self):
+        self.send(await self.op(volumes.create, self.actor, self.body(), self.ti.volume_driver,
+                                self.ti.ops_settings.storage_defaults), 201)
+
+
+class VolumeHandler(APIHandler):
+    async def get(self, ref: str):
+        self.send(await self.op(volumes.show, self.actor, ref, self.ti.volume_driver))
+
+    async def patch(self, ref: str):
+        self.send(await self.op(volumes.expand, self.actor, ref, self.body(), self.ti.ops_settings.storage_defaults))
+
+    async def delete(self, ref: str):
+        await self.op(volumes.delete, self.actor, ref, self.ti.volume_driver)
+        self.set_status(204)
+        self.finish()
+
+
+class VolumeSharesHandler(APIHandler):
+    async def post(self, ref: str):
+        self.send(await self.op(volumes.share, self.actor, ref, self.body()), 201)
+
+
+class VolumeShareHandler(APIHandler):
+    async def delete(self, ref: str, share_id: str):
+        self.send(await self.op(volumes.unshare, self.actor, ref, int_id(share_id, "share_id")))
+
+
+class VolumeFilesHandler(APIHandler):
+    async def get(self, ref: str):
+        path = self.get_argument("path", "")
+
+        def browse(session, actor, ref, path):
+            vol = volumes.find(session, actor, ref, "id")
+            return self.ti.volume_driver.browse(vol.id, path)
+
+        self.send(await self.op(browse, self.actor, ref, path))
+
+
+class ClusterHandler(APIHandler):
+    async def get(self):
+        self.actor.need(S.VIEW_CLUSTER, "viewing cluster status")
+        from ..service.status import cluster_status
+
+        self.send(await self.op(cluster_status, self.ti.ops_settings.nodes))

@@ -1,0 +1,49 @@
+"""/workspaces/{owner}/{name}[/running|/stop]: the hub's spawner asks for admission here."""
+
+from __future__ import annotations
+
+from ..domain import validation as v
+from ..ops import workspaces
+from .base import APIHandler
+
+
+class WorkspaceHandler(APIHandler):
+    async def get(self, owner: str, name: str):
+        ws = await self.op(workspaces.get, self.actor, owner, name)
+        # where each volume's bytes are, for a spawner on this machine (the local driver's paths)
+        ws["mounts"] = [{"source": str(self.ti.volume_driver.path(vol["volume_id"])), "kind": vol["kind"],
+                         "mount_path": vol["mount_path"], "read_only": vol["read_only"]} for vol in ws["volumes"]]
+        self.send(ws)
+
+    async def post(self, owner: str, name: str):
+        body = self.body()
+        v.check_fields(body, ("groups", "options"))
+        groups = body.get("groups") or []
+        if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+            raise v.ValidationError("groups must be a list of group names", field="groups")
+        options = body.get("options") or {}
+        out = await self.op(workspaces.start, self.actor, owner, name, groups, options, self.ti.ops_settings)
+        self.ti.runner.poke()
+        self.send(out, 201)
+
+
+class WorkspaceRunningHandler(APIHandler):
+    async def post(self, owner: str, name: str):
+        body = self.body()
+        v.check_fields(body, ("state",))
+        self.send(await self.op(workspaces.set_running, self.actor, owner, name, body.get("state") or {}))
+
+
+class WorkspaceStopHandler(APIHandler):
+    async def post(self, owner: str, name: str):
+        body = self.body()
+        v.check_fields(body, ("reason",))
+        out = await self.op(workspaces.stop, self.actor, owner, name, v.text(body.get("reason", ""), "reason", 500))
+        self.ti.runner.poke()
+        self.send(out)
+
+
+class WorkspaceOptionsHandler(APIHandler):
+    async def get(self, owner: str):
+        groups = [g for g in self.get_argument("groups", "").split(",") if g]
+        self.send(await self.op(workspaces.form_options, self.actor, owner, groups, self.ti.ops_settings))

@@ -1,0 +1,139 @@
+"""`ti-hub`: start the whole embedded platform, upgrade the database, print the config reference."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from . import __version__
+
+DEFAULT_CONFIG = Path(__file__).with_name("default_config.py")
+
+
+def _has_nvidia_gpu() -> bool:
+    return os.path.exists("/dev/nvidiactl") or os.path.exists("/proc/driver/nvidia/version")
+
+
+def _wait_ready(url: str, proc: subprocess.Popen, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        try:
+            with urllib.request.urlopen(url + "/services/ti/api/v1/openapi.json", timeout=1) as r:
+                if r.status == 200:
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.1)
+    return False
+
+
+def cmd_start(args: argparse.Namespace) -> int:
+    data = Path(args.data_dir).expanduser().resolve()
+    data.mkdir(parents=True, exist_ok=True)
+    config = Path(args.config).resolve() if args.config else DEFAULT_CONFIG
+    env = dict(os.environ)
+    env.update({"TI_HUB_DATA_DIR": str(data), "TI_HUB_IP": args.ip, "TI_HUB_PORT": str(args.port),
+                "TI_HUB_CONFIG_FILE": str(config)})
+    for key, val in (("TI_HUB_HUB_PORT", args.hub_port), ("TI_HUB_PROXY_API_PORT", args.proxy_api_port),
+                     ("TI_HUB_SERVICE_PORT", args.service_port)):
+        if val:
+            env[key] = str(val)
+    if args.admin:
+        env["TI_HUB_ADMIN"] = args.admin
+    if not _has_nvidia_gpu() and args.demo_gpus:
+        # no GPU here: fake demo devices so that the whole flow can be tried (jobs see CUDA_VISIBLE_DEVICES only)
+        env.setdefault("TI_HUB_DEMO_GPUS", str(args.demo_gpus))
+    url = f"http://{args.ip}:{args.port}"
+    print(f"TiHub {__version__}: starting JupyterHub, the proxy and the ti service (data in {data}) ...",
+          flush=True)
+    t0 = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "jupyterhub", "-f", str(config)], env=env, cwd=str(data))
+
+    def forward(signum, _frame):
+        proc.send_signal(signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    if _wait_ready(url, proc, args.start_timeout):
+        admin = args.admin or "<admin>"
+        how = ("log in with the password from TI_HUB_ADMIN_PASSWORD" if env.get("TI_HUB_ADMIN_PASSWORD")
+               else f"sign up as '{admin}' at {url}/hub/signup (admins are authorized at once)")
+        print(f"\nTiHub is ready at {url} (started in {time.monotonic() - t0:.1f} s)\n"
+              f"Next: {how}, then authorize new users at {url}/hub/authorize.\n"
+              f"API: {url}/services/ti/api/v1 (OpenAPI: {url}/services/ti/api/v1/openapi.json)\n"
+              "Press Ctrl-C to stop.", flush=True)
+    elif proc.poll() is None:
+        print(f"TiHub did not answer at {url} within {args.start_timeout:.0f} s; see the log above.", flush=True)
+    while True:
+        try:
+            return proc.wait()
+        except KeyboardInterrupt:
+            continue
+
+
+def cmd_upgrade_db(args: argparse.Namespace) -> int:
+    from .db.session import sqlite_url, upgrade
+
+    url = args.db_url or sqlite_url(Path(args.data_dir).expanduser().resolve() / "ti.sqlite")
+    upgrade(url)
+    print("TiHub's database is up to date.")
+    return 0
+
+
+def cmd_help_config(args: argparse.Namespace) -> int:
+    from .backends.local import LocalBackend
+    from .service.app import TiService
+    from .spawner.local import TiLocalSpawner
+
+    for cls in (TiService, LocalBackend, TiLocalSpawner):
+        print(cls.class_get_help())
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ti-hub", description="TiHub: a deep-learning training platform on JupyterHub.",
+                                epilog="Example: ti-hub start --admin admin --data-dir ~/.local/share/ti-hub")
+    p.add_argument("--version", action="version", version=__version__)
+    sub = p.add_subparsers(dest="command")
+    s = sub.add_parser("start", help="start the embedded platform (hub, proxy, ti service, local backend)")
+    s.add_argument("--data-dir", default=os.environ.get("TI_HUB_DATA_DIR", "~/.local/share/ti-hub"),
+                   help="all state lives here (default: %(default)s)")
+    s.add_argument("--admin", default=os.environ.get("TI_HUB_ADMIN", ""),
+                   help="name of the first admin (env TI_HUB_ADMIN); password from TI_HUB_ADMIN_PASSWORD or sign-up")
+    s.add_argument("--ip", default=os.environ.get("TI_HUB_IP", "127.0.0.1"), help="address to listen on")
+    s.add_argument("--port", type=int, default=int(os.environ.get("TI_HUB_PORT", "8000")), help="public port")
+    s.add_argument("--hub-port", type=int, default=0, help="internal hub port (default 8081)")
+    s.add_argument("--proxy-api-port", type=int, default=0, help="proxy API port (default 8001)")
+    s.add_argument("--service-port", type=int, default=0, help="ti service port (default 10101)")
+    s.add_argument("--config", default="", help="a jupyterhub_config.py (default: TiHub's packaged defaults)")
+    s.add_argument("--demo-gpus", type=int, default=4,
+                   help="fake demo devices when this machine has no NVIDIA GPU (0: none; default %(default)s)")
+    s.add_argument("--start-timeout", type=float, default=60, help="seconds to wait for the hub to answer")
+    s.set_defaults(func=cmd_start)
+    u = sub.add_parser("upgrade-db", help="bring TiHub's database to the current schema")
+    u.add_argument("--data-dir", default=os.environ.get("TI_HUB_DATA_DIR", "~/.local/share/ti-hub"))
+    u.add_argument("--db-url", default="", help="SQLAlchemy URL (default: SQLite in the data directory)")
+    u.set_defaults(func=cmd_upgrade_db)
+    h = sub.add_parser("help-config", help="print every configuration option with its help")
+    h.set_defaults(func=cmd_help_config)
+    return p
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0].startswith("--") and argv[0] not in ("--help", "-h", "--version"):
+        argv = ["start", *argv]  # `ti-hub` alone starts the platform
+    args = build_parser().parse_args(argv)
+    sys.exit(args.func(args))
+
+
+if __name__ == "__main__":
+    main()

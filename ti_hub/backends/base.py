@@ -1,0 +1,119 @@
+"""The execution backend interface: what the ti service needs from local processes or Kubernetes.
+
+The scheduler decides *what* runs *where*; a backend only makes it so, reports what it sees, and
+cleans up. Everything a backend must remember about a launched job goes into the JSON it returns
+from ``launch`` (stored as ``Job.backend_state``) so that a restarted ti service can re-adopt it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from traitlets.config import LoggingConfigurable
+
+
+@dataclass(frozen=True)
+class NodeCapacity:
+    """One machine as the scheduler sees it: whole devices by type, cores and memory."""
+
+    name: str
+    pool: str
+    devices: dict[str, list[int]]  # device type -> device indices on this node ("cpu" never appears)
+    cpu: float
+    memory_mib: int
+    labels: dict[str, str] = field(default_factory=dict)
+    schedulable: bool = True
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A host directory made visible at ``mount_path``; read-only mounts are enforced, not advisory."""
+
+    source: str
+    mount_path: str
+    read_only: bool
+    kind: str = "filesystem"  # the storage kind, for messages
+
+
+@dataclass(frozen=True)
+class InstanceSpec:
+    """One process of a job (a worker or a parameter server)."""
+
+    index: int  # 0..n-1 across the whole job
+    role: str  # "worker" or "ps"
+    role_index: int
+    node: str
+    devices: tuple[int, ...]  # device indices on the node (CUDA_VISIBLE_DEVICES)
+    cpu: float
+    memory_mib: int
+    env: dict[str, str]  # the instance's own environment (RANK, TF_CONFIG, ...)
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    job_id: int
+    owner: str
+    name: str
+    kind: str  # single | distributed
+    strategy: str | None  # allreduce | ps | None
+    command: str
+    image: str
+    env: dict[str, str]  # the user's environment, shared by all instances
+    instances: tuple[InstanceSpec, ...]
+    mounts: tuple[Mount, ...] = ()
+    scratch_paths: tuple[str, ...] = ()  # local-kind volumes: fresh, node-local, gone at the end
+    shm_mib: int = 64
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class InstanceStatus:
+    index: int
+    state: str  # "running" | "exited" | "lost"
+    exit_code: int | None = None
+    reason: str = ""  # plain language: "out of memory", "killed by signal 9", ...
+
+
+@dataclass(frozen=True)
+class JobObservation:
+    """What the backend sees of a job right now; ``ti_hub.backends.outcome`` turns it into a status."""
+
+    instances: tuple[InstanceStatus, ...]
+
+
+class ExecutionBackend(LoggingConfigurable):
+    """Base class: launch, watch, logs, stop, capacity, re-adoption."""
+
+    async def capacity(self) -> list[NodeCapacity]:
+        raise NotImplementedError
+
+    async def launch(self, spec: LaunchSpec) -> dict[str, Any]:
+        """Start every instance of the job (all or none) and return its backend state (JSON)."""
+        raise NotImplementedError
+
+    async def observe(self, job_id: int, state: dict[str, Any]) -> JobObservation:
+        raise NotImplementedError
+
+    async def stop(self, job_id: int, state: dict[str, Any], grace_seconds: float = 5.0) -> None:
+        """Stop every instance (TERM, then KILL after the grace period) and free what it held."""
+        raise NotImplementedError
+
+    async def logs(self, job_id: int, state: dict[str, Any], instance: int = 0, offset: int = 0,
+                   limit: int = 1 << 20) -> tuple[str, int]:
+        """Log text of one instance from byte ``offset``; returns (text, next offset)."""
+        raise NotImplementedError
+
+    async def cleanup(self, job_id: int, state: dict[str, Any]) -> None:
+        """Release what outlives the processes (scratch space, ...); logs are kept."""
+        raise NotImplementedError
+
+    async def reconcile(self, known: dict[int, dict[str, Any]]) -> dict[int, bool]:
+        """After a restart: which of the ``known`` running jobs (id -> state) are still alive here.
+
+        Anything this backend finds running that is not in ``known`` is an orphan and is stopped.
+        """
+        raise NotImplementedError

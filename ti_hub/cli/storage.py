@@ -1,0 +1,223 @@
+"""`ti volume ...`: named volumes, their shares and their files."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from typing import Any
+
+from .client import ApiError, TiClient
+from .common import add_json, command, confirm, examples, group, items_of, resolve_id
+from .config import make_client
+from .output import cell, details, fmt_bytes, out, pick, print_json, table
+
+
+def vol_id(client: TiClient, ref: str) -> Any:
+    return resolve_id(client, "/volumes", ref, "volume")
+
+
+def size_of(v: Mapping[str, Any]) -> str:
+    cap = pick(v, "capacity_gib")
+    used = pick(v, "used_gib", "usage_gib", "usage.used_gib")
+    if cap is None:
+        return ""
+    return f"{cell(used)}/{cell(cap)}G" if used is not None else f"{cell(cap)}G"
+
+
+def share_grantee(s: Mapping[str, Any]) -> tuple[str, str]:
+    if s.get("grantee_kind"):
+        return str(s["grantee_kind"]), str(s.get("grantee"))
+    if s.get("user"):
+        return "user", str(s["user"])
+    if s.get("group"):
+        return "group", str(s["group"])
+    return "?", str(s.get("grantee", "?"))
+
+
+def shares_of(v: Mapping[str, Any]) -> str:
+    shares = v.get("shares")
+    if not isinstance(shares, list):
+        return cell(pick(v, "mode", "share_mode"))  # a volume shared with me: my access
+    return ",".join(f"{share_grantee(s)[0][0]}:{share_grantee(s)[1]}:{s.get('mode', '')}" for s in shares)
+
+
+VOLUME_COLUMNS = [("ID", "id"), ("NAME", "name"), ("OWNER", "owner"), ("KIND", "kind"), ("SIZE", size_of),
+                  ("SHARES", shares_of), ("CREATED", "created_at"), ("DESCRIPTION", "description")]
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    items = list(make_client(args).paginate("/volumes"))
+    if args.json:
+        print_json(items)
+    else:
+        table(items, VOLUME_COLUMNS, empty="(no volumes)")
+    return 0
+
+
+def cmd_create(args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {"name": args.name, "kind": args.kind, "capacity_gib": args.size}
+    if args.source is not None:
+        body["source"] = int(args.source) if args.source.isdigit() else args.source
+    if args.description is not None:
+        body["description"] = args.description
+    vol = make_client(args).post("/volumes", body)
+    if args.json:
+        print_json(vol)
+    else:
+        out(f"created volume {vol.get('id', '?')} {vol.get('name', args.name)} ({vol.get('kind', args.kind)}, "
+            f"{vol.get('capacity_gib', args.size)} GiB)")
+    return 0
+
+
+def show_volume(v: Mapping[str, Any]) -> None:
+    flat = {k: val for k, val in v.items() if k != "shares"}
+    details(flat, ("id", "name", "owner", "kind", "capacity_gib", "used_gib", "cluster", "public",
+                   "source_volume_id", "description", "created_at"))
+    shares = v.get("shares")
+    if isinstance(shares, list) and shares:
+        out("\nshares:")
+        rows = [{"id": s.get("id"), "to": share_grantee(s)[0], "name": share_grantee(s)[1], "mode": s.get("mode")}
+                for s in shares]
+        table(rows, [("ID", "id"), ("TO", "to"), ("NAME", "name"), ("MODE", "mode")])
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    client = make_client(args)
+    v = client.get(f"/volumes/{vol_id(client, args.volume)}")
+    if args.json:
+        print_json(v)
+    else:
+        show_volume(v)
+    return 0
+
+
+def cmd_expand(args: argparse.Namespace) -> int:
+    client = make_client(args)
+    v = client.patch(f"/volumes/{vol_id(client, args.volume)}", {"capacity_gib": args.size})
+    if args.json:
+        print_json(v)
+    else:
+        out(f"volume {args.volume}: {(v or {}).get('capacity_gib', args.size)} GiB")
+    return 0
+
+
+def cmd_share(args: argparse.Namespace) -> int:
+    client = make_client(args)
+    who = {"user": args.user} if args.user else {"group": args.group}
+    share = client.post(f"/volumes/{vol_id(client, args.volume)}/shares", {**who, "mode": args.mode})
+    if args.json:
+        print_json(share)
+    else:
+        kind, name = next(iter(who.items()))
+        out(f"shared {args.volume} with {kind} {name} ({args.mode})")
+    return 0
+
+
+def cmd_unshare(args: argparse.Namespace) -> int:
+    client = make_client(args)
+    vid = vol_id(client, args.volume)
+    if args.share_id is not None:
+        share_id = args.share_id
+    else:
+        kind, name = ("user", args.user) if args.user else ("group", args.group)
+        v = client.get(f"/volumes/{vid}")
+        hits = [s for s in (v or {}).get("shares") or [] if share_grantee(s) == (kind, name)]
+        if not hits:
+            raise ApiError(404, "not_found", f"volume {args.volume} is not shared with {kind} {name}")
+        share_id = hits[0].get("id")
+    client.delete(f"/volumes/{vid}/shares/{share_id}")
+    out(f"unshared {args.volume} ({args.user or args.group or f'share {share_id}'})")
+    return 0
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    client = make_client(args)
+    vid = vol_id(client, args.volume)
+    confirm(f"delete volume {args.volume} and all its data?", args.yes)
+    client.delete(f"/volumes/{vid}")
+    out(f"deleted volume {args.volume}")
+    return 0
+
+
+def _entry_size(e: Mapping[str, Any]) -> str:
+    if e.get("type") in ("dir", "directory") or e.get("is_dir") or e.get("dir"):
+        return "-"
+    return fmt_bytes(pick(e, "size", "size_bytes", "bytes"))
+
+
+def _entry_name(e: Mapping[str, Any]) -> str:
+    name = str(pick(e, "name", "path", default=""))
+    is_dir = e.get("type") in ("dir", "directory") or e.get("is_dir") or e.get("dir")
+    return name + "/" if is_dir and not name.endswith("/") else name
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    client = make_client(args)
+    doc = client.get(f"/volumes/{vol_id(client, args.volume)}/files", params={"path": args.path})
+    if args.json:
+        print_json(doc)
+        return 0
+    entries = items_of(doc)
+    if not entries and isinstance(doc, Mapping):
+        entries = doc.get("entries") or doc.get("files") or []
+    table(entries, [("NAME", _entry_name), ("SIZE", _entry_size), ("MODIFIED", lambda e: cell(
+        pick(e, "modified", "mtime", "modified_at"), "modified"))], empty="(empty)")
+    return 0
+
+
+def register(root: Any) -> None:
+    sub = group(root, "volume", "named storage volumes: create, share, browse", examples(
+        "ti volume create data --kind nfs --size 100",
+        "ti volume share data --group lab --mode ro",
+        "ti job submit ... --volume data:/mnt/data:ro -- python train.py",
+    ))
+    p = command(sub, "list", cmd_list, "my volumes and those shared with me", examples("ti volume list", "ti volume list --json"))
+    add_json(p)
+
+    p = command(sub, "create", cmd_create, "create a volume", examples(
+        "ti volume create data --kind nfs --size 100 --description 'ImageNet'",
+        "ti volume create data-copy --kind nfs --size 100 --source data",
+    ))
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("--kind", required=True, help="storage kind (offered by this cluster)")
+    p.add_argument("--size", required=True, type=int, metavar="GIB", help="capacity in GiB")
+    p.add_argument("--source", metavar="VOL", help="fill it from this volume or dataset (NAME, OWNER/NAME or id)")
+    p.add_argument("--description", metavar="TEXT")
+    add_json(p)
+
+    p = command(sub, "show", cmd_show, "a volume's details and shares", examples("ti volume show data",
+                                                                                "ti volume show alice/data"))
+    p.add_argument("volume", metavar="NAME|ID")
+    add_json(p)
+
+    p = command(sub, "expand", cmd_expand, "grow a volume", examples("ti volume expand data --size 200"))
+    p.add_argument("volume", metavar="NAME|ID")
+    p.add_argument("--size", required=True, type=int, metavar="GIB", help="the new capacity in GiB")
+    add_json(p)
+
+    p = command(sub, "share", cmd_share, "give a user or a group access", examples(
+        "ti volume share data --user bob", "ti volume share data --group lab --mode rw"))
+    p.add_argument("volume", metavar="NAME|ID")
+    who = p.add_mutually_exclusive_group(required=True)
+    who.add_argument("--user", metavar="USER")
+    who.add_argument("--group", metavar="GROUP")
+    p.add_argument("--mode", choices=["ro", "rw"], default="ro", help="read-only (default) or read-write")
+    add_json(p)
+
+    p = command(sub, "unshare", cmd_unshare, "take a share back", examples(
+        "ti volume unshare data --user bob", "ti volume unshare data --share-id 7"))
+    p.add_argument("volume", metavar="NAME|ID")
+    who = p.add_mutually_exclusive_group(required=True)
+    who.add_argument("--user", metavar="USER")
+    who.add_argument("--group", metavar="GROUP")
+    who.add_argument("--share-id", type=int, metavar="ID", help="the share's id (see `ti volume show`)")
+
+    p = command(sub, "delete", cmd_delete, "delete a volume and its data", examples(
+        "ti volume delete scratch", "ti volume delete scratch --yes"), aliases=["rm"])
+    p.add_argument("volume", metavar="NAME|ID")
+    p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+
+    p = command(sub, "ls", cmd_ls, "list files in a volume", examples("ti volume ls data", "ti volume ls data models/"))
+    p.add_argument("volume", metavar="NAME|ID")
+    p.add_argument("path", nargs="?", default=None, metavar="PATH", help="a folder inside the volume (default: its root)")
+    add_json(p)

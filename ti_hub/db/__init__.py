@@ -1,0 +1,1 @@
+"""TiHub's database: typed models, sessions and Alembic migrations."""

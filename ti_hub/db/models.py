@@ -1,0 +1,246 @@
+"""TiHub's tables (typed SQLAlchemy 2).
+
+The ti service is the only owner of these tables; every other process reaches
+them through the REST API. JupyterHub's own database stays JupyterHub's.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.types import TypeDecorator
+
+
+class UTCDateTime(TypeDecorator):
+    """Stores naive UTC; always hands back aware UTC datetimes (SQLite drops tz)."""
+
+    impl = DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value, dialect):
+        if value is not None and value.tzinfo is not None:
+            value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        return value
+
+    def process_result_value(self, value, dialect):
+        if value is not None and value.tzinfo is None:
+            value = value.replace(tzinfo=dt.timezone.utc)
+        return value
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON, dt.datetime: UTCDateTime}
+
+
+class User(Base):
+    """A hub user as TiHub knows it; created on first contact, never the source of truth for login."""
+
+    __tablename__ = "ti_users"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(255), unique=True)
+    created_at: Mapped[dt.datetime]
+    # bumped under a row lock by every quota-checked write: serializes one user's submissions
+    quota_version: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class Plan(Base):
+    """RES1: an admin-defined resource bundle for some job kinds."""
+
+    __tablename__ = "ti_plans"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(63), unique=True)
+    description: Mapped[str] = mapped_column(Text, default="")
+    kinds: Mapped[list[Any]]  # subset of workspace / single / distributed
+    device_type: Mapped[str] = mapped_column(String(63))  # "cpu" for CPU-only
+    device_count: Mapped[int] = mapped_column(Integer, default=0)
+    cpu: Mapped[float] = mapped_column(Float)
+    memory_mib: Mapped[int] = mapped_column(Integer)
+    shm_mib: Mapped[int] = mapped_column(Integer, default=64)
+    rdma: Mapped[bool] = mapped_column(Boolean, default=False)
+    pool: Mapped[str] = mapped_column(String(63), default="default")
+    created_at: Mapped[dt.datetime]
+
+
+class Quota(Base):
+    """RES3: a compute limit per user x kind x device type (user '*' is the default)."""
+
+    __tablename__ = "ti_quotas"
+    __table_args__ = (UniqueConstraint("user", "kind", "device_type"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user: Mapped[str] = mapped_column(String(255))
+    kind: Mapped[str] = mapped_column(String(16))
+    device_type: Mapped[str] = mapped_column(String(63))
+    devices: Mapped[int] = mapped_column(Integer)
+    cpu: Mapped[float] = mapped_column(Float)
+    memory_mib: Mapped[int] = mapped_column(BigInteger)
+
+
+class StorageQuota(Base):
+    """RES3: capacity per user x storage kind, in GiB (user '*' is the default)."""
+
+    __tablename__ = "ti_storage_quotas"
+    __table_args__ = (UniqueConstraint("user", "kind"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user: Mapped[str] = mapped_column(String(255))
+    kind: Mapped[str] = mapped_column(String(16))
+    capacity_gib: Mapped[int] = mapped_column(Integer)
+
+
+class Volume(Base):
+    """STO1-STO2: a named volume of one storage kind."""
+
+    __tablename__ = "ti_volumes"
+    __table_args__ = (UniqueConstraint("owner", "name"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    owner: Mapped[str] = mapped_column(String(255), index=True)
+    name: Mapped[str] = mapped_column(String(63))
+    kind: Mapped[str] = mapped_column(String(16))
+    capacity_gib: Mapped[int] = mapped_column(Integer)
+    cluster: Mapped[str] = mapped_column(String(63), default="local")
+    description: Mapped[str] = mapped_column(Text, default="")
+    source_volume_id: Mapped[int | None] = mapped_column(Integer, nullable=True)  # datasets
+    public: Mapped[bool] = mapped_column(Boolean, default=False)  # public datasets
+    created_at: Mapped[dt.datetime]
+    shares: Mapped[list[VolumeShare]] = relationship(
+        back_populates="volume", cascade="all, delete-orphan", lazy="selectin"
+    )
+
+
+class VolumeShare(Base):
+    """STO4: read-only or read-write access for a user or a group."""
+
+    __tablename__ = "ti_volume_shares"
+    __table_args__ = (UniqueConstraint("volume_id", "grantee_kind", "grantee"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    volume_id: Mapped[int] = mapped_column(ForeignKey("ti_volumes.id", ondelete="CASCADE"))
+    grantee_kind: Mapped[str] = mapped_column(String(8))  # user | group
+    grantee: Mapped[str] = mapped_column(String(255))
+    mode: Mapped[str] = mapped_column(String(2))  # ro | rw
+    volume: Mapped[Volume] = relationship(back_populates="shares")
+
+
+class Image(Base):
+    """IMG1: a public image curated by admins."""
+
+    __tablename__ = "ti_images"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(255), unique=True)
+    address: Mapped[str] = mapped_column(String(512))
+    version: Mapped[str] = mapped_column(String(128), default="")
+    accelerator: Mapped[str] = mapped_column(String(16), default="cpu")  # cpu | gpu
+    size_mib: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    description: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[dt.datetime]
+
+
+class RegistryCredential(Base):
+    """IMG2: a private registry login; the password is encrypted and never returned."""
+
+    __tablename__ = "ti_registry_credentials"
+    __table_args__ = (UniqueConstraint("owner", "name"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    owner: Mapped[str] = mapped_column(String(255), index=True)
+    name: Mapped[str] = mapped_column(String(63))
+    server: Mapped[str] = mapped_column(String(255))  # the registry host
+    username: Mapped[str] = mapped_column(String(255))
+    password_encrypted: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[dt.datetime]
+
+
+class SSHKey(Base):
+    """ACC6: a public key a user registered for SSH."""
+
+    __tablename__ = "ti_ssh_keys"
+    __table_args__ = (UniqueConstraint("owner", "name"), UniqueConstraint("owner", "fingerprint"))
+    id: Mapped[int] = mapped_column(primary_key=True)
+    owner: Mapped[str] = mapped_column(String(255), index=True)
+    name: Mapped[str] = mapped_column(String(63))
+    key: Mapped[str] = mapped_column(Text)
+    fingerprint: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[dt.datetime]
+
+
+class Template(Base):
+    """JOB7: a saved job configuration, for its owner (user) or a group (team)."""
+
+    __tablename__ = "ti_templates"
+    __table_args__ = (UniqueConstraint("owner", "name"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    owner: Mapped[str] = mapped_column(String(255), index=True)
+    name: Mapped[str] = mapped_column(String(63))
+    scope: Mapped[str] = mapped_column(String(8))  # user | team
+    group: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    spec: Mapped[dict[str, Any]]
+    created_at: Mapped[dt.datetime]
+
+
+class Job(Base):
+    """A training job or a workspace (kind 'workspace'): one row through its whole life."""
+
+    __tablename__ = "ti_jobs"
+    __table_args__ = (
+        UniqueConstraint("owner", "name"),
+        Index("ix_ti_jobs_owner_id", "owner", "id"),
+        Index("ix_ti_jobs_status_id", "status", "id"),
+    )
+    id: Mapped[int] = mapped_column(primary_key=True)
+    owner: Mapped[str] = mapped_column(String(255))
+    name: Mapped[str] = mapped_column(String(63))
+    display_name: Mapped[str] = mapped_column(String(255), default="")
+    description: Mapped[str] = mapped_column(Text, default="")
+    kind: Mapped[str] = mapped_column(String(16))  # workspace | single | distributed
+    strategy: Mapped[str | None] = mapped_column(String(16), nullable=True)  # allreduce | ps
+    status: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    plan_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    pool: Mapped[str] = mapped_column(String(63), default="default")
+    device_type: Mapped[str] = mapped_column(String(63))
+    devices_per_instance: Mapped[int] = mapped_column(Integer)
+    cpu_per_instance: Mapped[float] = mapped_column(Float)
+    memory_mib_per_instance: Mapped[int] = mapped_column(Integer)
+    shm_mib: Mapped[int] = mapped_column(Integer, default=64)
+    workers: Mapped[int] = mapped_column(Integer, default=1)
+    ps: Mapped[int] = mapped_column(Integer, default=0)
+    image: Mapped[str] = mapped_column(String(512), default="")
+    command: Mapped[str] = mapped_column(Text, default="")
+    spec: Mapped[dict[str, Any]]  # the validated submission (env, volumes, ports, endpoints, ...)
+    preemptible: Mapped[bool] = mapped_column(Boolean, default=False)
+    priority: Mapped[int] = mapped_column(Integer, default=100)
+    placement: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    backend_state: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    created_at: Mapped[dt.datetime]
+    queued_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    started_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    finished_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+    @property
+    def instances(self) -> int:
+        return self.workers + self.ps
+
+
+class JobEvent(Base):
+    """A status change with its plain-language reason, for the job's history."""
+
+    __tablename__ = "ti_job_events"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("ti_jobs.id", ondelete="CASCADE"), index=True)
+    at: Mapped[dt.datetime]
+    status: Mapped[str] = mapped_column(String(16))
+    message: Mapped[str] = mapped_column(Text, default="")

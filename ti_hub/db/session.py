@@ -1,0 +1,60 @@
+"""Engines and sessions; SQLite runs in WAL mode, PostgreSQL is supported the same way."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+
+
+def make_engine(url: str, **kwargs) -> Engine:
+    """An engine for ``url``; SQLite gets WAL, a busy timeout and enforced foreign keys."""
+    if url.startswith("sqlite"):
+        kwargs.setdefault("connect_args", {"check_same_thread": False, "timeout": 30})
+        engine = create_engine(url, **kwargs)
+
+        @event.listens_for(engine, "connect")
+        def _sqlite_pragmas(dbapi_conn, _record):
+            # the driver's implicit BEGIN is turned off so that we can say BEGIN IMMEDIATE
+            dbapi_conn.isolation_level = None
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _sqlite_begin(conn):
+            # take the write lock up front: two writers never both read the old quota usage
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+        return engine
+    kwargs.setdefault("pool_size", 10)
+    kwargs.setdefault("max_overflow", 20)
+    kwargs.setdefault("pool_pre_ping", True)
+    return create_engine(url, **kwargs)
+
+
+def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
+    return sessionmaker(engine, expire_on_commit=False)
+
+
+def upgrade(url: str, revision: str = "head") -> None:
+    """Bring the database at ``url`` to ``revision`` with Alembic."""
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    cfg.attributes["configure_logger"] = False
+    command.upgrade(cfg, revision)
+
+
+def sqlite_url(path: str | os.PathLike) -> str:
+    return f"sqlite:///{Path(path).resolve()}"

@@ -1,0 +1,118 @@
+"""TiHub's defaults for JupyterHub, applied to a config object by ``configure(c)``.
+
+Every setting here can be overridden after the call in your jupyterhub_config.py.
+Environment (set by ``ti-hub start``): TI_HUB_DATA_DIR, TI_HUB_ADMIN, TI_HUB_ADMIN_PASSWORD, TI_HUB_IP,
+TI_HUB_PORT, TI_HUB_HUB_PORT, TI_HUB_PROXY_API_PORT, TI_HUB_SERVICE_PORT, TI_HUB_CONFIG_FILE.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+from pathlib import Path
+
+from . import scopes as S
+
+SERVICE = "ti"
+SPAWNER_SERVICE = "ti-spawner"
+
+
+def _secret_file(path: Path, nbytes: int = 32) -> str:
+    """A token kept in a 0600 file so that the hub and the ti service agree across restarts."""
+    if not path.exists():
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(secrets.token_hex(nbytes))
+        except FileExistsError:
+            pass
+    return path.read_text().strip()
+
+
+def data_dir() -> Path:
+    d = Path(os.environ.get("TI_HUB_DATA_DIR", "ti-hub-data")).resolve()
+    d.mkdir(parents=True, exist_ok=True)
+    os.chmod(d, 0o700)
+    return d
+
+
+def configure(c, data: str | os.PathLike | None = None) -> None:
+    d = Path(data).resolve() if data else data_dir()
+    env = os.environ
+    ip = env.get("TI_HUB_IP", "127.0.0.1")
+    port = int(env.get("TI_HUB_PORT", "8000"))
+    hub_port = int(env.get("TI_HUB_HUB_PORT", "8081"))
+    proxy_api_port = int(env.get("TI_HUB_PROXY_API_PORT", "8001"))
+    service_port = int(env.get("TI_HUB_SERVICE_PORT", "10101"))
+    admin = env.get("TI_HUB_ADMIN", "")
+
+    c.JupyterHub.bind_url = f"http://{ip}:{port}"
+    c.JupyterHub.hub_ip = "127.0.0.1"
+    c.JupyterHub.hub_port = hub_port
+    c.JupyterHub.db_url = f"sqlite:///{d / 'jupyterhub.sqlite'}"
+    c.JupyterHub.cookie_secret_file = str(d / "jupyterhub_cookie_secret")
+    c.JupyterHub.pid_file = str(d / "jupyterhub.pid")
+    # the Python port of configurable-http-proxy: `pip install` brings it, no Node.js needed
+    c.ConfigurableHTTPProxy.command = [os.path.join(os.path.dirname(sys.executable), "configurable-http-proxy")]
+    c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{proxy_api_port}"
+    c.ConfigurableHTTPProxy.pid_file = str(d / "proxy.pid")
+    c.ConfigurableHTTPProxy.auth_token = _secret_file(d / "proxy_token")
+
+    # ACC1: sign-up, then an admin authorizes the account at /hub/authorize
+    c.JupyterHub.authenticator_class = "ti_hub.auth.TiAuthenticator"
+    c.NativeAuthenticator.open_signup = False
+    c.NativeAuthenticator.minimum_password_length = 8
+    c.Authenticator.allow_all = True  # NativeAuthenticator itself refuses accounts nobody authorized
+    if admin:
+        c.Authenticator.admin_users = {admin}
+    c.TiAuthenticator.initial_admin_password = env.get("TI_HUB_ADMIN_PASSWORD", "")
+
+    c.JupyterHub.custom_scopes = S.CUSTOM_SCOPES
+    c.JupyterHub.load_groups = {S.ADMIN_GROUP: {"users": [admin] if admin else []}}
+    c.JupyterHub.load_roles = [
+        {"name": "user", "description": "TiHub preset role 'User'",
+         "scopes": ["self", f"access:services!service={SERVICE}", *S.USER_SCOPES]},
+        {"name": "ti-admin", "description": "TiHub preset role 'System Admin'",
+         "scopes": [*S.ADMIN_SCOPES, f"access:services!service={SERVICE}", "admin-ui", "admin:users",
+                    "admin:servers", "admin:groups", "tokens"],
+         "groups": [S.ADMIN_GROUP]},
+        {"name": "ti-service", "scopes": ["list:users", "read:users", "list:groups", "read:groups"],
+         "services": [SERVICE]},
+        {"name": "ti-spawner", "scopes": [S.ADMIT_WORKSPACES, f"access:services!service={SERVICE}"],
+         "services": [SPAWNER_SERVICE]},
+    ]
+    config_file = env.get("TI_HUB_CONFIG_FILE", "")
+    service_env = {"TI_HUB_DATA_DIR": str(d), "PYTHONUNBUFFERED": "1"}
+    for key in ("TI_HUB_DATA_DIR", "TI_HUB_CONFIG_FILE", "TI_HUB_DEMO_GPUS", "PATH"):
+        if env.get(key):
+            service_env[key] = env[key] if key != "TI_HUB_DATA_DIR" else str(d)
+    spawner_token = _secret_file(d / "spawner_token")
+    cmd = [sys.executable, "-m", "ti_hub.service"]
+    if config_file:
+        cmd.append(f"--TiService.config_file={config_file}")
+    c.JupyterHub.services = [
+        {"name": SERVICE, "url": f"http://127.0.0.1:{service_port}", "command": cmd, "environment": service_env,
+         "display": True, "oauth_no_confirm": True,
+         "oauth_client_allowed_scopes": [*S.PERMISSIONS, "read:users:name!user", "read:users:groups!user"]},
+        {"name": SPAWNER_SERVICE, "api_token": spawner_token, "display": False},
+    ]
+
+    c.JupyterHub.spawner_class = "ti_hub.spawner.local.TiLocalSpawner"
+    c.JupyterHub.allow_named_servers = True
+    c.JupyterHub.named_server_limit_per_user = 10
+    c.JupyterHub.default_url = "/hub/home"
+    c.Spawner.server_token_scopes = S.WORKSPACE_TOKEN_SCOPES
+    c.Spawner.default_url = "/lab"
+    c.Spawner.start_timeout = 300  # includes time spent queued, with progress messages
+    c.Spawner.http_timeout = 120
+    c.TiSpawnerMixin.ti_api_url = f"http://127.0.0.1:{service_port}/services/{SERVICE}/api/v1"
+    c.TiSpawnerMixin.ti_public_api_url = f"http://{ip}:{port}/services/{SERVICE}/api/v1"
+    c.TiSpawnerMixin.ti_api_token = spawner_token
+    c.TiLocalSpawner.root_dir = str(d / "workspaces")
+    c.TiService.data_dir = str(d)
+    demo = int(env.get("TI_HUB_DEMO_GPUS", "0") or 0)
+    if demo > 0:
+        # fake devices for a machine without GPUs: the flow works, the "GPU" is only CUDA_VISIBLE_DEVICES
+        c.LocalBackend.devices = {"demo-gpu": demo}
+    c.LocalBackend.root_dir = str(d)

@@ -1,0 +1,54 @@
+"""Helpers shared by the operations modules."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from ..db import models as m
+from ..domain.errors import NotFound
+
+Clock = Callable[[], dt.datetime]
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def iso(value: dt.datetime | None) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value else None
+
+
+def page(session: Session, stmt, limit: int, offset: int, render: Callable[[Any], dict]) -> dict[str, Any]:
+    total = session.scalar(select(func.count()).select_from(stmt.order_by(None).subquery()))
+    rows = session.scalars(stmt.limit(limit).offset(offset)).all()
+    return {"items": [render(r) for r in rows], "total": total, "limit": limit, "offset": offset}
+
+
+def ensure_user(session: Session, name: str, now: dt.datetime) -> m.User:
+    user = session.scalar(select(m.User).where(m.User.name == name))
+    if user is None:
+        user = m.User(name=name, created_at=now, quota_version=0)
+        session.add(user)
+        session.flush()
+    return user
+
+
+def lock_user(session: Session, name: str, now: dt.datetime) -> m.User:
+    """Serialize one user's quota-checked writes: a row lock on PostgreSQL, the write lock on SQLite."""
+    ensure_user(session, name, now)
+    user = session.scalar(select(m.User).where(m.User.name == name).with_for_update())
+    user.quota_version += 1
+    session.flush()
+    return user
+
+
+def get_or_404(session: Session, model, ident: int, what: str):
+    obj = session.get(model, ident)
+    if obj is None:
+        raise NotFound(f"{what} {ident} does not exist", field="id")
+    return obj

@@ -1,0 +1,120 @@
+"""IMG1-IMG3: public images, custom addresses, registry credentials (encrypted, never returned)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from cryptography.fernet import Fernet
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from .. import scopes as S
+from ..db import models as m
+from ..domain import validation as v
+from ..domain.actor import Actor
+from ..domain.errors import Conflict, NotFound
+from .common import get_or_404, iso, page, utcnow
+
+# registry/path:tag@digest, loosely: what an OCI reference can contain, and nothing a shell would love
+IMAGE_RE = re.compile(r"^[a-z0-9][a-z0-9._\-/:@]{0,510}$")
+HOST_RE = re.compile(r"^[A-Za-z0-9.\-]+(:[0-9]{1,5})?$")
+
+
+def image_address(value: Any, field: str = "image") -> str:
+    value = v.text(value, field, 512, required=True)
+    if not IMAGE_RE.match(value):
+        raise v.ValidationError(f"{field} must be an image address like registry/name:tag (lowercase)", field=field)
+    return value
+
+
+def render(img: m.Image) -> dict[str, Any]:
+    return {"id": img.id, "name": img.name, "address": img.address, "version": img.version,
+            "accelerator": img.accelerator, "size_mib": img.size_mib, "description": img.description,
+            "created_at": iso(img.created_at), "public": True}
+
+
+def list_images(session: Session, actor: Actor, limit: int, offset: int) -> dict[str, Any]:
+    return page(session, select(m.Image).order_by(m.Image.name), limit, offset, render)
+
+
+def resolve(session: Session, ref: Any) -> tuple[str, str | None]:
+    """(address, warning): a public image name, or any address (no credential guarantee: warn)."""
+    if isinstance(ref, str):
+        img = session.scalar(select(m.Image).where(m.Image.name == ref))
+        if img:
+            return img.address, None
+    addr = image_address(ref)
+    return addr, f"{addr} is not a public image: make sure it exists and that you have a credential to pull it"
+
+
+def add_image(session: Session, actor: Actor, data: dict[str, Any]) -> dict[str, Any]:
+    actor.need(S.MANAGE_VC, "adding public images")
+    v.check_fields(data, ("name", "address", "version", "accelerator", "size_mib", "description"))
+    name = v.name(data.get("name"))
+    if session.scalar(select(m.Image.id).where(m.Image.name == name)):
+        raise Conflict(f"an image named {name!r} exists already", field="name")
+    img = m.Image(name=name, address=image_address(data.get("address"), "address"),
+                  version=v.text(data.get("version", ""), "version", 128),
+                  accelerator=v.choice(data.get("accelerator", "cpu"), "accelerator", ("cpu", "gpu")),
+                  size_mib=(v.integer(data["size_mib"], "size_mib", 0, 1 << 30) if data.get("size_mib") is not None
+                            else None),
+                  description=v.text(data.get("description", ""), "description"), created_at=utcnow())
+    session.add(img)
+    session.flush()
+    return render(img)
+
+
+def delete_image(session: Session, actor: Actor, image_id: int) -> None:
+    actor.need(S.MANAGE_VC, "deleting public images")
+    session.delete(get_or_404(session, m.Image, image_id, "image"))
+
+
+def render_credential(c: m.RegistryCredential) -> dict[str, Any]:
+    # the password never leaves the service, not even masked
+    return {"id": c.id, "name": c.name, "registry": c.server, "username": c.username,
+            "created_at": iso(c.created_at)}
+
+
+def list_credentials(session: Session, actor: Actor) -> dict[str, Any]:
+    rows = session.scalars(select(m.RegistryCredential).where(m.RegistryCredential.owner == actor.name)
+                           .order_by(m.RegistryCredential.name)).all()
+    return {"items": [render_credential(c) for c in rows], "total": len(rows), "limit": len(rows), "offset": 0}
+
+
+def add_credential(session: Session, actor: Actor, data: dict[str, Any], fernet: Fernet) -> dict[str, Any]:
+    actor.need(S.SUBMIT, "saving registry credentials")
+    v.check_fields(data, ("name", "registry", "username", "password"))
+    name = v.name(data.get("name"))
+    registry = v.text(data.get("registry"), "registry", 255, required=True)
+    if not HOST_RE.match(registry):
+        raise v.ValidationError("registry must be a host name with an optional :port", field="registry")
+    username = v.text(data.get("username"), "username", 255, required=True)
+    password = v.text(data.get("password"), "password", 4096, required=True)
+    if session.scalar(select(m.RegistryCredential.id).where(m.RegistryCredential.owner == actor.name,
+                                                            m.RegistryCredential.name == name)):
+        raise Conflict(f"you already have a credential named {name!r}", field="name")
+    c = m.RegistryCredential(owner=actor.name, name=name, server=registry, username=username,
+                             password_encrypted=fernet.encrypt(password.encode()), created_at=utcnow())
+    session.add(c)
+    session.flush()
+    return render_credential(c)
+
+
+def find_credential(session: Session, actor: Actor, ref: Any, field: str = "credential") -> m.RegistryCredential:
+    q = select(m.RegistryCredential).where(m.RegistryCredential.owner == actor.name)
+    if isinstance(ref, int) and not isinstance(ref, bool):
+        c = session.scalar(q.where(m.RegistryCredential.id == ref))
+    elif isinstance(ref, str) and ref:
+        c = session.scalar(q.where(m.RegistryCredential.name == ref))
+        if c is None and ref.isdigit():
+            c = session.scalar(q.where(m.RegistryCredential.id == int(ref)))
+    else:
+        raise v.ValidationError(f"{field} must be a credential name or id", field=field)
+    if c is None:
+        raise NotFound(f"you have no registry credential {ref!r}", field=field)
+    return c
+
+
+def delete_credential(session: Session, actor: Actor, ref: Any) -> None:
+    session.delete(find_credential(session, actor, ref, "id"))

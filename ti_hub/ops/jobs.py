@@ -1,0 +1,238 @@
+"""JOB1-JOB5, JOB9: submit, list, show and act on training jobs (and workspaces' records)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sqlalchemy import and_, func, or_, select
+from sqlalchemy.orm import Session
+
+from .. import scopes as S
+from ..db import models as m
+from ..domain import states as st
+from ..domain import validation as v
+from ..domain.actor import Actor
+from ..domain.errors import Conflict, Forbidden, NotFound
+from . import jobspec, quotas
+from .common import iso, lock_user, page, utcnow
+from .settings import OpsSettings
+
+LIST_FILTERS = ("status", "kind", "name", "owner", "all", "limit", "offset")
+
+
+def render(j: m.Job, queue: dict[str, Any] | None = None) -> dict[str, Any]:
+    out = {
+        "id": j.id, "name": j.name, "display_name": j.display_name, "owner": j.owner, "kind": j.kind,
+        "strategy": j.strategy, "status": j.status, "reason": j.reason, "plan_id": j.plan_id, "pool": j.pool,
+        "device_type": j.device_type, "devices_per_instance": j.devices_per_instance,
+        "cpu_per_instance": j.cpu_per_instance, "memory_mib_per_instance": j.memory_mib_per_instance,
+        "workers": j.workers, "ps": j.ps, "instances": j.instances, "shm_mib": j.shm_mib, "image": j.image, "command": j.command,
+        "description": j.description, "env": j.spec.get("env", {}), "volumes": j.spec.get("volumes", []),
+        "ports": j.spec.get("ports", []), "endpoints": j.spec.get("endpoints", []),
+        "estimated_duration": j.spec.get("estimated_duration"), "warnings": j.spec.get("warnings", []),
+        "preemptible": j.preemptible, "priority": j.priority, "exit_code": j.exit_code,
+        "placement": j.placement, "created_at": iso(j.created_at), "queued_at": iso(j.queued_at),
+        "started_at": iso(j.started_at), "finished_at": iso(j.finished_at),
+    }
+    if queue is not None:
+        out["queue"] = queue
+    return out
+
+
+def record(session: Session, job: m.Job, status: str, message: str = "", now: dt.datetime | None = None) -> None:
+    """Every status change goes through here so that the history and timestamps stay consistent."""
+    now = now or utcnow()
+    job.status = status
+    job.reason = message
+    if status == st.QUEUED:
+        job.queued_at = now
+    elif status == st.RUNNING and job.started_at is None:
+        job.started_at = now
+    if status in st.FINAL or status == st.PAUSED:
+        job.finished_at = now
+    session.add(m.JobEvent(job_id=job.id, at=now, status=status, message=message))
+
+
+def find(session: Session, actor: Actor, ref: Any, manage: bool = False) -> m.Job:
+    job = None
+    if isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()):
+        job = session.get(m.Job, int(ref))
+    elif isinstance(ref, str) and v.NAME_RE.match(ref):
+        job = session.scalar(select(m.Job).where(m.Job.owner == actor.name, m.Job.name == ref))
+    else:
+        raise v.ValidationError("a job is addressed by its id or its name", field="id")
+    if job is None or not actor.may_view_job(job.owner):
+        raise NotFound(f"job {ref!r} does not exist", field="id")
+    if manage and not actor.may_manage_job(job.owner):
+        raise Forbidden(f"job {job.id} belongs to {job.owner}; managing it needs {S.MANAGE_ALL_JOBS!r}", field="id")
+    return job
+
+
+def queue_position(session: Session, job: m.Job) -> dict[str, Any] | None:
+    """Q6 (first cut): position inside the job's queue (pool x device type x kind) and who is ahead."""
+    if job.status != st.QUEUED:
+        return None
+    same = and_(m.Job.status == st.QUEUED, m.Job.pool == job.pool, m.Job.device_type == job.device_type,
+                m.Job.kind == job.kind)
+    ahead_cond = or_(m.Job.priority > job.priority, and_(m.Job.priority == job.priority, m.Job.id < job.id))
+    ahead = session.scalar(select(func.count()).where(same, ahead_cond)) or 0
+    return {"queue": f"{job.pool}/{job.device_type}/{job.kind}", "position": ahead + 1, "ahead": ahead}
+
+
+def submit(session: Session, actor: Actor, data: dict[str, Any], settings: OpsSettings) -> dict[str, Any]:
+    actor.need(S.SUBMIT, "submitting jobs")
+    fields = jobspec.parse_job(session, actor, data, settings)
+    return _insert(session, actor.name, fields, settings)
+
+
+def _insert(session: Session, owner: str, fields: dict[str, Any], settings: OpsSettings) -> dict[str, Any]:
+    now = utcnow()
+    lock_user(session, owner, now)
+    if jobspec.name_taken(session, owner, fields["name"]):
+        raise Conflict(f"you already have a job or workspace named {fields['name']!r}", field="name")
+    n = fields["workers"] + fields["ps"]
+    quotas.check_compute(
+        session, owner, fields["kind"], fields["device_type"],
+        quotas.Limits(fields["devices_per_instance"] * n, fields["cpu_per_instance"] * n,
+                      fields["memory_mib_per_instance"] * n),
+        settings.compute_defaults,
+    )
+    job = m.Job(owner=owner, status=st.CREATED, created_at=now, **fields)
+    session.add(job)
+    session.flush()
+    record(session, job, st.CREATED, "submitted", now)
+    record(session, job, st.QUEUED, "waiting for the scheduler", now)
+    session.flush()
+    return render(job, queue_position(session, job))
+
+
+def list_jobs(session: Session, actor: Actor, args: dict[str, str]) -> dict[str, Any]:
+    v.check_fields(args, LIST_FILTERS)
+    limit, offset = v.pagination(args)
+    stmt = select(m.Job)
+    everyone = args.get("all") in ("1", "true", "yes")
+    owner = args.get("owner")
+    if everyone or (owner and owner != actor.name):
+        if not (actor.can(S.VIEW_ALL_JOBS) or actor.can(S.MANAGE_ALL_JOBS)):
+            raise Forbidden(f"listing other users' jobs needs {S.VIEW_ALL_JOBS!r}", field="all")
+        if owner:
+            stmt = stmt.where(m.Job.owner == owner)
+    else:
+        stmt = stmt.where(m.Job.owner == actor.name)
+    if args.get("status"):
+        wanted = args["status"].split(",")
+        for s in wanted:
+            v.choice(s, "status", st.ALL)
+        stmt = stmt.where(m.Job.status.in_(wanted))
+    if args.get("kind"):
+        kinds = args["kind"].split(",")
+        for k in kinds:
+            v.choice(k, "kind", st.KINDS)
+        stmt = stmt.where(m.Job.kind.in_(kinds))
+    if args.get("name"):
+        needle = v.text(args["name"], "name", 63).replace("\\", "\\\\").replace("%", r"\%").replace("_", r"\_")
+        stmt = stmt.where(m.Job.name.like(f"%{needle}%", escape="\\"))
+    return page(session, stmt.order_by(m.Job.id.desc()), limit, offset, render)
+
+
+def show(session: Session, actor: Actor, ref: Any) -> dict[str, Any]:
+    job = find(session, actor, ref)
+    out = render(job, queue_position(session, job))
+    out["events"] = [{"at": iso(e.at), "status": e.status, "message": e.message} for e in session.scalars(
+        select(m.JobEvent).where(m.JobEvent.job_id == job.id).order_by(m.JobEvent.id).limit(200))]
+    return out
+
+
+def kill(session: Session, actor: Actor, ref: Any) -> dict[str, Any]:
+    job = find(session, actor, ref, manage=True)
+    who = "" if job.owner == actor.name else f" by {actor.name}"
+    if job.status in (st.QUEUED, st.CREATED, st.PAUSED):
+        record(session, job, st.KILLED, f"killed{who} before it started" if job.status != st.PAUSED
+               else f"killed{who} while paused")
+    elif job.status in (st.SCHEDULING, st.RUNNING, st.PAUSING):
+        record(session, job, st.KILLING, f"kill requested{who}")
+    elif job.status == st.KILLING:
+        pass
+    else:
+        raise Conflict(f"job {job.id} has already ended ({job.status})", field="id")
+    return render(job)
+
+
+def pause(session: Session, actor: Actor, ref: Any) -> dict[str, Any]:
+    """JOB4: release the resources, keep the record; resume requeues it."""
+    job = find(session, actor, ref, manage=True)
+    if job.kind == "workspace":
+        raise Conflict("workspaces are stopped, not paused", field="id")
+    if job.status == st.QUEUED:
+        record(session, job, st.PAUSED, "paused while queued")
+    elif job.status in (st.SCHEDULING, st.RUNNING):
+        record(session, job, st.PAUSING, "pause requested")
+    elif job.status not in (st.PAUSING, st.PAUSED):
+        raise Conflict(f"job {job.id} is {job.status}; only queued or running jobs can be paused", field="id")
+    return render(job)
+
+
+def resume(session: Session, actor: Actor, ref: Any, settings: OpsSettings) -> dict[str, Any]:
+    job = find(session, actor, ref, manage=True)
+    if job.status != st.PAUSED:
+        raise Conflict(f"job {job.id} is {job.status}; only paused jobs can be resumed", field="id")
+    lock_user(session, job.owner, utcnow())
+    n = job.instances
+    quotas.check_compute(session, job.owner, job.kind, job.device_type,
+                         quotas.Limits(job.devices_per_instance * n, job.cpu_per_instance * n,
+                                       job.memory_mib_per_instance * n), settings.compute_defaults)
+    job.finished_at = None
+    job.exit_code = None
+    job.placement = None
+    job.backend_state = None
+    record(session, job, st.QUEUED, "resumed: waiting for the scheduler")
+    return render(job, queue_position(session, job))
+
+
+def clone(session: Session, actor: Actor, ref: Any, data: dict[str, Any], settings: OpsSettings) -> dict[str, Any]:
+    """JOB4: resubmit with the same configuration under a new name (the caller becomes the owner)."""
+    v.check_fields(data, ("name",))
+    job = find(session, actor, ref)
+    if job.kind == "workspace":
+        raise Conflict("workspaces are restarted, not cloned", field="id")
+    spec = submission_of(job)
+    spec["name"] = data.get("name") or _free_name(session, actor.name, job.name)
+    return submit(session, actor, spec, settings)
+
+
+def submission_of(job: m.Job) -> dict[str, Any]:
+    """The submission document that reproduces a job (for clone and templates)."""
+    out: dict[str, Any] = {"kind": job.kind, "plan": job.plan_id, "image": job.image, "command": job.command,
+                           "description": job.description, "env": job.spec.get("env", {}),
+                           "volumes": [{"volume": vol["volume_id"], "mount_path": vol["mount_path"],
+                                        "read_only": vol["read_only"]} for vol in job.spec.get("volumes", [])],
+                           "ports": job.spec.get("ports", []), "endpoints": job.spec.get("endpoints", []),
+                           "preemptible": job.preemptible}
+    if job.kind == "distributed":
+        out.update(strategy=job.strategy, workers=job.workers)
+        if job.strategy == "ps":
+            out["ps"] = job.ps
+    if job.spec.get("estimated_duration"):
+        out["estimated_duration"] = job.spec["estimated_duration"]
+    return out
+
+
+def _free_name(session: Session, owner: str, base: str) -> str:
+    for i in range(2, 1000):
+        suffix = f"-{i}"
+        cand = base[: 63 - len(suffix)] + suffix
+        if not jobspec.name_taken(session, owner, cand):
+            return cand
+    raise Conflict("no free name for the clone; give one", field="name")
+
+
+def queue_view(session: Session, actor: Actor, args: dict[str, str]) -> dict[str, Any]:
+    """Q6/Q7 first cut: every queued job with its position; others' jobs only with view-all."""
+    v.check_fields(args, ("all", "limit", "offset"))
+    limit, offset = v.pagination(args, 200, 1000)
+    stmt = select(m.Job).where(m.Job.status == st.QUEUED)
+    if not (actor.can(S.VIEW_ALL_JOBS) or actor.can(S.MANAGE_ALL_JOBS)) or args.get("all") not in ("1", "true"):
+        stmt = stmt.where(m.Job.owner == actor.name)
+    stmt = stmt.order_by(m.Job.pool, m.Job.device_type, m.Job.kind, m.Job.priority.desc(), m.Job.id)
+    return page(session, stmt, limit, offset, lambda j: render(j, queue_position(session, j)))

@@ -1,0 +1,171 @@
+"""Turning a submission (JOB2) or workspace options (WS1) into validated Job fields.
+
+Nothing is stored here; every problem is a ValidationError naming the field and the rule.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from ..db import models as m
+from ..domain import validation as v
+from ..domain.actor import Actor
+from ..domain.errors import Forbidden
+from ..domain.mounts import MountRequest, check_request
+from . import images, plans, volumes
+from .settings import OpsSettings
+
+JOB_FIELDS = ("name", "description", "kind", "strategy", "workers", "ps", "plan", "image", "command", "env",
+              "volumes", "ports", "endpoints", "credential", "preemptible", "estimated_duration", "template",
+              "priority", "on_overrun")
+WORKSPACE_FIELDS = ("name", "display_name", "description", "plan", "image", "volumes", "env", "jupyter", "ssh",
+                    "ports")
+ENDPOINTS = ("ssh", "jupyter", "tensorboard")
+MAX_DURATION = 366 * 24 * 3600
+
+
+def merge_template(session: Session, actor: Actor, data: dict[str, Any]) -> dict[str, Any]:
+    """JOB7: a template's fields first, the submission's own fields win."""
+    ref = data.get("template")
+    if ref is None:
+        return dict(data)
+    from . import templates
+
+    tpl = templates.find(session, actor, ref, "template")
+    merged = {**tpl.spec, **{k: val for k, val in data.items() if k != "template"}}
+    return merged
+
+
+def parse_volumes(session: Session, actor: Actor, value: Any, instances: int) -> list[dict[str, Any]]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise v.ValidationError("volumes must be a list of {volume, mount_path, read_only}", field="volumes")
+    if len(value) > 32:
+        raise v.ValidationError("volumes: at most 32 mounts", field="volumes")
+    out, paths = [], set()
+    for i, item in enumerate(value):
+        f = f"volumes[{i}]"
+        v.check_fields(item, ("volume", "mount_path", "read_only"), f)
+        vol = volumes.find(session, actor, item.get("volume"), f"{f}.volume")
+        mode = volumes.access_mode(vol, actor)
+        path = v.mount_path(item.get("mount_path", f"/mnt/{vol.name}"), f"{f}.mount_path")
+        ro = v.boolean(item.get("read_only", vol.kind in ("bucket", "dataset") or mode == "ro"), f"{f}.read_only")
+        if path in paths or any(path.startswith(p + "/") or p.startswith(path + "/") for p in paths):
+            raise v.ValidationError(f"{f}.mount_path {path} overlaps another mount", field=f"{f}.mount_path")
+        paths.add(path)
+        check_request(MountRequest(vol.id, f"{vol.owner}/{vol.name}", vol.kind, ro), mode or "ro", instances,
+                      f"{f}.read_only")
+        out.append({"volume_id": vol.id, "volume": f"{vol.owner}/{vol.name}", "kind": vol.kind,
+                    "mount_path": path, "read_only": ro})
+    return out
+
+
+def _plan_fields(session: Session, data: dict[str, Any], kind: str) -> tuple[m.Plan, dict[str, Any]]:
+    plan = plans.find(session, v.require(data, "plan"))
+    if kind not in plan.kinds:
+        raise v.ValidationError(f"plan {plan.name!r} is not offered for {kind} work (it is for: "
+                                f"{', '.join(plan.kinds)})", field="plan")
+    return plan, {"plan_id": plan.id, "pool": plan.pool, "device_type": plan.device_type,
+                  "devices_per_instance": plan.device_count, "cpu_per_instance": plan.cpu,
+                  "memory_mib_per_instance": plan.memory_mib, "shm_mib": plan.shm_mib}
+
+
+def _check_plan_runs(plan: m.Plan, settings: OpsSettings) -> None:
+    if not plans.fits_somewhere(plan, settings.nodes):
+        raise v.ValidationError(f"plan {plan.name!r} cannot run on this cluster: no machine in pool {plan.pool!r} "
+                                f"has {plan.device_count} x {plan.device_type}, {plan.cpu:g} CPU and "
+                                f"{plan.memory_mib} MiB", field="plan")
+
+
+def parse_job(session: Session, actor: Actor, raw: dict[str, Any], settings: OpsSettings) -> dict[str, Any]:
+    v.check_fields(raw, JOB_FIELDS)
+    data = merge_template(session, actor, raw)
+    v.check_fields(data, JOB_FIELDS)
+    out: dict[str, Any] = {"name": v.name(data.get("name"))}
+    out["description"] = v.text(data.get("description", ""), "description")
+    kind = out["kind"] = v.choice(data.get("kind", "single"), "kind", ("single", "distributed"))
+    if kind == "single":
+        for f in ("strategy", "workers", "ps"):
+            if data.get(f) not in (None, 0, 1, "") or (f == "strategy" and data.get(f)):
+                raise v.ValidationError(f"{f} applies to distributed jobs only", field=f)
+        out.update(strategy=None, workers=1, ps=0)
+    else:
+        strategy = out["strategy"] = v.choice(data.get("strategy", "allreduce"), "strategy", ("allreduce", "ps"))
+        if strategy == "allreduce":
+            out["workers"] = v.integer(data.get("workers", 2), "workers", 2, settings.max_workers)
+            if data.get("ps") not in (None, 0):
+                raise v.ValidationError("ps applies to the parameter-server strategy only", field="ps")
+            out["ps"] = 0
+        else:
+            out["workers"] = v.integer(data.get("workers", 1), "workers", 1, settings.max_workers)
+            out["ps"] = v.integer(data.get("ps", 1), "ps", 1, settings.max_ps)
+    plan, fields = _plan_fields(session, data, kind)
+    _check_plan_runs(plan, settings)
+    out.update(fields)
+    if data.get("image") in (None, ""):
+        raise v.ValidationError("image is required (a public image name or an image address)", field="image")
+    out["image"], warning = images.resolve(session, data["image"])
+    out["command"] = v.command(data.get("command"))
+    instances = out["workers"] + out["ps"]
+    spec: dict[str, Any] = {
+        "env": v.env(data.get("env")),
+        "volumes": parse_volumes(session, actor, data.get("volumes"), instances),
+        "ports": v.ports(data.get("ports")),
+        "endpoints": sorted({v.choice(e, "endpoints", ENDPOINTS) for e in _list(data.get("endpoints"), "endpoints")}),
+        "warnings": [warning] if warning else [],
+    }
+    if data.get("credential") is not None:
+        cred = images.find_credential(session, actor, data["credential"])
+        spec["credential_id"] = cred.id
+    if data.get("estimated_duration") is not None:
+        spec["estimated_duration"] = v.integer(data["estimated_duration"], "estimated_duration", 1, MAX_DURATION)
+    spec["on_overrun"] = v.choice(data.get("on_overrun", "alert"), "on_overrun", ("alert", "stop"))
+    out["spec"] = spec
+    out["preemptible"] = v.boolean(data.get("preemptible", False), "preemptible")
+    if data.get("priority") is not None:
+        # JOB8: priorities are set by admins
+        if not actor.can("custom:ti:jobs:manage-all"):
+            raise Forbidden("only admins set priority (1-1000)", field="priority")
+        out["priority"] = v.integer(data["priority"], "priority", 1, 1000)
+    return out
+
+
+def parse_workspace(session: Session, actor: Actor, data: dict[str, Any], settings: OpsSettings) -> dict[str, Any]:
+    v.check_fields(data, WORKSPACE_FIELDS)
+    out: dict[str, Any] = {"name": v.name(data.get("name")), "kind": "workspace", "strategy": None,
+                           "workers": 1, "ps": 0}
+    out["display_name"] = v.text(data.get("display_name", ""), "display_name", 255)
+    out["description"] = v.text(data.get("description", ""), "description")
+    plan, fields = _plan_fields(session, data, "workspace")
+    _check_plan_runs(plan, settings)
+    out.update(fields)
+    image = data.get("image")
+    out["image"], warning = images.resolve(session, image) if image else ("", None)
+    out["command"] = ""
+    out["spec"] = {
+        "env": v.env(data.get("env")),
+        "volumes": parse_volumes(session, actor, data.get("volumes"), 1),
+        "jupyter": v.boolean(data.get("jupyter", True), "jupyter"),
+        "ssh": v.boolean(data.get("ssh", False), "ssh"),
+        "ports": v.ports(data.get("ports")),
+        "warnings": [warning] if warning else [],
+    }
+    return out
+
+
+def _list(value: Any, field: str) -> list[Any]:
+    if value is None or value == "":
+        return []
+    if isinstance(value, str):
+        return [p.strip() for p in value.split(",") if p.strip()]
+    if not isinstance(value, list):
+        raise v.ValidationError(f"{field} must be a list", field=field)
+    return value
+
+
+def name_taken(session: Session, owner: str, name: str) -> bool:
+    return session.scalar(select(m.Job.id).where(m.Job.owner == owner, m.Job.name == name)) is not None

@@ -1,0 +1,141 @@
+"""RES1 plans: admin-defined bundles, offered only where the cluster can run them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from .. import scopes as S
+from ..backends.base import NodeCapacity
+from ..db import models as m
+from ..domain import validation as v
+from ..domain.actor import Actor
+from ..domain.errors import Conflict, NotFound
+from ..domain.states import ACTIVE, KINDS
+from .common import get_or_404, utcnow
+
+PLAN_FIELDS = ("name", "description", "kinds", "device_type", "device_count", "cpu", "memory_mib", "shm_mib",
+               "rdma", "pool")
+
+
+def render(p: m.Plan, runnable: bool | None = None) -> dict[str, Any]:
+    out = {
+        "id": p.id, "name": p.name, "description": p.description, "kinds": list(p.kinds),
+        "device_type": p.device_type, "device_count": p.device_count, "cpu": p.cpu, "memory_mib": p.memory_mib,
+        "shm_mib": p.shm_mib, "rdma": p.rdma, "pool": p.pool,
+    }
+    if runnable is not None:
+        out["runnable"] = runnable
+    return out
+
+
+def fits_somewhere(plan: m.Plan, nodes: Sequence[NodeCapacity]) -> bool:
+    """A plan is offered only if some node of its pool can run one instance of it (the seed's defect)."""
+    for n in nodes:
+        if n.pool != plan.pool or not n.schedulable:
+            continue
+        if plan.cpu > n.cpu or plan.memory_mib > n.memory_mib:
+            continue
+        if plan.device_count and len(n.devices.get(plan.device_type, ())) < plan.device_count:
+            continue
+        return True
+    return False
+
+
+def parse(data: dict[str, Any], device_rules: dict[str, list[int]], partial: bool = False) -> dict[str, Any]:
+    v.check_fields(data, PLAN_FIELDS)
+    out: dict[str, Any] = {}
+    if not partial or "name" in data:
+        out["name"] = v.name(data.get("name"), "name")
+    if "description" in data:
+        out["description"] = v.text(data["description"], "description")
+    if not partial or "kinds" in data:
+        kinds = data.get("kinds")
+        if not isinstance(kinds, list) or not kinds:
+            raise v.ValidationError("kinds must be a non-empty list of: " + ", ".join(KINDS), field="kinds")
+        out["kinds"] = sorted({v.choice(k, "kinds", KINDS) for k in kinds})
+    if not partial or "device_type" in data:
+        out["device_type"] = v.text(data.get("device_type", "cpu"), "device_type", 63, required=True)
+    if not partial or "device_count" in data:
+        dtype = out.get("device_type", "cpu")
+        out["device_count"] = v.device_count(data.get("device_count", 0), dtype, device_rules, "device_count")
+        if dtype == "cpu" and out["device_count"]:
+            raise v.ValidationError("device_count must be 0 for a CPU-only plan", field="device_count")
+        if dtype != "cpu" and "device_count" in data and out["device_count"] == 0:
+            raise v.ValidationError("device_count must be at least 1 for a device plan", field="device_count")
+    if not partial or "cpu" in data:
+        out["cpu"] = v.number(data.get("cpu"), "cpu", 0.1, 1024)
+    if not partial or "memory_mib" in data:
+        out["memory_mib"] = v.integer(data.get("memory_mib"), "memory_mib", 64, 16 * 1024 * 1024)
+    if "shm_mib" in data:
+        out["shm_mib"] = v.integer(data["shm_mib"], "shm_mib", 0, 1024 * 1024)
+    if "rdma" in data:
+        out["rdma"] = v.boolean(data["rdma"], "rdma")
+    if "pool" in data:
+        out["pool"] = v.name(data["pool"], "pool")
+    return out
+
+
+def list_plans(session: Session, actor: Actor, nodes: Sequence[NodeCapacity], kind: str | None = None,
+               include_unrunnable: bool = False) -> dict[str, Any]:
+    if kind is not None:
+        v.choice(kind, "kind", KINDS)
+    plans = session.scalars(select(m.Plan).order_by(m.Plan.device_count, m.Plan.cpu, m.Plan.id)).all()
+    items = []
+    for p in plans:
+        if kind and kind not in p.kinds:
+            continue
+        ok = fits_somewhere(p, nodes)
+        if ok or (include_unrunnable and actor.can(S.MANAGE_VC)):
+            items.append(render(p, ok))
+    return {"items": items, "total": len(items), "limit": len(items), "offset": 0}
+
+
+def find(session: Session, ref: Any, field: str = "plan") -> m.Plan:
+    if isinstance(ref, int) and not isinstance(ref, bool):
+        plan = session.get(m.Plan, ref)
+    elif isinstance(ref, str) and ref:
+        plan = session.scalar(select(m.Plan).where(m.Plan.name == ref))
+        if plan is None and ref.isdigit():
+            plan = session.get(m.Plan, int(ref))
+    else:
+        raise v.ValidationError(f"{field} must be a plan name or id", field=field)
+    if plan is None:
+        raise NotFound(f"plan {ref!r} does not exist", field=field)
+    return plan
+
+
+def create(session: Session, actor: Actor, data: dict[str, Any], device_rules) -> dict[str, Any]:
+    actor.need(S.MANAGE_VC, "defining plans")
+    fields = parse(data, device_rules)
+    if session.scalar(select(m.Plan).where(m.Plan.name == fields["name"])):
+        raise Conflict(f"a plan named {fields['name']!r} exists already", field="name")
+    plan = m.Plan(created_at=utcnow(), **{"description": "", "shm_mib": 64, "rdma": False, "pool": "default",
+                                         **fields})
+    session.add(plan)
+    session.flush()
+    return render(plan)
+
+
+def update(session: Session, actor: Actor, plan_id: int, data: dict[str, Any], device_rules) -> dict[str, Any]:
+    actor.need(S.MANAGE_VC, "changing plans")
+    plan = get_or_404(session, m.Plan, plan_id, "plan")
+    fields = parse(data, device_rules, partial=True)
+    if "device_type" in fields and "device_count" not in data:
+        v.device_count(plan.device_count, fields["device_type"], device_rules, "device_count")
+    for k, val in fields.items():
+        setattr(plan, k, val)
+    session.flush()
+    return render(plan)
+
+
+def delete(session: Session, actor: Actor, plan_id: int) -> None:
+    actor.need(S.MANAGE_VC, "deleting plans")
+    plan = get_or_404(session, m.Plan, plan_id, "plan")
+    busy = session.scalar(select(m.Job.id).where(m.Job.plan_id == plan.id, m.Job.status.in_(ACTIVE)).limit(1))
+    if busy:
+        raise Conflict(f"plan {plan.name!r} is used by active job {busy}; stop it first", field="id")
+    session.delete(plan)

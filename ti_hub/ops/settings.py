@@ -1,0 +1,22 @@
+"""The slice of service configuration the operations need, as one plain object."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..backends.base import NodeCapacity
+
+
+@dataclass
+class OpsSettings:
+    compute_defaults: dict[str, dict[str, Any]]
+    storage_defaults: dict[str, int]
+    device_rules: dict[str, list[int]] = field(default_factory=dict)
+    max_workers: int = 64
+    max_ps: int = 16
+    nodes: list[NodeCapacity] = field(default_factory=list)
+
+    @property
+    def device_types(self) -> list[str]:
+        return sorted({t for n in self.nodes for t in n.devices})

@@ -1,0 +1,85 @@
+"""JOB7: saved job configurations with scope user (mine) or team (a group of mine)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import or_, select
+from sqlalchemy.orm import Session
+
+from ..db import models as m
+from ..domain import validation as v
+from ..domain.actor import Actor
+from ..domain.errors import Conflict, Forbidden, NotFound
+from .common import iso, utcnow
+
+# what a template may carry: a submission without its name
+TEMPLATE_SPEC_FIELDS = ("description", "kind", "strategy", "workers", "ps", "plan", "image", "command", "env",
+                        "volumes", "ports", "endpoints", "credential", "preemptible", "estimated_duration",
+                        "on_overrun")
+
+
+def render(t: m.Template) -> dict[str, Any]:
+    return {"id": t.id, "name": t.name, "owner": t.owner, "scope": t.scope, "group": t.group, "spec": t.spec,
+            "created_at": iso(t.created_at)}
+
+
+def _visible(actor: Actor):
+    return or_(m.Template.owner == actor.name,
+               (m.Template.scope == "team") & m.Template.group.in_(list(actor.groups) or [""]))
+
+
+def list_templates(session: Session, actor: Actor) -> dict[str, Any]:
+    rows = session.scalars(select(m.Template).where(_visible(actor)).order_by(m.Template.name)).all()
+    return {"items": [render(t) for t in rows], "total": len(rows), "limit": len(rows), "offset": 0}
+
+
+def find(session: Session, actor: Actor, ref: Any, field: str = "id") -> m.Template:
+    q = select(m.Template).where(_visible(actor))
+    t = None
+    if isinstance(ref, int) and not isinstance(ref, bool):
+        t = session.scalar(q.where(m.Template.id == ref))
+    elif isinstance(ref, str) and ref:
+        t = session.scalar(q.where(m.Template.name == ref).order_by((m.Template.owner != actor.name), m.Template.id))
+        if t is None and ref.isdigit():
+            t = session.scalar(q.where(m.Template.id == int(ref)))
+    if t is None:
+        raise NotFound(f"template {ref!r} does not exist or is not shared with you", field=field)
+    return t
+
+
+def save(session: Session, actor: Actor, data: dict[str, Any]) -> dict[str, Any]:
+    v.check_fields(data, ("name", "scope", "group", "spec"))
+    name = v.name(data.get("name"))
+    scope = v.choice(data.get("scope", "user"), "scope", ("user", "team"))
+    group = None
+    if scope == "team":
+        group = v.text(data.get("group"), "group", 255, required=True)
+        if group not in actor.groups:
+            raise Forbidden(f"you are not a member of group {group!r}", field="group")
+    elif data.get("group"):
+        raise v.ValidationError("group applies to team templates only", field="group")
+    spec = data.get("spec")
+    if not isinstance(spec, dict):
+        raise v.ValidationError("spec must be an object with job fields", field="spec")
+    spec = {k: val for k, val in spec.items() if k != "name"}
+    v.check_fields(spec, TEMPLATE_SPEC_FIELDS, "spec")
+    if "command" in spec:
+        v.command(spec["command"], "spec.command")
+    if "env" in spec:
+        v.env(spec["env"], "spec.env")
+    if "ports" in spec:
+        v.ports(spec["ports"], "spec.ports")
+    if session.scalar(select(m.Template.id).where(m.Template.owner == actor.name, m.Template.name == name)):
+        raise Conflict(f"you already have a template named {name!r}", field="name")
+    t = m.Template(owner=actor.name, name=name, scope=scope, group=group, spec=spec, created_at=utcnow())
+    session.add(t)
+    session.flush()
+    return render(t)
+
+
+def delete(session: Session, actor: Actor, ref: Any) -> None:
+    t = find(session, actor, ref)
+    if t.owner != actor.name:
+        raise Forbidden(f"only {t.owner} can delete template {t.name!r}", field="id")
+    session.delete(t)

@@ -1,0 +1,210 @@
+"""STO1-STO4, STO7: volumes, sharing, browsing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import or_, select
+from sqlalchemy.orm import Session
+
+from .. import scopes as S
+from ..db import models as m
+from ..domain import validation as v
+from ..domain.actor import Actor
+from ..domain.errors import Conflict, Forbidden, NotFound
+from ..domain.states import ACTIVE
+from ..storage.local import LocalVolumeDriver
+from . import quotas
+from .common import iso, utcnow
+
+VOLUME_FIELDS = ("name", "kind", "capacity_gib", "description", "cluster", "source", "public")
+MAX_GIB = 1 << 20
+
+
+def render(vol: m.Volume, actor: Actor | None = None) -> dict[str, Any]:
+    out = {
+        "id": vol.id, "owner": vol.owner, "name": vol.name, "kind": vol.kind, "capacity_gib": vol.capacity_gib,
+        "cluster": vol.cluster, "description": vol.description, "public": vol.public,
+        "source_volume_id": vol.source_volume_id, "created_at": iso(vol.created_at),
+        "shares": [{"id": s.id, "kind": s.grantee_kind, "grantee": s.grantee, "mode": s.mode} for s in vol.shares],
+    }
+    if actor is not None:
+        out["access"] = access_mode(vol, actor)
+    return out
+
+
+def access_mode(vol: m.Volume, actor: Actor) -> str | None:
+    """'rw', 'ro' or None: owners have rw, shares give their mode, public datasets are ro to all."""
+    if vol.owner == actor.name:
+        return "ro" if vol.kind == "dataset" else "rw"
+    best = None
+    for s in vol.shares:
+        if (s.grantee_kind == "user" and s.grantee == actor.name) or (
+                s.grantee_kind == "group" and s.grantee in actor.groups):
+            if s.mode == "rw":
+                best = "rw"
+            elif best is None:
+                best = "ro"
+    if best is None and vol.public:
+        best = "ro"
+    if best == "rw" and vol.kind == "dataset":
+        best = "ro"
+    return best
+
+
+def visible_filter(actor: Actor):
+    shared = select(m.VolumeShare.volume_id).where(or_(
+        (m.VolumeShare.grantee_kind == "user") & (m.VolumeShare.grantee == actor.name),
+        (m.VolumeShare.grantee_kind == "group") & (m.VolumeShare.grantee.in_(list(actor.groups) or [""])),
+    ))
+    return or_(m.Volume.owner == actor.name, m.Volume.id.in_(shared), m.Volume.public.is_(True))
+
+
+def list_volumes(session: Session, actor: Actor, limit: int, offset: int) -> dict[str, Any]:
+    stmt = select(m.Volume).where(visible_filter(actor)).order_by(m.Volume.id)
+    from .common import page
+    return page(session, stmt, limit, offset, lambda vol: render(vol, actor))
+
+
+def find(session: Session, actor: Actor, ref: Any, field: str = "volume") -> m.Volume:
+    """By id, by my name, or by owner/name of a volume shared with me."""
+    vol = None
+    if isinstance(ref, int) and not isinstance(ref, bool):
+        vol = session.get(m.Volume, ref)
+    elif isinstance(ref, str) and ref:
+        if "/" in ref:
+            owner, _, name = ref.partition("/")
+            vol = session.scalar(select(m.Volume).where(m.Volume.owner == owner, m.Volume.name == name))
+        else:
+            vol = session.scalar(select(m.Volume).where(m.Volume.owner == actor.name, m.Volume.name == ref))
+            if vol is None and ref.isdigit():
+                vol = session.get(m.Volume, int(ref))
+    else:
+        raise v.ValidationError(f"{field} must be a volume name, owner/name or id", field=field)
+    if vol is None or access_mode(vol, actor) is None:
+        # not telling apart "missing" from "not yours" keeps others' volume names private
+        raise NotFound(f"volume {ref!r} does not exist or is not shared with you", field=field)
+    return vol
+
+
+def owned(session: Session, actor: Actor, ref: Any) -> m.Volume:
+    vol = find(session, actor, ref, "id")
+    if vol.owner != actor.name and not actor.can(S.MANAGE_USERS):
+        raise Forbidden(f"only the owner ({vol.owner}) can change volume {vol.owner}/{vol.name}", field="id")
+    return vol
+
+
+def create(session: Session, actor: Actor, data: dict[str, Any], driver: LocalVolumeDriver,
+           storage_defaults: dict[str, int]) -> dict[str, Any]:
+    from .common import lock_user
+
+    actor.need(S.SUBMIT, "creating volumes")
+    v.check_fields(data, VOLUME_FIELDS)
+    name = v.name(data.get("name"))
+    kind = v.choice(data.get("kind"), "kind", quotas.STORAGE_KINDS)
+    gib = v.integer(data.get("capacity_gib"), "capacity_gib", 1, MAX_GIB)
+    desc = v.text(data.get("description", ""), "description")
+    cluster = v.name(data.get("cluster", "local"), "cluster")
+    public = v.boolean(data.get("public", False), "public")
+    if kind == "bucket" and not actor.can(S.MANAGE_VC):
+        raise Forbidden("bucket volumes are configured by admins", field="kind")
+    if public and (kind != "dataset" or not actor.can(S.MANAGE_VC)):
+        raise Forbidden("only admins publish public datasets", field="public")
+    source = None
+    if kind == "dataset":
+        if "source" not in data:
+            raise v.ValidationError("a dataset is a snapshot of another volume: give source", field="source")
+        source = find(session, actor, data["source"], "source")
+        if source.kind == "local":
+            raise v.ValidationError("local scratch volumes hold no data to snapshot", field="source")
+    elif "source" in data:
+        raise v.ValidationError("source applies to datasets only", field="source")
+    lock_user(session, actor.name, utcnow())
+    if session.scalar(select(m.Volume.id).where(m.Volume.owner == actor.name, m.Volume.name == name)):
+        raise Conflict(f"you already have a volume named {name!r}", field="name")
+    quotas.check_storage(session, actor.name, kind, gib, storage_defaults)
+    vol = m.Volume(owner=actor.name, name=name, kind=kind, capacity_gib=gib, cluster=cluster, description=desc,
+                   source_volume_id=source.id if source else None, public=public, created_at=utcnow())
+    session.add(vol)
+    session.flush()
+    # the directory is made last: a failure above leaves nothing behind, and a failure here rolls back the row
+    driver.create(vol.id, kind, source.id if source else None)
+    return render(vol, actor)
+
+
+def expand(session: Session, actor: Actor, ref: Any, data: dict[str, Any], storage_defaults) -> dict[str, Any]:
+    from .common import lock_user
+
+    v.check_fields(data, ("capacity_gib", "description"))
+    vol = owned(session, actor, ref)
+    if "description" in data:
+        vol.description = v.text(data["description"], "description")
+    if "capacity_gib" in data:
+        gib = v.integer(data["capacity_gib"], "capacity_gib", 1, MAX_GIB)
+        if gib < vol.capacity_gib:
+            raise v.ValidationError(f"capacity_gib can only grow (now {vol.capacity_gib} GiB)", field="capacity_gib")
+        lock_user(session, vol.owner, utcnow())
+        quotas.check_storage(session, vol.owner, vol.kind, gib - vol.capacity_gib, storage_defaults)
+        vol.capacity_gib = gib  # online: mounted work keeps running
+    session.flush()
+    return render(vol, actor)
+
+
+def holders(session: Session, vol: m.Volume) -> list[str]:
+    jobs = session.scalars(select(m.Job).where(m.Job.status.in_(ACTIVE))).all()
+    out = []
+    for j in jobs:
+        for mnt in j.spec.get("volumes", []):
+            if mnt.get("volume_id") == vol.id:
+                out.append(f"{'workspace' if j.kind == 'workspace' else 'job'} {j.id} ({j.owner}/{j.name})")
+    return out
+
+
+def delete(session: Session, actor: Actor, ref: Any, driver: LocalVolumeDriver) -> None:
+    vol = owned(session, actor, ref)
+    busy = holders(session, vol)
+    if busy:
+        raise Conflict(f"volume {vol.owner}/{vol.name} is in use by {', '.join(busy)}", field="id", holders=busy)
+    vid = vol.id
+    session.delete(vol)
+    session.flush()
+    driver.delete(vid)
+
+
+def share(session: Session, actor: Actor, ref: Any, data: dict[str, Any]) -> dict[str, Any]:
+    v.check_fields(data, ("user", "group", "mode"))
+    vol = owned(session, actor, ref)
+    if ("user" in data) == ("group" in data):
+        raise v.ValidationError("give exactly one of user or group", field="user")
+    kind = "user" if "user" in data else "group"
+    grantee = v.text(data[kind], kind, 255, required=True)
+    mode = v.choice(data.get("mode", "ro"), "mode", ("ro", "rw"))
+    if mode == "rw" and vol.kind in ("dataset", "bucket"):
+        raise v.ValidationError(f"{vol.kind} volumes are shared read-only", field="mode")
+    if kind == "user" and grantee == vol.owner:
+        raise v.ValidationError("the owner already has access", field="user")
+    row = next((s for s in vol.shares if s.grantee_kind == kind and s.grantee == grantee), None)
+    if row is None:
+        row = m.VolumeShare(grantee_kind=kind, grantee=grantee, mode=mode)
+        vol.shares.append(row)
+    row.mode = mode
+    session.flush()
+    return render(vol, actor)
+
+
+def unshare(session: Session, actor: Actor, ref: Any, share_id: int) -> dict[str, Any]:
+    vol = owned(session, actor, ref)
+    row = next((s for s in vol.shares if s.id == share_id), None)
+    if row is None:
+        raise NotFound(f"share {share_id} does not exist on this volume", field="share_id")
+    vol.shares.remove(row)
+    session.flush()
+    return render(vol, actor)
+
+
+def show(session: Session, actor: Actor, ref: Any, driver: LocalVolumeDriver) -> dict[str, Any]:
+    vol = find(session, actor, ref, "id")
+    out = render(vol, actor)
+    out["used_bytes"] = driver.usage_bytes(vol.id)
+    out["mounted_by"] = holders(session, vol)
+    return out

@@ -1,0 +1,103 @@
+"""Workspaces (WS1-WS5) as the hub's spawner sees them: admission, placement, running, stopped.
+
+Only the spawner identity (scope custom:ti:workspaces:admit) calls these; it acts for the owner.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from .. import scopes as S
+from ..db import models as m
+from ..domain import states as st
+from ..domain.actor import Actor
+from ..domain.errors import Conflict, NotFound
+from . import jobspec, quotas
+from .common import lock_user, utcnow
+from .jobs import _insert, record, render
+from .settings import OpsSettings
+
+
+def owner_actor(caller: Actor, owner: str, groups: list[str]) -> Actor:
+    caller.need(S.ADMIT_WORKSPACES, "admitting workspaces")
+    # the owner's own permissions apply to what the workspace may use
+    return Actor(name=owner, scopes=frozenset(S.USER_SCOPES), groups=tuple(groups))
+
+
+def _get(session: Session, owner: str, name: str) -> m.Job | None:
+    return session.scalar(select(m.Job).where(m.Job.owner == owner, m.Job.name == name))
+
+
+def start(session: Session, caller: Actor, owner: str, name: str, groups: list[str], options: dict[str, Any],
+          settings: OpsSettings) -> dict[str, Any]:
+    actor = owner_actor(caller, owner, groups)
+    fields = jobspec.parse_workspace(session, actor, {**options, "name": name}, settings)
+    job = _get(session, owner, name)
+    if job is None:
+        return _insert(session, owner, fields, settings)
+    if job.kind != "workspace":
+        raise Conflict(f"{owner} already has a training job named {name!r}", field="name")
+    if job.status in st.ACTIVE:
+        raise Conflict(f"workspace {name!r} is already {job.status}", field="name")
+    # a restart keeps the configuration unless new options were chosen, and may land elsewhere
+    lock_user(session, owner, utcnow())
+    quotas.check_compute(session, owner, "workspace", fields["device_type"],
+                         quotas.Limits(fields["devices_per_instance"], fields["cpu_per_instance"],
+                                       fields["memory_mib_per_instance"]), settings.compute_defaults)
+    for k, val in fields.items():
+        setattr(job, k, val)
+    job.placement = None
+    job.backend_state = None
+    job.finished_at = None
+    record(session, job, st.QUEUED, "waiting for the scheduler")
+    return render(job)
+
+
+def get(session: Session, caller: Actor, owner: str, name: str) -> dict[str, Any]:
+    caller.need(S.ADMIT_WORKSPACES, "reading workspace admission")
+    job = _get(session, owner, name)
+    if job is None or job.kind != "workspace":
+        raise NotFound(f"workspace {owner}/{name} does not exist", field="name")
+    from .jobs import queue_position
+
+    out = render(job, queue_position(session, job))
+    out["jupyter"] = job.spec.get("jupyter", True)
+    return out
+
+
+def set_running(session: Session, caller: Actor, owner: str, name: str, state: dict[str, Any]) -> dict[str, Any]:
+    caller.need(S.ADMIT_WORKSPACES, "reporting workspaces")
+    job = _get(session, owner, name)
+    if job is None or job.status != st.SCHEDULING:
+        raise Conflict(f"workspace {owner}/{name} is not being started", field="name")
+    job.backend_state = state
+    record(session, job, st.RUNNING, "running")
+    return render(job)
+
+
+def stop(session: Session, caller: Actor, owner: str, name: str, reason: str) -> dict[str, Any]:
+    """WS2/JOB9: a stopped workspace releases its devices at once; its record and volumes stay."""
+    caller.need(S.ADMIT_WORKSPACES, "stopping workspaces")
+    job = _get(session, owner, name)
+    if job is None or job.kind != "workspace":
+        raise NotFound(f"workspace {owner}/{name} does not exist", field="name")
+    if job.status in st.ACTIVE:
+        job.placement = None
+        record(session, job, st.STOPPED, reason or "stopped")
+    return render(job)
+
+
+def form_options(session: Session, caller: Actor, owner: str, groups: list[str], settings: OpsSettings
+                 ) -> dict[str, Any]:
+    """What the spawn form may offer this owner: runnable workspace plans, images, visible volumes."""
+    from . import images, plans, volumes
+
+    actor = owner_actor(caller, owner, groups)
+    return {
+        "plans": plans.list_plans(session, actor, settings.nodes, "workspace")["items"],
+        "images": images.list_images(session, actor, 500, 0)["items"],
+        "volumes": volumes.list_volumes(session, actor, 500, 0)["items"],
+    }

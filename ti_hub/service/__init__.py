@@ -1,0 +1,1 @@
+"""The ti service process (hub-managed): API, scheduler loop, backend."""

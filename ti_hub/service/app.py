@@ -1,0 +1,171 @@
+"""The ti service: a hub-managed service that owns TiHub's data, API, scheduler loop and backend.
+
+JupyterHub starts it (see ti_hub.hub_config) with JUPYTERHUB_* variables; it loads the same config
+file as the hub, so one file configures everything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from cryptography.fernet import Fernet
+from jupyterhub.services.auth import HubOAuth
+from tornado import web
+from tornado.httpserver import HTTPServer
+from traitlets import Dict, Float, Instance, Integer, List, Type, Unicode, default
+from traitlets.config import Application
+
+from .. import __version__
+from ..backends.base import ExecutionBackend
+from ..db import models as m
+from ..db.session import make_engine, make_sessionmaker, sqlite_url, upgrade
+from ..ops.settings import OpsSettings
+from ..storage.local import LocalVolumeDriver
+from .loop import JobRunner
+from .web import handlers
+
+DEFAULT_COMPUTE_QUOTAS = {
+    # SPEC RES3: workspaces default to 3 GPUs
+    "workspace": {"devices": 3, "cpu": 32, "memory_mib": 128 * 1024},
+    "single": {"devices": 8, "cpu": 64, "memory_mib": 256 * 1024},
+    "distributed": {"devices": 32, "cpu": 256, "memory_mib": 1024 * 1024},
+}
+DEFAULT_STORAGE_QUOTAS = {"block": 500, "filesystem": 500, "local": 200, "bucket": 0, "dataset": 500}
+DEFAULT_PLANS = [
+    {"name": "cpu-small", "description": "1 CPU core, 4 GiB", "kinds": ["workspace", "single", "distributed"],
+     "device_type": "cpu", "device_count": 0, "cpu": 1, "memory_mib": 4096},
+    {"name": "demo-gpu-1", "description": "1 demo GPU (fake on machines without GPUs), 1 CPU core, 4 GiB",
+     "kinds": ["workspace", "single", "distributed"], "device_type": "demo-gpu", "device_count": 1, "cpu": 1,
+     "memory_mib": 4096},
+]
+DEFAULT_IMAGES = [
+    {"name": "python-cpu", "address": "quay.io/jupyter/scipy-notebook:latest", "accelerator": "cpu",
+     "description": "Python with the scientific stack (CPU)"},
+    {"name": "pytorch-gpu", "address": "quay.io/jupyter/pytorch-notebook:cuda12-latest", "accelerator": "gpu",
+     "description": "PyTorch with CUDA 12"},
+]
+
+
+class TiService(Application):
+    name = "ti-service"
+    version = __version__
+    description = "TiHub's service: REST API, scheduler loop and execution backend."
+
+    data_dir = Unicode(config=True, help="Directory for TiHub's state (database, volumes, job logs).")
+
+    @default("data_dir")
+    def _data_dir(self):
+        return os.environ.get("TI_HUB_DATA_DIR", os.path.abspath("ti-hub-data"))
+
+    db_url = Unicode("", config=True, help="SQLAlchemy URL of TiHub's database; default: SQLite (WAL) in data_dir.")
+    db_threads = Integer(4, config=True, help="Worker threads for database work (the event loop never blocks).")
+    scheduler_interval = Float(1.0, config=True, help="Seconds between scheduling cycles (submissions wake it).")
+    config_file = Unicode("", config=True, help="Config file (the hub's jupyterhub_config.py) to load.")
+    backend_class = Type(
+        "ti_hub.backends.local.LocalBackend", klass=ExecutionBackend, config=True,
+        help="Execution backend: local processes (embedded default) or Kubernetes.",
+    )
+    compute_quota_defaults = Dict(
+        DEFAULT_COMPUTE_QUOTAS, config=True,
+        help="Default compute quota per job kind ({kind: {devices, cpu, memory_mib}}), per device type; "
+             "admins override per user and device type through the API.",
+    )
+    storage_quota_defaults = Dict(
+        DEFAULT_STORAGE_QUOTAS, config=True, help="Default storage quota per storage kind, in GiB.")
+    device_count_rules = Dict(
+        {}, config=True,
+        help="Allowed device counts per device type (SPEC RES4), e.g. {'ascend-910': [0, 1, 2, 4, 8]}.",
+    )
+    max_workers = Integer(64, config=True, help="Most worker instances one distributed job may ask for.")
+    max_ps = Integer(16, config=True, help="Most parameter servers one distributed job may ask for.")
+    initial_plans = List(DEFAULT_PLANS, config=True,
+                         help="Plans created on first start when there are none (admins change them later).")
+    initial_images = List(DEFAULT_IMAGES, config=True, help="Public images created on first start when none exist.")
+    secret_file = Unicode("", config=True,
+                          help="File holding the key that encrypts registry passwords; default data_dir/ti_secret.")
+
+    backend = Instance(ExecutionBackend)
+    volume_driver = Instance(LocalVolumeDriver)
+
+    def initialize(self, argv=None):
+        super().initialize(argv)
+        if self.config_file:
+            self.load_config_file(self.config_file)
+        Path(self.data_dir).mkdir(parents=True, exist_ok=True)
+        url = self.db_url or sqlite_url(Path(self.data_dir) / "ti.sqlite")
+        upgrade(url)
+        self.engine = make_engine(url)
+        self.sessionmaker = make_sessionmaker(self.engine)
+        self.executor = ThreadPoolExecutor(self.db_threads, thread_name_prefix="ti-db")
+        self.fernet = Fernet(self._secret())
+        self.backend = self.backend_class(parent=self, log=self.log)
+        self.volume_driver = LocalVolumeDriver(parent=self, root_dir=self.data_dir)
+        self.ops_settings = OpsSettings(dict(self.compute_quota_defaults), dict(self.storage_quota_defaults),
+                                        {k: list(v) for k, v in self.device_count_rules.items()}, self.max_workers,
+                                        self.max_ps)
+        self.runner = JobRunner(self)
+        self._seed()
+
+    def _secret(self) -> bytes:
+        path = Path(self.secret_file or Path(self.data_dir) / "ti_secret")
+        if not path.exists():
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(Fernet.generate_key())
+        return path.read_bytes().strip()
+
+    def _seed(self) -> None:
+        from sqlalchemy import func, select
+
+        from ..ops.common import utcnow
+
+        with self.sessionmaker.begin() as s:
+            if not s.scalar(select(func.count()).select_from(m.Plan)):
+                for p in self.initial_plans:
+                    s.add(m.Plan(created_at=utcnow(), **{"description": "", "shm_mib": 64, "rdma": False,
+                                                         "pool": "default", **p}))
+            if not s.scalar(select(func.count()).select_from(m.Image)):
+                for img in self.initial_images:
+                    s.add(m.Image(created_at=utcnow(), **{"version": "", "description": "", **img}))
+
+    async def db(self, fn, *args, **kwargs) -> Any:
+        def run():
+            with self.sessionmaker.begin() as session:
+                return fn(session, *args, **kwargs)
+
+        return await asyncio.get_running_loop().run_in_executor(self.executor, run)
+
+    def make_app(self) -> web.Application:
+        prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/services/ti/")
+        api_prefix = prefix.rstrip("/") + "/api/v1"
+        hub_auth = HubOAuth(parent=self, cache_max_age=60)
+        settings = {
+            "ti": self, "hub_auth": hub_auth, "api_prefix": api_prefix,
+            "cookie_secret": os.urandom(32), "static_path": str(Path(__file__).parent.parent / "static"),
+        }
+        return web.Application(handlers(api_prefix, prefix), **settings)
+
+    def start(self):
+        asyncio.run(self.serve())
+
+    async def serve(self) -> None:
+        url = urlparse(os.environ.get("JUPYTERHUB_SERVICE_URL", "http://127.0.0.1:10101"))
+        app = self.make_app()
+        server = HTTPServer(app, xheaders=True)
+        server.listen(url.port or 80, url.hostname or "127.0.0.1")
+        self.log.info("TiHub service %s listening on %s (data in %s)", __version__, url.geturl(), self.data_dir)
+        await self.runner.run_forever()
+
+
+def main(argv: list[str] | None = None) -> None:
+    TiService.launch_instance(argv if argv is not None else sys.argv[1:])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+"""The route table of the ti service and its OpenAPI document (built from the same table)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from jupyterhub.services.auth import HubOAuthCallbackHandler
+from tornado import web
+
+from .. import __version__
+from ..api import account, jobs, resources, workspaces
+from ..api.base import APIHandler
+from ..ops.jobspec import JOB_FIELDS
+
+ID = r"([^/]+)"
+# (path, handler, {method: summary}) -- the OpenAPI document is derived from this table
+ROUTES: list[tuple[str, type, dict[str, str]]] = [
+    ("/me", account.MeHandler, {"get": "Who I am, my groups and TiHub permissions"}),
+    ("/plans", resources.PlansHandler, {"get": "Plans I can use (?kind=)", "post": "Define a plan (admin)"}),
+    (f"/plans/{ID}", resources.PlanHandler, {"patch": "Change a plan (admin)", "delete": "Delete a plan (admin)"}),
+    ("/quota", resources.MyQuotaHandler, {"get": "My compute and storage quota with usage"}),
+    ("/quotas", resources.QuotasHandler, {"get": "Quotas (admin, ?user=)", "put": "Set a quota (admin)"}),
+    ("/jobs", jobs.JobsHandler, {"get": "My jobs (?status=&kind=&name=&owner=&all=1&limit=&offset=)",
+                                 "post": "Submit a training job"}),
+    (f"/jobs/{ID}", jobs.JobHandler, {"get": "A job's detail, queue position and history"}),
+    (f"/jobs/{ID}/logs", jobs.JobLogsHandler, {"get": "Log text of one instance (?instance=&offset=&tail=)"}),
+    (f"/jobs/{ID}/(kill|pause|resume|clone)", jobs.JobActionHandler, {"post": "Kill, pause, resume or clone"}),
+    ("/queue", jobs.QueueHandler, {"get": "Queued jobs with their positions"}),
+    ("/volumes", resources.VolumesHandler, {"get": "My volumes and those shared with me", "post": "Create"}),
+    (f"/volumes/{ID}", resources.VolumeHandler, {"get": "Detail with usage and holders",
+                                                 "patch": "Expand (capacity_gib) or describe", "delete": "Delete"}),
+    (f"/volumes/{ID}/shares", resources.VolumeSharesHandler, {"post": "Share with a user or group (ro/rw)"}),
+    (f"/volumes/{ID}/shares/{ID}", resources.VolumeShareHandler, {"delete": "Remove a share"}),
+    (f"/volumes/{ID}/files", resources.VolumeFilesHandler, {"get": "Browse a volume (?path=)"}),
+    ("/images", account.ImagesHandler, {"get": "Public images", "post": "Add a public image (admin)"}),
+    (f"/images/{ID}", account.ImageHandler, {"delete": "Delete a public image (admin)"}),
+    ("/credentials", account.CredentialsHandler, {"get": "My registry credentials (no passwords)",
+                                                  "post": "Save a registry credential"}),
+    (f"/credentials/{ID}", account.CredentialHandler, {"delete": "Delete a registry credential"}),
+    ("/keys", account.KeysHandler, {"get": "My SSH public keys", "post": "Add an SSH public key"}),
+    (f"/keys/{ID}", account.KeyHandler, {"delete": "Remove an SSH public key"}),
+    ("/templates", account.TemplatesHandler, {"get": "Templates of mine and my teams", "post": "Save a template"}),
+    (f"/templates/{ID}", account.TemplateHandler, {"get": "A template", "delete": "Delete my template"}),
+    ("/cluster", resources.ClusterHandler, {"get": "Nodes, devices and usage"}),
+    (f"/workspaces/{ID}/{ID}", workspaces.WorkspaceHandler,
+     {"get": "Workspace admission state (spawner)", "post": "Ask to start a workspace (spawner)"}),
+    (f"/workspaces/{ID}/{ID}/running", workspaces.WorkspaceRunningHandler, {"post": "Report running (spawner)"}),
+    (f"/workspaces/{ID}/{ID}/stop", workspaces.WorkspaceStopHandler, {"post": "Report stopped (spawner)"}),
+    (f"/workspace-options/{ID}", workspaces.WorkspaceOptionsHandler, {"get": "Spawn form choices (spawner)"}),
+]
+
+ERROR_SCHEMA = {"type": "object", "required": ["error", "detail"], "properties": {
+    "error": {"type": "string"}, "detail": {"type": "string"}, "field": {"type": ["string", "null"]}}}
+
+
+def openapi(prefix: str) -> dict[str, Any]:
+    paths: dict[str, Any] = {}
+    for path, _handler, methods in ROUTES:
+        oa_path, n = path, 0
+        while ID in oa_path:
+            n += 1
+            oa_path = oa_path.replace(ID, "{id}" if n == 1 else f"{{id{n}}}", 1)
+        oa_path = oa_path.replace("(kill|pause|resume|clone)", "{action}")
+        params = [{"name": p.strip("{}"), "in": "path", "required": True, "schema": {"type": "string"}}
+                  for p in oa_path.split("/") if p.startswith("{")]
+        ops = {}
+        for method, summary in methods.items():
+            op: dict[str, Any] = {"summary": summary, "parameters": params, "responses": {
+                "200": {"description": "OK"}, "4XX": {"description": "Refused",
+                                                      "content": {"application/json": {"schema": ERROR_SCHEMA}}}}}
+            if path == "/jobs" and method == "post":
+                op["requestBody"] = {"content": {"application/json": {"schema": {
+                    "type": "object", "required": ["name", "plan", "image", "command"], "additionalProperties": False,
+                    "properties": {f: {} for f in JOB_FIELDS}}}}}
+            ops[method] = op
+        paths[oa_path] = ops
+    return {"openapi": "3.1.0", "info": {"title": "TiHub API", "version": __version__},
+            "servers": [{"url": prefix}], "paths": paths,
+            "components": {"securitySchemes": {"token": {"type": "apiKey", "in": "header", "name": "Authorization"}}},
+            "security": [{"token": []}]}
+
+
+class OpenAPIHandler(web.RequestHandler):
+    """Public on purpose: the document describes routes, not data."""
+
+    def get(self):
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps(openapi(self.settings["api_prefix"])))
+
+
+class RootHandler(APIHandler):
+    async def get(self):
+        self.send({"name": "TiHub", "version": __version__, "api": self.settings["api_prefix"]})
+
+
+class NotFoundHandler(APIHandler):
+    async def get(self, *a):
+        self.send({"error": "not_found", "detail": f"no such API route: {self.request.path}", "field": None}, 404)
+
+    post = patch = put = delete = get
+
+
+def handlers(prefix: str, service_prefix: str) -> list[tuple]:
+    api = [(prefix + path, handler) for path, handler, _ in ROUTES]
+    return [
+        (prefix + "/openapi.json", OpenAPIHandler),
+        (prefix + "/?", RootHandler),
+        *api,
+        (service_prefix + "oauth_callback", HubOAuthCallbackHandler),
+        (service_prefix.rstrip("/") + "/?", RootHandler),
+        (prefix + "/(.*)", NotFoundHandler),
+    ]

@@ -1,0 +1,1 @@
+"""Workspaces: the TiSpawner mixin (admission through the ti service) and its local implementation."""

@@ -1,0 +1,37 @@
+"""The spawner's HTTP client for the ti service (async, never blocks the hub's event loop)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import quote
+
+from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+
+
+class TiServiceError(Exception):
+    def __init__(self, status: int, detail: str, field: str | None = None):
+        super().__init__(detail)
+        self.status, self.detail, self.field = status, detail, field
+
+
+async def call(base: str, token: str, method: str, path: str, body: Any = None, timeout: float = 30) -> Any:
+    req = HTTPRequest(base.rstrip("/") + path, method=method, headers={
+        "Authorization": f"token {token}", "Content-Type": "application/json"},
+        body=None if body is None and method == "GET" else json.dumps(body or {}), request_timeout=timeout)
+    try:
+        resp = await AsyncHTTPClient().fetch(req)
+    except HTTPClientError as e:
+        detail, field = str(e), None
+        if e.response is not None and e.response.body:
+            try:
+                err = json.loads(e.response.body)
+                detail, field = err.get("detail", detail), err.get("field")
+            except ValueError:
+                pass
+        raise TiServiceError(e.code, detail, field) from None
+    return json.loads(resp.body) if resp.body else None
+
+
+def ws_path(owner: str, name: str, suffix: str = "") -> str:
+    return f"/workspaces/{quote(owner, safe='')}/{quote(name, safe='')}{suffix}"

@@ -1,0 +1,75 @@
+"""The spawn form (pure): offers only the plans, images and volumes this user may use."""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+from ..domain.errors import ValidationError
+
+
+def render_form(options: dict[str, Any]) -> str:
+    plans = options.get("plans", [])
+    if not plans:
+        return ('<p class="alert alert-warning">No plan can run a workspace right now. '
+                'Ask an administrator to define a plan for workspaces.</p>')
+    rows = ['<div class="form-group"><label for="ti-name">Workspace name is the server name; '
+            'description</label><input class="form-control" id="ti-desc" name="display_name" '
+            'placeholder="what this workspace is for"></div>']
+    rows.append('<div class="form-group"><label for="ti-plan">Plan</label>'
+                '<select class="form-control" id="ti-plan" name="plan">')
+    for p in plans:
+        label = f"{p['name']}: {p['device_count']} x {p['device_type']}, {p['cpu']:g} CPU, {p['memory_mib']} MiB" \
+            if p["device_count"] else f"{p['name']}: CPU only, {p['cpu']:g} CPU, {p['memory_mib']} MiB"
+        rows.append(f'<option value="{escape(p["name"])}">{escape(label)}</option>')
+    rows.append("</select></div>")
+    rows.append('<div class="form-group"><label for="ti-image">Image</label>'
+                '<select class="form-control" id="ti-image" name="image"><option value="">(default)</option>')
+    for img in options.get("images", []):
+        rows.append(f'<option value="{escape(img["name"])}">{escape(img["name"])} ({escape(img["address"])})'
+                    "</option>")
+    rows.append("</select></div>")
+    vols = options.get("volumes", [])
+    if vols:
+        rows.append("<fieldset><legend>Volumes (mounted at /mnt/NAME)</legend>")
+        for vol in vols:
+            ident = escape(f"{vol['owner']}/{vol['name']}")
+            ro = " (read-only)" if vol.get("access") == "ro" else ""
+            rows.append(f'<div class="checkbox"><label><input type="checkbox" name="volumes" value="{ident}"> '
+                        f'{ident} [{escape(vol["kind"])}, {vol["capacity_gib"]} GiB]{ro}</label></div>')
+        rows.append("</fieldset>")
+    rows.append('<div class="form-group"><label for="ti-env">Environment (NAME=value, one per line)</label>'
+                '<textarea class="form-control" id="ti-env" name="env" rows="3"></textarea></div>')
+    rows.append('<div class="checkbox"><label><input type="checkbox" name="ssh" value="on"> SSH access</label></div>')
+    rows.append('<p class="help-block">Files outside mounted volumes and your home directory are ephemeral: '
+                'they are gone when the workspace stops.</p>')
+    return "\n".join(rows)
+
+
+def options_from_form(formdata: dict[str, list[str]]) -> dict[str, Any]:
+    def one(key: str) -> str:
+        return (formdata.get(key) or [""])[0].strip()
+
+    out: dict[str, Any] = {"plan": one("plan")}
+    if one("image"):
+        out["image"] = one("image")
+    if one("display_name"):
+        out["display_name"] = one("display_name")
+    vols = []
+    for ref in formdata.get("volumes", []):
+        name = ref.split("/", 1)[-1]
+        vols.append({"volume": ref, "mount_path": f"/mnt/{name}"})
+    if vols:
+        out["volumes"] = vols
+    env = {}
+    for i, line in enumerate(one("env").splitlines(), 1):
+        if not line.strip():
+            continue
+        if "=" not in line:
+            raise ValidationError(f"environment line {i} must look like NAME=value", field="env")
+        k, _, val = line.partition("=")
+        env[k.strip()] = val
+    if env:
+        out["env"] = env
+    out["ssh"] = one("ssh") == "on"
+    return out

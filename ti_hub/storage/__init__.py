@@ -1,0 +1,1 @@
+"""Volume drivers: where a volume's bytes live (directories locally, PVCs on Kubernetes)."""

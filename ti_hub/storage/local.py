@@ -1,0 +1,74 @@
+"""Volumes as directories under the data directory (the embedded default).
+
+Capacity is a quota on what users ask for, not a filesystem limit: a local directory cannot be
+capped without a dedicated filesystem, so usage is measured and shown against capacity instead.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import shutil
+from pathlib import Path
+from typing import Any
+
+from traitlets import Unicode
+from traitlets.config import LoggingConfigurable
+
+from ..domain.errors import NotFound, ValidationError
+
+
+class LocalVolumeDriver(LoggingConfigurable):
+    root_dir = Unicode("", config=True, help="Directory holding one sub-directory per volume.")
+
+    def path(self, volume_id: int) -> Path:
+        return Path(self.root_dir) / "volumes" / str(volume_id)
+
+    def create(self, volume_id: int, kind: str, source_id: int | None = None) -> None:
+        p = self.path(volume_id)
+        if kind == "dataset" and source_id is not None:
+            # a dataset is a read-only snapshot: copy now, never share the live directory
+            shutil.copytree(self.path(source_id), p, symlinks=True, dirs_exist_ok=False)
+        else:
+            p.mkdir(parents=True, exist_ok=True)
+
+    def delete(self, volume_id: int) -> None:
+        shutil.rmtree(self.path(volume_id), ignore_errors=True)
+
+    def usage_bytes(self, volume_id: int, max_files: int = 100_000) -> int:
+        total, n = 0, 0
+        for root, _dirs, files in os.walk(self.path(volume_id)):
+            for f in files:
+                try:
+                    total += os.lstat(os.path.join(root, f)).st_size
+                except OSError:
+                    pass
+                n += 1
+                if n >= max_files:
+                    return total
+        return total
+
+    def browse(self, volume_id: int, rel: str = "", limit: int = 1000) -> dict[str, Any]:
+        """STO7: list a directory inside the volume; never follows a path out of it."""
+        rel = (rel or "").strip("/")
+        if any(part == ".." for part in rel.split("/")) or "\x00" in rel:
+            raise ValidationError("path must stay inside the volume (no '..')", field="path")
+        base = self.path(volume_id).resolve()
+        target = (base / rel).resolve() if rel else base
+        if target != base and base not in target.parents:
+            raise ValidationError("path must stay inside the volume", field="path")
+        if not target.exists():
+            raise NotFound(f"{rel or '/'} does not exist in this volume", field="path")
+        if not target.is_dir():
+            st = target.stat()
+            return {"path": rel, "type": "file", "size": st.st_size, "entries": []}
+        entries = []
+        for e in sorted(os.scandir(target), key=lambda e: e.name)[:limit]:
+            try:
+                st = e.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            entries.append({"name": e.name, "type": "dir" if e.is_dir(follow_symlinks=False) else "file",
+                            "size": st.st_size, "modified": st.st_mtime,
+                            "path": posixpath.join(rel, e.name)})
+        return {"path": rel, "type": "dir", "entries": entries}
