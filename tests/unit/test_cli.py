@@ -338,6 +338,18 @@ def test_lists_follow_pagination(env, capsys):
     assert "1x gpu" in out and "16G" in out
 
 
+def test_a_list_that_refuses_paging_parameters_is_taken_whole(env, capsys):
+    def answer(req):
+        if "limit" in req["query"]:
+            return 400, {"error": "invalid", "detail": "unknown field 'limit'", "field": "limit"}
+        return 200, {"items": [{"id": 1, "name": "cpu-small"}], "total": 1, "limit": 1, "offset": 0}
+
+    env.on("GET", "/plans", answer)
+    code, out, _ = run(capsys, "plan", "list", "--kind", "single", "--json")
+    assert code == 0 and json.loads(out) == [{"id": 1, "name": "cpu-small"}]
+    assert env.requests[-1]["query"] == {"kind": "single"}
+
+
 def test_queue_and_quota_render(env, capsys):
     env.on("GET", "/queue", {"items": [job_doc(status="queued", position=1, queue="default")], "total": 1,
                              "limit": 50, "offset": 0})
@@ -396,7 +408,9 @@ def test_share_needs_a_user_or_a_group(env, capsys):
 
 def test_image_add_and_template_save_from_job(env, capsys):
     env.on("POST", "/images", {"id": 1, "name": "pytorch", "address": "pytorch/pytorch:2.3"}, status=201)
-    env.on("GET", "/jobs/mnist", job_doc(image="pytorch", command="python train.py",
+    env.on("GET", "/jobs/mnist", job_doc(image="pytorch", command="python train.py", description="",
+                                         strategy=None, endpoints=[],
+                                         volumes=[{"volume_id": 3, "mount_path": "/mnt/d", "read_only": True}],
                                          spec={"env": {"A": "1"}, "ports": [40001]}))
     env.on("POST", "/templates", {"id": 2, "name": "base", "scope": "team", "group": "lab"}, status=201)
     assert run(capsys, "image", "add", "pytorch", "--address", "pytorch/pytorch:2.3", "--accelerator", "gpu")[0] == 0
@@ -406,8 +420,9 @@ def test_image_add_and_template_save_from_job(env, capsys):
     assert code == 0, err
     assert env.find("POST", "/templates")[0]["body"] == {
         "name": "base", "scope": "team", "group": "lab",
-        "spec": {"kind": "single", "workers": 1, "ps": 0, "plan": "demo-gpu-1", "image": "pytorch",
-                 "command": "python train.py", "env": {"A": "1"}, "ports": [40001]},
+        "spec": {"kind": "single", "plan": "demo-gpu-1", "image": "pytorch", "command": "python train.py",
+                 "env": {"A": "1"}, "volumes": [{"volume": 3, "mount_path": "/mnt/d", "read_only": True}],
+                 "ports": [40001]},
     }
 
 
@@ -566,14 +581,14 @@ def test_normalize_url():
 
 # -- secrets on stdin ---------------------------------------------------------------------
 def test_credential_add_reads_the_password_from_stdin_and_never_echoes_it(env, capsys, monkeypatch):
-    env.on("POST", "/credentials", {"id": 4, "name": "my-registry", "server": "reg.example.com",
+    env.on("POST", "/credentials", {"id": 4, "name": "my-registry", "registry": "reg.example.com",
                                     "username": "alice"}, status=201)
     monkeypatch.setattr(sys, "stdin", io.StringIO("s3cret pass\n"))
     code, out, err = run(capsys, "credential", "add", "my-registry", "--registry", "reg.example.com",
                          "--username", "alice", "--password-stdin")
     assert code == 0, err
     assert env.find("POST", "/credentials")[0]["body"] == {
-        "name": "my-registry", "server": "reg.example.com", "username": "alice", "password": "s3cret pass"}
+        "name": "my-registry", "registry": "reg.example.com", "username": "alice", "password": "s3cret pass"}
     assert "s3cret" not in out + err
 
 
@@ -611,3 +626,33 @@ def test_client_errors_and_paginate(server):
         409, "conflict", "in use", "id", {"hint": "x"})
     with pytest.raises(TiConnectionError):
         TiClient("http://127.0.0.1:9", TOKEN, timeout=2).get("/me")
+
+
+def test_submit_follow_of_a_job_that_never_ran(env, capsys):
+    env.on("POST", "/jobs", job_doc(status="created"), status=201)
+    env.on("GET", "/jobs/7", job_doc(status="error", reason="the image does not exist"))
+    code, out, err = run(capsys, "job", "submit", "--name", "mnist", "-f", "--", "true")
+    assert code == 4
+    assert "error: the image does not exist" in err and "Traceback" not in err
+
+
+def _redirect(self):
+    self.send_response(302)
+    self.send_header("Location", "/hub/login")
+    self.send_header("Content-Length", "0")
+    self.end_headers()
+
+
+def _proxy_down(self):
+    data = b"<html>503</html>"
+    self.send_response(503)
+    self.send_header("Content-Length", str(len(data)))
+    self.end_headers()
+    self.wfile.write(data)
+
+
+@pytest.mark.parametrize("answer,says", [(_redirect, "redirects to /hub/login"), (_proxy_down, "HTTP 503")])
+def test_redirects_and_a_missing_service_are_not_followed(env, capsys, monkeypatch, answer, says):
+    monkeypatch.setattr(Handler, "do_GET", answer)
+    code, _, err = run(capsys, "me")
+    assert code == 3 and says in err

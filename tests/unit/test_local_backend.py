@@ -41,10 +41,11 @@ def gone(pid: int) -> bool:
     return st is None or not st.alive
 
 
-@pytest.fixture
-async def backend(tmp_path):
+@pytest.fixture(params=["bubblewrap", "plain"] if HAVE_BWRAP else ["plain"])
+async def backend(request, tmp_path):
+    """Every behaviour with and without bubblewrap (which sits between the supervisor and the job)."""
     b = LocalBackend(root_dir=str(tmp_path / "root"), devices={"demo-gpu": 4}, memory_poll_interval=0.1,
-                     orphan_grace_seconds=1.0)
+                     orphan_grace_seconds=1.0, use_bubblewrap=request.param == "bubblewrap")
     yield b
     await b.reconcile({})  # whatever a failing test left running: nothing known, so all of it stops
 
@@ -127,8 +128,9 @@ async def test_logs_offsets_and_tail(backend):
     assert "\ufffd" not in a + b and a + b == text
 
 
-@pytest.mark.skipif(not HAVE_BWRAP, reason="needs bubblewrap")
 async def test_read_only_mount_refuses_writes_read_write_accepts(backend, tmp_path):
+    if not backend.use_bubblewrap:
+        pytest.skip("read-only mounts need bubblewrap; without it they are refused (tested below)")
     ro, rw = tmp_path / "ro", tmp_path / "rw"
     ro.mkdir()
     rw.mkdir()
@@ -219,7 +221,8 @@ async def test_reconcile_readopts_known_jobs_and_kills_orphans(backend):
     orphan_state = await backend.launch(orphan_spec)
     await wait_log(backend, 10, known_state, "up")
     await wait_log(backend, 11, orphan_state, "up")
-    orphan_child = procs.job_processes(orphan_state["instances"][0]["pid"], None, None)
+    orphan = orphan_state["instances"][0]
+    orphan_child = procs.job_processes(orphan["pid"], orphan["start_time"], None, None)
     assert orphan_child
     result = await backend.reconcile({10: known_state})
     assert result == {10: True}
@@ -232,7 +235,7 @@ async def test_a_restarted_service_sees_and_stops_the_running_job(backend):
     spec = make_spec(12, "echo up; sleep 1000", workers=2)
     state = await backend.launch(spec)
     await wait_log(backend, 12, state, "up", instance=1)
-    restarted = LocalBackend(root_dir=backend.root_dir)  # a new service process, same disk
+    restarted = LocalBackend(root_dir=backend.root_dir, use_bubblewrap=backend.use_bubblewrap)  # same disk
     assert await restarted.reconcile({12: state}) == {12: True}
     obs = await restarted.observe(12, state)
     assert [s.state for s in obs.instances] == ["running", "running"]
@@ -255,8 +258,8 @@ async def test_killed_supervisor_reports_lost(backend):
     outcome, _ = await wait_outcome(backend, spec, state)
     assert outcome == ("failed", None, "worker 0 was lost: the process disappeared (machine restart?)")
     await backend.stop(13, state, grace_seconds=1)
-    child = backend._read_json(state["instances"][0]["child"])
-    assert not procs.job_processes(None, child["pgid"], child["start_time"])  # died with its supervisor
+    sup = state["instances"][0]
+    assert not procs.job_processes(sup["pid"], sup["start_time"], None, None)  # nothing left behind
 
 
 # ---- pure helpers of the local backend -----------------------------------------------------------

@@ -10,6 +10,7 @@ the server cannot be reached (or answers something that is not the TiHub API).
 
 from __future__ import annotations
 
+import http.client
 import json
 import socket
 import urllib.error
@@ -117,7 +118,7 @@ class TiClient:
             finally:
                 e.close()
             raise self._error(e.code, e.reason, raw, e.headers) from None
-        except (urllib.error.URLError, OSError, socket.timeout) as e:
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
             reason = getattr(e, "reason", None) or e
             if isinstance(reason, socket.timeout) or isinstance(e, TimeoutError):
                 reason = f"no answer within {self.timeout:g} s"
@@ -172,7 +173,15 @@ class TiClient:
         offset = int(params.pop("offset", 0) or 0)
         limit = int(params.pop("limit", page_size) or page_size)
         while True:
-            page = self.get(path, params={**params, "limit": limit, "offset": offset})
+            try:
+                page = self.get(path, params={**params, "limit": limit, "offset": offset})
+            except ApiError as e:
+                if e.status != 400 or e.field not in ("limit", "offset") or offset:
+                    raise
+                # a list that refuses paging parameters: take it whole
+                page = self.get(path, params=params)
+                yield from (page if isinstance(page, list) else (page or {}).get("items") or [])
+                return
             if isinstance(page, list):  # tolerate an endpoint that answers a bare list
                 yield from page
                 return

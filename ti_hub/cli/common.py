@@ -97,7 +97,8 @@ def me(client: TiClient) -> str | None:
         return None
 
 
-def resolve_id(client: TiClient, path: str, ref: str, what: str, items: Iterable[Mapping[str, Any]] | None = None) -> Any:
+def resolve_id(client: TiClient, path: str, ref: str, what: str,
+               items: Iterable[Mapping[str, Any]] | None = None) -> Any:
     """The id of a resource addressed by id, NAME or OWNER/NAME (only ids in its URL).
 
     All-digit references are ids. A name that matches several (mine and one shared with me)

@@ -14,7 +14,8 @@ from .output import fmt_mib, out, pick, print_json, table
 IMAGE_COLUMNS = [("ID", "id"), ("NAME", "name"), ("ADDRESS", "address"), ("VERSION", "version"),
                  ("ACCEL", "accelerator"), ("SIZE", lambda i: fmt_mib(i.get("size_mib"))),
                  ("DESCRIPTION", "description")]
-CREDENTIAL_COLUMNS = [("ID", "id"), ("NAME", "name"), ("REGISTRY", lambda c: str(pick(c, "server", "registry", default=""))),
+CREDENTIAL_COLUMNS = [("ID", "id"), ("NAME", "name"),
+                      ("REGISTRY", lambda c: str(pick(c, "registry", "server", default=""))),
                       ("USERNAME", "username"), ("CREATED", "created_at")]
 
 
@@ -37,7 +38,8 @@ def cmd_image_add(args: argparse.Namespace) -> int:
     if args.json:
         print_json(image)
     else:
-        out(f"added public image {image.get('id', '?')} {image.get('name', args.name)} ({image.get('address', args.address)})")
+        out(f"added public image {image.get('id', '?')} {image.get('name', args.name)} "
+            f"({image.get('address', args.address)})")
     return 0
 
 
@@ -78,7 +80,7 @@ def cmd_credential_list(args: argparse.Namespace) -> int:
 def cmd_credential_add(args: argparse.Namespace) -> int:
     client = make_client(args)  # before asking: no prompt when not logged in
     password = read_password(args)
-    body = {"name": args.name, "server": args.registry, "username": args.username, "password": password}
+    body = {"name": args.name, "registry": args.registry, "username": args.username, "password": password}
     cred = client.post("/credentials", body)
     cred = {k: v for k, v in (cred or {}).items() if k != "password"}
     if args.json:
@@ -98,7 +100,8 @@ def cmd_credential_delete(args: argparse.Namespace) -> int:
 
 def register(root: Any) -> None:
     sub = group(root, "image", "public images curated by admins", examples(
-        "ti image list", "ti image add pytorch --address pytorch/pytorch:2.3.0-cuda12.1-cudnn8-runtime --accelerator gpu",
+        "ti image list",
+        "ti image add pytorch --address pytorch/pytorch:2.3.0-cuda12.1-cudnn8-runtime --accelerator gpu",
     ))
     p = command(sub, "list", cmd_image_list, "list public images", examples("ti image list", "ti image list --json"))
     add_json(p)

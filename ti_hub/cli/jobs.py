@@ -83,7 +83,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 SHOW_ORDER = ("id", "name", "display_name", "owner", "kind", "strategy", "status", "reason", "queue",
-              "plan", "image", "command", "workers", "ps", "device_type", "devices_per_instance",
+              "plan", "plan_id", "pool", "image", "command", "workers", "ps", "instances", "device_type", "devices_per_instance",
               "cpu_per_instance", "memory_mib_per_instance", "shm_mib", "env", "volumes", "ports", "endpoints",
               "credential", "preemptible", "priority", "estimated_duration", "exit_code", "description",
               "created_at", "queued_at", "started_at", "finished_at")
@@ -92,7 +92,7 @@ SHOW_ORDER = ("id", "name", "display_name", "owner", "kind", "strategy", "status
 def fmt_volume(v: Any) -> str:
     if not isinstance(v, Mapping):
         return cell(v)
-    text = f"{v.get('volume', v.get('name', '?'))}:{v.get('mount_path', '?')}"
+    text = f"{pick(v, 'volume', 'name', 'volume_id', default='?')}:{v.get('mount_path', '?')}"
     return text + (":ro" if v.get("read_only") else "")
 
 
@@ -104,7 +104,7 @@ def show_job(job: Mapping[str, Any]) -> None:
         for k, v in spec.items():
             flat.setdefault(k, v)
     if flat.get("queue") is not None:
-        flat["queue"] = queue_position(flat)
+        flat["queue"] = queue_position(flat, with_queue=True)
     if isinstance(flat.get("plan"), Mapping):
         flat["plan"] = plan_of(flat)
     if isinstance(flat.get("env"), Mapping):
@@ -154,7 +154,8 @@ def cmd_clone(args: argparse.Namespace) -> int:
     if args.json:
         print_json(job)
     else:
-        out(f"cloned {args.job} into job {job.get('id', '?')} {job.get('name', args.name)} ({job.get('status', 'created')})")
+        out(f"cloned {args.job} into job {job.get('id', '?')} {job.get('name', args.name)} "
+            f"({job.get('status', 'created')})")
     return 0
 
 
@@ -176,7 +177,8 @@ def register(root: Any) -> None:
         "ti job list", "ti job list --status queued,running --kind distributed",
         "ti job list --all --limit 200", "ti job list --json | jq '.[].name'",
     ), aliases=["ls"])
-    p.add_argument("--status", help=f"only these states (comma list): {', '.join(STATUSES)}")
+    p.add_argument("--status", metavar="STATUS[,STATUS]",
+                   help=f"only jobs in these states: {', '.join(STATUSES)}")
     p.add_argument("--kind", choices=["single", "distributed", "workspace"], help="only this kind")
     p.add_argument("--name", help="only jobs with this name")
     p.add_argument("--owner", help="only this user's jobs (needs jobs:view-all)")

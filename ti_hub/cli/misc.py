@@ -72,7 +72,7 @@ QUEUE_COLUMNS = [("QUEUE", _queue_name), ("POS", _position), ("ID", "id"), ("NAM
 
 
 def cmd_queue(args: argparse.Namespace) -> int:
-    doc = make_client(args).get("/queue")
+    doc = make_client(args).get("/queue", params={"all": 1 if args.all else None})
     if args.json:
         print_json(doc)
     else:
@@ -117,15 +117,29 @@ SPEC_FIELDS = ("kind", "strategy", "workers", "ps", "plan", "image", "command", 
 
 
 def spec_from_job(job: Mapping[str, Any]) -> dict[str, Any]:
-    """The submission fields of a job (its `spec` first, then its top-level fields), minus its name."""
+    """The submission fields of a job (its `spec` first, then its top-level fields), minus its name.
+
+    Empty values are left out, and so are the fields its kind does not take (workers of a single job).
+    """
     src = job.get("spec") if isinstance(job.get("spec"), Mapping) else {}
     spec: dict[str, Any] = {}
     for field in SPEC_FIELDS:
         value = src.get(field) if src.get(field) is not None else job.get(field)
         if field == "plan":
             value = src.get("plan") or plan_of(job)
-        if value is not None:
+        if value is not None and value != "" and value != [] and value != {}:
             spec[field] = value
+    if spec.get("kind") != "distributed":
+        for field in ("strategy", "workers", "ps"):
+            spec.pop(field, None)
+    elif spec.get("strategy") != "ps":
+        spec.pop("ps", None)
+    if isinstance(spec.get("volumes"), list):
+        spec["volumes"] = [
+            {"volume": pick(m, "volume", "volume_id", "name"), "mount_path": m.get("mount_path"),
+             "read_only": bool(m.get("read_only"))} if isinstance(m, Mapping) else m
+            for m in spec["volumes"]
+        ]
     return spec
 
 
@@ -184,12 +198,15 @@ def cmd_template_delete(args: argparse.Namespace) -> int:
 
 
 def register(root: Any) -> None:
-    p = command(root, "queue", cmd_queue, "queued jobs and their positions", examples("ti queue", "ti queue --json"))
+    p = command(root, "queue", cmd_queue, "queued jobs and their positions",
+                examples("ti queue", "ti queue --all", "ti queue --json"))
+    p.add_argument("--all", action="store_true", help="everyone's queued jobs (needs jobs:view-all)")
     add_json(p)
     p = command(root, "quota", cmd_quota, "my compute and storage quota, with usage", examples("ti quota"))
     add_json(p)
 
-    sub = group(root, "plan", "resource plans (what each instance of a job gets)", examples("ti plan list --kind distributed"))
+    sub = group(root, "plan", "resource plans (what each instance of a job gets)",
+                examples("ti plan list --kind distributed"))
     p = command(sub, "list", cmd_plan_list, "plans that can run on this cluster", examples(
         "ti plan list", "ti plan list --kind single --json"), aliases=["ls"])
     p.add_argument("--kind", choices=["single", "distributed", "workspace"], help="only plans for this kind")

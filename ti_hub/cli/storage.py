@@ -18,15 +18,18 @@ def vol_id(client: TiClient, ref: str) -> Any:
 
 def size_of(v: Mapping[str, Any]) -> str:
     cap = pick(v, "capacity_gib")
-    used = pick(v, "used_gib", "usage_gib", "usage.used_gib")
     if cap is None:
         return ""
+    if v.get("used_bytes") is not None:
+        return f"{fmt_bytes(v['used_bytes'])}/{cell(cap)}G"
+    used = pick(v, "used_gib")
     return f"{cell(used)}/{cell(cap)}G" if used is not None else f"{cell(cap)}G"
 
 
 def share_grantee(s: Mapping[str, Any]) -> tuple[str, str]:
-    if s.get("grantee_kind"):
-        return str(s["grantee_kind"]), str(s.get("grantee"))
+    kind = s.get("grantee_kind") or s.get("kind")
+    if kind and s.get("grantee") is not None:
+        return str(kind), str(s["grantee"])
     if s.get("user"):
         return "user", str(s["user"])
     if s.get("group"):
@@ -42,7 +45,7 @@ def shares_of(v: Mapping[str, Any]) -> str:
 
 
 VOLUME_COLUMNS = [("ID", "id"), ("NAME", "name"), ("OWNER", "owner"), ("KIND", "kind"), ("SIZE", size_of),
-                  ("SHARES", shares_of), ("CREATED", "created_at"), ("DESCRIPTION", "description")]
+                  ("ACCESS", "access"), ("SHARES", shares_of), ("CREATED", "created_at"), ("DESCRIPTION", "description")]
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -71,8 +74,11 @@ def cmd_create(args: argparse.Namespace) -> int:
 
 def show_volume(v: Mapping[str, Any]) -> None:
     flat = {k: val for k, val in v.items() if k != "shares"}
-    details(flat, ("id", "name", "owner", "kind", "capacity_gib", "used_gib", "cluster", "public",
-                   "source_volume_id", "description", "created_at"))
+    if flat.get("used_bytes") is not None:
+        flat["used_bytes"] = fmt_bytes(flat["used_bytes"])
+    details(flat, ("id", "name", "owner", "kind", "capacity_gib", "used_bytes", "used_gib", "access", "cluster",
+                   "public", "source_volume_id", "mounted_by", "description", "created_at"),
+            labels={"used_bytes": "used"})
     shares = v.get("shares")
     if isinstance(shares, list) and shares:
         out("\nshares:")
@@ -160,6 +166,8 @@ def cmd_ls(args: argparse.Namespace) -> int:
     entries = items_of(doc)
     if not entries and isinstance(doc, Mapping):
         entries = doc.get("entries") or doc.get("files") or []
+        if not entries and doc.get("type") == "file":  # PATH is a file: show it alone
+            entries = [{**doc, "name": doc.get("path") or args.path}]
     table(entries, [("NAME", _entry_name), ("SIZE", _entry_size), ("MODIFIED", lambda e: cell(
         pick(e, "modified", "mtime", "modified_at"), "modified"))], empty="(empty)")
     return 0
@@ -171,7 +179,8 @@ def register(root: Any) -> None:
         "ti volume share data --group lab --mode ro",
         "ti job submit ... --volume data:/mnt/data:ro -- python train.py",
     ))
-    p = command(sub, "list", cmd_list, "my volumes and those shared with me", examples("ti volume list", "ti volume list --json"))
+    p = command(sub, "list", cmd_list, "my volumes and those shared with me",
+                examples("ti volume list", "ti volume list --json"))
     add_json(p)
 
     p = command(sub, "create", cmd_create, "create a volume", examples(
@@ -219,5 +228,6 @@ def register(root: Any) -> None:
 
     p = command(sub, "ls", cmd_ls, "list files in a volume", examples("ti volume ls data", "ti volume ls data models/"))
     p.add_argument("volume", metavar="NAME|ID")
-    p.add_argument("path", nargs="?", default=None, metavar="PATH", help="a folder inside the volume (default: its root)")
+    p.add_argument("path", nargs="?", default=None, metavar="PATH",
+                   help="a folder inside the volume (default: its root)")
     add_json(p)

@@ -126,7 +126,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
     if args.json:
         print_json(job)
     else:
-        out(f"submitted job {job.get('id', '?')} {job.get('name', body.get('name', ''))} ({job.get('status', 'created')})")
+        out(f"submitted job {job.get('id', '?')} {job.get('name', body.get('name', ''))} "
+            f"({job.get('status', 'created')})")
     if not (args.wait or args.follow):
         return 0
     return watch_job(client, ref, job, follow=args.follow, timeout=args.timeout_wait)
@@ -154,21 +155,24 @@ def register(sub: Any) -> None:
     p.add_argument("--ps", type=int, metavar="N", help="strategy ps: number of parameter servers")
     p.add_argument("--plan", metavar="PLAN", help="plan name or id (per-instance resources; see `ti plan list`)")
     p.add_argument("--image", metavar="IMAGE", help="a public image name (`ti image list`) or an image address")
-    p.add_argument("--env", action="append", type=env_pair, metavar="KEY=VALUE", help="environment variable (repeatable)")
+    p.add_argument("--env", action="append", type=env_pair, metavar="KEY=VALUE",
+                   help="environment variable (repeatable)")
     p.add_argument("--volume", action="append", type=volume_mount, metavar="VOL:/mnt/PATH[:ro]",
                    help="mount a volume (NAME, OWNER/NAME or id; repeatable)")
     p.add_argument("--port", action="append", type=port_list, metavar="PORT[,PORT]",
                    help="interactive port 40000-49999 (repeatable or a comma list)")
     p.add_argument("--endpoint", action="append", type=endpoint_list, metavar="NAME[,NAME]",
                    help="ssh, jupyter or tensorboard (repeatable or a comma list)")
-    p.add_argument("--credential", metavar="NAME", help="registry credential for a private image (`ti credential list`)")
+    p.add_argument("--credential", metavar="NAME",
+                   help="registry credential for a private image (`ti credential list`)")
     p.add_argument("--preemptible", action=argparse.BooleanOptionalAction, default=None,
                    help="may be preempted by higher-priority work")
     p.add_argument("--estimated-duration", type=duration, metavar="DURATION",
                    help="expected run time: seconds, or 30m, 2h, 1h30m")
     p.add_argument("--template", metavar="NAME", help="apply this template first; the fields given here win")
     p.add_argument("--description", metavar="TEXT", help="free text")
-    p.add_argument("--from-file", metavar="SPEC.json", help="read the submission document from a JSON file (- for stdin)")
+    p.add_argument("--from-file", metavar="SPEC.json",
+                   help="read the submission document from a JSON file (- for stdin)")
     p.add_argument("--wait", action="store_true", help="wait until the job ends; exit 0 if completed, 4 otherwise")
     p.add_argument("--wait-timeout", dest="timeout_wait", type=duration, metavar="DURATION",
                    help="with --wait: give up after this long (exit 5)")

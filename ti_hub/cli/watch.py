@@ -7,7 +7,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from .client import TiClient, quote
+from .client import ApiError, TiClient, quote
 from .output import err
 
 # seconds between polls; tests make them short
@@ -33,7 +33,7 @@ def job_label(job: Mapping[str, Any], ref: Any = None) -> str:
     return str(job.get("name") or ref or job.get("id"))
 
 
-def queue_position(job: Mapping[str, Any]) -> str:
+def queue_position(job: Mapping[str, Any], with_queue: bool = False) -> str:
     q = job.get("queue")
     if q is None:
         q = job.get("position")
@@ -47,7 +47,7 @@ def queue_position(job: Mapping[str, Any]) -> str:
         parts = []
         if pos is not None:
             parts.append(f"position {pos}")
-        if name:
+        if name and with_queue:
             parts.append(f"in {name}")
         return " ".join(parts)
     return str(q)
@@ -57,6 +57,8 @@ def progress(job: Mapping[str, Any]) -> str:
     """One line for a state: "queued (position 2)", "failed: out of memory (exit code 137)"."""
     status = str(job.get("status") or "unknown")
     reason = job.get("reason") or ""
+    if reason.strip().lower() == status:  # "running: running" says it twice
+        reason = ""
     if status == "queued":
         pos = queue_position(job)
         msg = f"queued ({pos})" if pos else "queued"
@@ -158,8 +160,12 @@ def watch_job(client: TiClient, ref: Any, job: Any = None, follow: bool = False,
     try:
         if follow:
             # the queue position while it waits, then the log as it is written, then the end state
-            wait_for_job(client, ref, until=STARTED, job=job)
-            follow_logs(client, ref, follow=True)
+            started = wait_for_job(client, ref, until=STARTED, job=job)
+            try:
+                follow_logs(client, ref, follow=True)
+            except ApiError:
+                if started.get("status") not in FINAL:  # ended before it ever ran: no log to show
+                    raise
             final = wait_for_job(client, ref, quiet=True)
             err(f"{job_label(final, ref)}: {progress(final)}")
         else:

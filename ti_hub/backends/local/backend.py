@@ -238,7 +238,7 @@ class LocalBackend(ExecutionBackend):
                  "scratch": scratch, "links": links, "instances": records}
         return state, spawns
 
-    def _spawn(self, config: str, record_path: str, record: dict, jd: str) -> None:
+    def _spawn(self, config: str, record_path: str, record: dict, jd: str) -> subprocess.Popen:
         """Blocking: start one supervisor in its own session and record who it is."""
         pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(ti_hub.__file__)))
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8",
@@ -247,9 +247,9 @@ class LocalBackend(ExecutionBackend):
             p = subprocess.Popen([self.python, "-m", "ti_hub.backends.local.runner", config],
                                  stdin=subprocess.DEVNULL, stdout=err, stderr=err, cwd=jd, env=env,
                                  start_new_session=True, close_fds=True)
-        self._children[p.pid] = p
         record["pid"], record["start_time"] = p.pid, procs.start_time(p.pid)
         write_json_atomic(record_path, record)
+        return p
 
     async def launch(self, spec: LaunchSpec) -> dict[str, Any]:
         self._reap()
@@ -257,13 +257,34 @@ class LocalBackend(ExecutionBackend):
         state, spawns = await asyncio.to_thread(self._prepare, spec, bwrap, self.cgroups_usable())
         try:
             for config, record_path, record, jd in spawns:
-                await asyncio.to_thread(self._spawn, config, record_path, record, jd)
+                p = await asyncio.to_thread(self._spawn, config, record_path, record, jd)
+                self._children[p.pid] = p  # in the loop's thread: _reap iterates this dict
+            await self._wait_started(state["instances"])
         except BaseException:
             await self.stop(spec.job_id, state, grace_seconds=0)  # all or none
             raise
         self.log.info("job %s: started %d instance(s) (sandbox: %s, limits: %s)", spec.job_id,
                       len(spawns), state["sandbox"], state["limits"])
         return state
+
+    async def _wait_started(self, records: list[dict], timeout: float = 30.0) -> None:
+        """Until every supervisor has started its command (or recorded that it could not): before
+        that, a SIGTERM from stop() would kill a supervisor still loading and lose the instance."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        pending = list(records)
+        while pending:
+            self._reap()
+            pending = [r for r in pending if not (os.path.exists(r["child"]) or os.path.exists(r["status"]))]
+            for r in pending:
+                if not procs.is_alive(r["pid"], r["start_time"]) and not os.path.exists(r["status"]):
+                    log = r["child"][: -len(".child")] + ".supervisor.log"
+                    tail = (await asyncio.to_thread(logfiles.read_tail, log, 5))[0].strip()
+                    raise RuntimeError(f"the supervisor of instance {r['index']} died while starting: {tail}")
+            if pending and loop.time() > deadline:
+                raise RuntimeError(f"instance {pending[0]['index']} did not start within {timeout:g} s")
+            if pending:
+                await asyncio.sleep(0.01)
 
     # ---- watching ----------------------------------------------------------------------------
     def _reap(self) -> None:
@@ -308,19 +329,21 @@ class LocalBackend(ExecutionBackend):
 
     # ---- stopping ----------------------------------------------------------------------------
     def _targets(self, rec: dict) -> tuple:
+        """(supervisor pid, its start time, command's group, its start time, wrapped in bubblewrap)."""
         child = self._read_json(rec.get("child")) or {}
-        return rec.get("pid"), rec.get("start_time"), child.get("pgid"), child.get("start_time")
+        return (rec.get("pid"), rec.get("start_time"), child.get("pgid"), child.get("start_time"),
+                bool(child.get("wrapped")))
 
     def _signal_sync(self, records: list[dict], sig: int, grace: float | None = None,
                      supervisors: bool = True) -> None:
         for rec in records:
-            sup, sup_start, pgid, child_start = self._targets(rec)
+            sup, sup_start, pgid, child_start, wrapped = self._targets(rec)
             if sig == signal.SIGTERM and procs.is_alive(sup, sup_start):
                 if grace is not None and rec.get("stop"):
                     write_json_atomic(rec["stop"], {"grace": grace})
                 procs.send(sup, sig)  # the supervisor forwards it and records that it was stopped
             else:
-                wrapped = (self._read_json(rec.get("child")) or {}).get("wrapped")
+                # spare bubblewrap from SIGTERM: it would SIGKILL the sandbox at once (see runner.py)
                 spare = frozenset({pgid}) if wrapped and pgid and sig != signal.SIGKILL else frozenset()
                 procs.signal_instance(sup, sup_start, pgid, child_start, sig, include_supervisor=supervisors,
                                       spare=spare)
@@ -328,11 +351,11 @@ class LocalBackend(ExecutionBackend):
     def _alive_sync(self, records: list[dict], supervisors: bool = True) -> bool:
         snap = procs.snapshot()
         for rec in records:
-            sup, sup_start, pgid, child_start = self._targets(rec)
+            sup, sup_start, pgid, child_start, _ = self._targets(rec)
             sup_alive = procs.is_alive(sup, sup_start)
             if supervisors and sup_alive:
                 return True
-            if procs.job_processes(sup if sup_alive else None, pgid, child_start, snap):
+            if procs.job_processes(sup, sup_start, pgid, child_start, snap):
                 return True
         return False
 

@@ -97,13 +97,23 @@ def group_members(pgid: int, procs: dict[int, ProcStat], not_before: int | None 
             if st.pgid == pgid and st.alive and (not_before is None or st.start_time >= not_before)}
 
 
-def job_processes(supervisor: int | None, child_pgid: int | None, child_start: int | None,
-                  procs: dict[int, ProcStat] | None = None) -> set[int]:
-    """The user's processes of one instance: the supervisor's descendants plus the child's group."""
+def job_processes(supervisor: int | None, supervisor_start: int | None, child_pgid: int | None,
+                  child_start: int | None, procs: dict[int, ProcStat] | None = None) -> set[int]:
+    """The user's processes of one instance (never the supervisor itself).
+
+    The supervisor leads its own session, so everything it starts shares the session id, and that
+    still finds them after the supervisor died; add its descendants (when alive: a subreaper keeps
+    them) and the command's process group (which survive a ``setsid`` or a ``setpgid`` respectively).
+    """
     procs = snapshot() if procs is None else procs
     pids: set[int] = set()
     if supervisor:
-        pids |= descendants(supervisor, procs)
+        sup = procs.get(supervisor)
+        if sup is not None and sup.alive and (supervisor_start is None or sup.start_time == supervisor_start):
+            pids |= descendants(supervisor, procs)
+        pids |= {st.pid for st in procs.values()
+                 if st.sid == supervisor and st.pid != supervisor and st.alive
+                 and (supervisor_start is None or st.start_time >= supervisor_start)}
     if child_pgid:
         pids |= group_members(child_pgid, procs, child_start)
     return pids
@@ -141,7 +151,7 @@ def signal_instance(supervisor: int | None, supervisor_start: int | None, child_
     """
     procs = snapshot()
     sup_ok = bool(supervisor) and is_alive(supervisor, supervisor_start)
-    pids = job_processes(supervisor if sup_ok else None, child_pgid, child_start, procs) - set(spare)
+    pids = job_processes(supervisor, supervisor_start, child_pgid, child_start, procs) - set(spare)
     if child_pgid and not spare and group_members(child_pgid, procs, child_start):
         send_group(child_pgid, sig)  # the whole group at once, including a process forked just now
     for pid in pids:

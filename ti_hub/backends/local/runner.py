@@ -119,6 +119,14 @@ class Supervisor:
 
     def run(self) -> int:
         cfg = self.cfg
+        if os.getsid(0) != os.getpid():
+            try:
+                os.setsid()
+            except OSError:
+                pass
+        if os.getsid(0) != os.getpid():  # the session is how the job's processes are found: never share one
+            self._finish(127, "could not start: the supervisor must lead its own session", oom=False)
+            return 1
         rfd, wfd = os.pipe()
         os.set_blocking(rfd, False)
         os.set_blocking(wfd, False)
@@ -164,7 +172,7 @@ class Supervisor:
                 killed = True
             if mem_limit and now >= next_check:
                 snap = procs.snapshot()
-                used = procs.rss_bytes(procs.job_processes(os.getpid(), child.pid, child_start, snap), snap)
+                used = procs.rss_bytes(procs.job_processes(os.getpid(), None, child.pid, child_start, snap), snap)
                 if used > mem_limit:
                     self.note(f"out of memory: the instance used {used >> 20} MiB, more than its limit of "
                               f"{self.memory_mib} MiB; killing it")
@@ -184,9 +192,11 @@ class Supervisor:
         child.returncode = code  # reaped above; keep Popen from waiting for it again
 
         # like a container: when the command ends, what it left running ends too
-        if self._signal_all(child.pid, child_start, signal.SIGKILL):
-            time.sleep(0.05)
-            self._reap(child.pid)
+        deadline = time.monotonic() + 2.0
+        while self._signal_all(child.pid, child_start, signal.SIGKILL) and time.monotonic() < deadline:
+            time.sleep(0.02)
+            self._reap(child.pid)  # as their subreaper: collect them rather than leave zombies to init
+        self._reap(child.pid)
         if self.cgroup:
             oom = oom or limits.cgroup_oom_killed(self.cgroup)
             limits.remove_cgroup(self.cgroup)

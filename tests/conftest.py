@@ -1,0 +1,92 @@
+"""Shared fixtures: a real embedded TiHub (JupyterHub + proxy + ti service + local backend) per session."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from tihub_client import Hub  # noqa: E402
+
+ADMIN, ADMIN_PASSWORD = "admin", "admin-pass-1234"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_hub(data_dir: Path, extra_env: dict[str, str] | None = None, config: str | None = None) -> tuple:
+    ports = {k: free_port() for k in ("port", "hub", "proxy", "service")}
+    env = dict(os.environ, TI_HUB_ADMIN_PASSWORD=ADMIN_PASSWORD, **(extra_env or {}))
+    cmd = [sys.executable, "-m", "ti_hub.app", "start", "--admin", ADMIN, "--data-dir", str(data_dir),
+           "--port", str(ports["port"]), "--hub-port", str(ports["hub"]), "--proxy-api-port", str(ports["proxy"]),
+           "--service-port", str(ports["service"]), "--start-timeout", "90"]
+    if config:
+        cmd += ["--config", config]
+    log = open(data_dir.parent / f"{data_dir.name}.log", "wb")
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{ports['port']}"
+    hub = Hub(url)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"ti-hub exited with {proc.returncode}; see {log.name}")
+        if hub.ready():
+            break
+        time.sleep(0.2)
+    else:
+        raise RuntimeError(f"ti-hub did not become ready; see {log.name}")
+    return proc, hub, ports
+
+
+def stop_hub(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(20)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    # workspaces and job supervisors run in sessions of their own; the data dir is private to this run
+    subprocess.run(["pkill", "-f", str(proc.args[proc.args.index("--data-dir") + 1])], check=False)
+
+
+@pytest.fixture(scope="session")
+def hub(tmp_path_factory):
+    data = tmp_path_factory.mktemp("tihub") / "data"
+    data.mkdir()
+    proc, hub, _ports = start_hub(data)
+    hub.data_dir = data
+    hub.admin = hub.login(ADMIN, ADMIN_PASSWORD)
+    yield hub
+    stop_hub(proc)
+    shutil.rmtree(data, ignore_errors=True)
+
+
+_counter = iter(range(1, 10_000))
+
+
+@pytest.fixture
+def new_user(hub):
+    """Sign up a fresh user, have the admin authorize them, and log them in."""
+
+    def make(prefix: str = "user"):
+        name = f"{prefix}{next(_counter):03d}"
+        password = f"pw-{name}-long-enough"
+        hub.signup(name, password)
+        hub.admin.authorize(name)
+        return hub.login(name, password)
+
+    return make

@@ -1,0 +1,56 @@
+"""ACC1 and authorization: sign-up needs an admin's approval; scopes are checked server-side."""
+
+import pytest
+import requests
+
+pytestmark = pytest.mark.e2e
+
+
+def test_signup_needs_admin_approval(hub):
+    hub.signup("pending01", "pending-pass-123")
+    with pytest.raises(PermissionError):
+        hub.login("pending01", "pending-pass-123")
+    hub.admin.authorize("pending01")
+    me = hub.login("pending01", "pending-pass-123").ok("GET", "/me")
+    assert me["name"] == "pending01"
+    assert not me["admin"]
+    # the preset User role (SPEC ACC5): submit, view VC, view cluster, view all users' jobs
+    assert set(me["permissions"]) == {"custom:ti:jobs:submit", "custom:ti:vc:view", "custom:ti:cluster:view",
+                                      "custom:ti:jobs:view-all"}
+
+
+def test_every_api_route_needs_authentication(hub):
+    from ti_hub.service.web import ROUTES
+
+    for path, _handler, methods in ROUTES:
+        concrete = path.replace("([^/]+)", "x1234").replace("(kill|pause|resume|clone)", "kill")
+        for method in methods:
+            r = requests.request(method.upper(), hub.api_url + concrete, json={}, timeout=10)
+            assert r.status_code in (401, 403), f"{method} {concrete} answered {r.status_code} without a token"
+            assert r.headers["Content-Type"].startswith("application/json")
+
+
+def test_bad_token_is_refused(hub):
+    r = requests.get(hub.api_url + "/me", headers={"Authorization": "token not-a-token"}, timeout=10)
+    assert r.status_code in (401, 403)
+
+
+def test_users_cannot_use_admin_operations(hub, new_user):
+    alice = new_user("alice")
+    r = alice.api("POST", "/plans", json={"name": "sneaky", "kinds": ["single"], "cpu": 1, "memory_mib": 512})
+    assert r.status_code == 403
+    assert "custom:ti:vc:manage" in r.json()["detail"]
+    r = alice.api("PUT", "/quotas", json={"user": alice.name, "kind": "single", "devices": 100, "cpu": 100,
+                                          "memory_mib": 100000})
+    assert r.status_code == 403
+    plans = alice.ok("GET", "/plans")["items"]
+    assert all(p["name"] != "sneaky" for p in plans)
+
+
+def test_workspace_token_scopes_are_minimal():
+    from ti_hub import scopes as S
+
+    assert S.MANAGE_VC not in S.WORKSPACE_TOKEN_SCOPES
+    assert S.MANAGE_USERS not in S.WORKSPACE_TOKEN_SCOPES
+    assert S.ADMIT_WORKSPACES not in S.WORKSPACE_TOKEN_SCOPES
+    assert "access:services!service=ti" in S.WORKSPACE_TOKEN_SCOPES

@@ -1,0 +1,103 @@
+"""WS1-WS5 through the hub: a workspace is admitted by TiHub, runs with its plan's devices, releases them."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+
+def process_env_of(**wanted: str) -> dict[str, str] | None:
+    """The environment of the local process whose variables match ``wanted`` (the workspace server)."""
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            raw = (p / "environ").read_bytes()
+        except OSError:
+            continue
+        env = dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
+        if all(env.get(k) == v for k, v in wanted.items()):
+            return env
+    return None
+
+
+def wait_server(session, server: str, ready: bool = True, timeout: float = 90) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        r = session.hub_api("GET", f"/users/{session.name}")
+        r.raise_for_status()
+        s = r.json()["servers"].get(server)
+        if ready and s and s["ready"]:
+            return s
+        if not ready and not s:
+            return {}
+        time.sleep(0.3)
+    raise TimeoutError(f"server {server} not {'ready' if ready else 'gone'} after {timeout} s")
+
+
+def workspace_usage(session) -> int:
+    quota = session.ok("GET", "/quota")
+    return sum(c["used"]["devices"] for c in quota["compute"] if c["kind"] == "workspace")
+
+
+def test_workspace_start_stop_through_admission(hub, new_user):
+    u = new_user("wsuser")
+    r = u.hub_api("POST", f"/users/{u.name}/servers/dev-box", json={"plan": "demo-gpu-1"})
+    assert r.status_code in (201, 202), r.text
+    wait_server(u, "dev-box")
+    ws = u.ok("GET", "/jobs/dev-box")
+    assert ws["kind"] == "workspace" and ws["status"] == "running"
+    assert workspace_usage(u) == 1
+    env = process_env_of(JUPYTERHUB_USER=u.name, TI_WORKSPACE="dev-box")
+    assert env is not None, "the workspace process is not running"
+    assert env["CUDA_VISIBLE_DEVICES"] == ",".join(map(str, ws["placement"]["instances"][0]["devices"]))
+    assert env["TI_API_URL"].endswith("/services/ti/api/v1")
+    # the workspace's own token reaches the ti API with the fewest scopes that work
+    import requests
+
+    me = requests.get(env["TI_API_URL"], headers={"Authorization": f"token {env['JUPYTERHUB_API_TOKEN']}"},
+                      timeout=10)
+    assert me.status_code == 200
+    me = requests.get(env["TI_API_URL"] + "/me",
+                      headers={"Authorization": f"token {env['JUPYTERHUB_API_TOKEN']}"}, timeout=10).json()
+    assert "custom:ti:jobs:submit" in me["permissions"] and "custom:ti:vc:manage" not in me["permissions"]
+
+    r = u.hub_api("DELETE", f"/users/{u.name}/servers/dev-box")
+    assert r.status_code in (202, 204)
+    wait_server(u, "dev-box", ready=False)
+    assert u.ok("GET", "/jobs/dev-box")["status"] == "stopped"
+    assert workspace_usage(u) == 0
+    # a restart keeps the configuration
+    r = u.hub_api("POST", f"/users/{u.name}/servers/dev-box", json={"plan": "demo-gpu-1"})
+    assert r.status_code in (201, 202), r.text
+    wait_server(u, "dev-box")
+    assert u.ok("GET", "/jobs/dev-box")["status"] == "running"
+    u.hub_api("DELETE", f"/users/{u.name}/servers/dev-box")
+    wait_server(u, "dev-box", ready=False)
+
+
+def test_workspace_options_are_validated_like_the_api(hub, new_user):
+    u = new_user("wsbad")
+    r = u.hub_api("POST", f"/users/{u.name}/servers/bad-box", json={"plan": "demo-gpu-1", "ports": [22]})
+    # the spawn is refused with the field named; nothing keeps running
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        s = u.hub_api("GET", f"/users/{u.name}").json()["servers"].get("bad-box")
+        if not s or not s.get("pending"):
+            break
+        time.sleep(0.3)
+    assert r.status_code in (201, 202, 400, 500)
+    assert not (s and s.get("ready"))
+    jobs = u.ok("GET", "/jobs?kind=workspace")["items"]
+    assert all(j["name"] != "bad-box" for j in jobs)
+
+
+def test_workspace_quota_defaults_to_three_devices(hub, new_user):
+    u = new_user("wsquota")
+    quota = u.ok("GET", "/quota")
+    limits = {c["device_type"]: c["limit"]["devices"] for c in quota["compute"] if c["kind"] == "workspace"}
+    assert limits["demo-gpu"] == 3

@@ -1,0 +1,48 @@
+"""Database fixtures: every test here runs on SQLite (WAL) and on a real PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from sqlalchemy import text
+
+from ti_hub.backends.base import NodeCapacity
+from ti_hub.db.models import Base
+from ti_hub.db.session import make_engine, make_sessionmaker, sqlite_url, upgrade
+from ti_hub.ops.settings import OpsSettings
+from ti_hub.service.app import DEFAULT_COMPUTE_QUOTAS, DEFAULT_STORAGE_QUOTAS
+
+PG_URL = os.environ.get("TI_TEST_POSTGRES_URL", "")
+
+
+def _reset_pg(url: str) -> None:
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        Base.metadata.drop_all(conn)
+        conn.execute(text("DROP TABLE IF EXISTS ti_alembic_version"))
+    engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db(request, tmp_path):
+    if request.param == "sqlite":
+        url = sqlite_url(tmp_path / "ti.sqlite")
+    else:
+        if not PG_URL:
+            if os.environ.get("CI"):
+                pytest.fail("TI_TEST_POSTGRES_URL must be set in CI (scripts/test starts PostgreSQL)")
+            pytest.skip("no PostgreSQL: set TI_TEST_POSTGRES_URL (scripts/test does)")
+        url = PG_URL
+        _reset_pg(url)
+    upgrade(url)
+    engine = make_engine(url)
+    yield make_sessionmaker(engine)
+    engine.dispose()
+
+
+@pytest.fixture
+def settings():
+    node = NodeCapacity("n1", "default", {"demo-gpu": [0, 1, 2, 3]}, 16.0, 65536)
+    return OpsSettings({k: dict(v) for k, v in DEFAULT_COMPUTE_QUOTAS.items()}, dict(DEFAULT_STORAGE_QUOTAS),
+                       {"npu": [0, 1, 2, 4, 8]}, 64, 16, [node])

@@ -1,0 +1,211 @@
+"""Operations against real databases: validation stores nothing, quotas are atomic, mount rules hold."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from sqlalchemy import func, select
+
+from ti_hub import scopes as S
+from ti_hub.db import models as m
+from ti_hub.domain.actor import Actor
+from ti_hub.domain.errors import Conflict, QuotaExceeded, TiError, ValidationError
+from ti_hub.ops import jobs, plans, quotas, volumes
+from ti_hub.ops.common import utcnow
+from ti_hub.service.app import DEFAULT_PLANS
+
+ADMIN = Actor("root1", frozenset(S.ADMIN_SCOPES))
+
+
+def user(name: str, groups=()) -> Actor:
+    return Actor(name, frozenset(S.USER_SCOPES), tuple(groups))
+
+
+@pytest.fixture
+def seeded(db, settings):
+    with db.begin() as s:
+        for p in DEFAULT_PLANS:
+            plans.create(s, ADMIN, p, settings.device_rules)
+        s.add(m.Image(name="python-cpu", address="quay.io/jupyter/scipy-notebook:latest", version="",
+                      accelerator="cpu", description="", created_at=utcnow()))
+    return db
+
+
+def job(job_name: str, **kw) -> dict:
+    return {"name": job_name, "plan": "demo-gpu-1", "image": "python-cpu", "command": "true", **kw}
+
+
+def count_jobs(db) -> int:
+    with db.begin() as s:
+        return s.scalar(select(func.count()).select_from(m.Job))
+
+
+BAD_SUBMISSIONS = [
+    ({"name": "ab"}, "name"),
+    ({"name": "bad name!"}, "name"),
+    ({"name": "x" * 64}, "name"),
+    ({"ports": [80]}, "ports"),
+    ({"ports": "40000,abc"}, "ports"),
+    ({"ports": [40001, 40001]}, "ports"),
+    ({"env": {"1BAD": "x"}}, "env.1BAD"),
+    ({"env": {"CUDA_VISIBLE_DEVICES": "0"}}, "env.CUDA_VISIBLE_DEVICES"),
+    ({"command": ""}, "command"),
+    ({"command": "echo \x00"}, "command"),
+    ({"command": "x" * (64 * 1024 + 1)}, "command"),
+    ({"kind": "distributed", "workers": 1}, "workers"),
+    ({"kind": "distributed", "workers": 65}, "workers"),
+    ({"kind": "distributed", "workers": True}, "workers"),
+    ({"kind": "distributed", "strategy": "ps", "ps": 0, "workers": 2}, "ps"),
+    ({"kind": "distributed", "workers": 2.5}, "workers"),
+    ({"kind": "single", "workers": 4}, "workers"),
+    ({"kind": "quantum"}, "kind"),
+    ({"unknown": 1}, "unknown"),
+    ({"plan": "no-such-plan"}, "plan"),
+    ({"image": "Not An Image!"}, "image"),
+    ({"estimated_duration": float("nan")}, "estimated_duration"),
+    ({"estimated_duration": 10**30}, "estimated_duration"),
+    ({"priority": 5}, "priority"),
+    ({"volumes": [{"volume": "nope", "mount_path": "/mnt/x"}]}, "volumes[0].volume"),
+]
+
+
+@pytest.mark.parametrize("patch,field", BAD_SUBMISSIONS)
+def test_bad_submissions_name_the_field_and_store_nothing(seeded, settings, patch, field):
+    with pytest.raises(TiError) as err:
+        with seeded.begin() as s:
+            jobs.submit(s, user("alice"), job("good-name", **patch), settings)
+    assert err.value.status in (400, 403, 404)
+    assert err.value.field == field, err.value.detail
+    assert count_jobs(seeded) == 0
+
+
+def test_device_count_rules_per_device_type(seeded, settings):
+    with seeded.begin() as s:
+        with pytest.raises(ValidationError) as err:
+            plans.create(s, ADMIN, {"name": "npu-3", "kinds": ["single"], "device_type": "npu", "device_count": 3,
+                                    "cpu": 1, "memory_mib": 1024}, settings.device_rules)
+    assert err.value.field == "device_count" and "0, 1, 2, 4, 8" in err.value.detail
+    with seeded.begin() as s:
+        assert plans.create(s, ADMIN, {"name": "npu-4", "kinds": ["single"], "device_type": "npu",
+                                       "device_count": 4, "cpu": 1, "memory_mib": 1024}, settings.device_rules)
+
+
+def test_names_are_unique_per_user_across_jobs_and_workspaces(seeded, settings):
+    with seeded.begin() as s:
+        jobs.submit(s, user("alice"), job("shared-name"), settings)
+    with pytest.raises(Conflict) as err, seeded.begin() as s:
+        jobs.submit(s, user("alice"), job("shared-name"), settings)
+    assert err.value.field == "name"
+    with seeded.begin() as s:  # another user may use the same name
+        jobs.submit(s, user("bob"), job("shared-name"), settings)
+
+
+def test_quota_error_names_resource_request_usage_and_limit(seeded, settings):
+    with seeded.begin() as s:
+        quotas.set_quota(s, ADMIN, {"user": "alice", "kind": "single", "device_type": "demo-gpu", "devices": 1,
+                                    "cpu": 10, "memory_mib": 100000})
+        jobs.submit(s, user("alice"), job("first-job"), settings)
+    with pytest.raises(QuotaExceeded) as err, seeded.begin() as s:
+        jobs.submit(s, user("alice"), job("second-job"), settings)
+    e = err.value.to_json()
+    assert (e["requested"], e["used"], e["limit"]) == (1, 1, 1)
+    assert "demo-gpu devices" in e["detail"] and e["resource"] == "single/demo-gpu/devices"
+
+
+def test_racing_submissions_for_the_last_quota_never_both_succeed(seeded, settings):
+    with seeded.begin() as s:
+        quotas.set_quota(s, ADMIN, {"user": "carol", "kind": "single", "device_type": "demo-gpu", "devices": 1,
+                                    "cpu": 10, "memory_mib": 100000})
+    barrier = threading.Barrier(6)
+    results: list[str] = []
+
+    def submit(i: int):
+        barrier.wait()
+        try:
+            with seeded.begin() as s:
+                jobs.submit(s, user("carol"), job(f"race-job-{i}"), settings)
+            results.append("ok")
+        except QuotaExceeded:
+            results.append("quota")
+        except Exception as e:  # a serialization failure is a refusal too, never a double grant
+            results.append(type(e).__name__)
+
+    threads = [threading.Thread(target=submit, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results.count("ok") == 1, results
+    assert count_jobs(seeded) == 1
+
+
+def test_lowering_a_quota_never_stops_running_work(seeded, settings):
+    with seeded.begin() as s:
+        out = jobs.submit(s, user("dave"), job("keeps-running"), settings)
+        s.get(m.Job, out["id"]).status = "running"
+    with seeded.begin() as s:
+        quotas.set_quota(s, ADMIN, {"user": "dave", "kind": "single", "device_type": "demo-gpu", "devices": 0,
+                                    "cpu": 0, "memory_mib": 0})
+    with seeded.begin() as s:
+        assert s.get(m.Job, out["id"]).status == "running"
+        with pytest.raises(QuotaExceeded):
+            jobs.submit(s, user("dave"), job("refused-now"), settings)
+
+
+def test_finished_jobs_release_quota_at_once(seeded, settings):
+    with seeded.begin() as s:
+        out = jobs.submit(s, user("erin"), job("short-job", kind="distributed", workers=2), settings)
+        used = quotas.compute_usage(s, "erin", "distributed", "demo-gpu")
+        assert used.devices == 2
+        j = s.get(m.Job, out["id"])
+        jobs.record(s, j, "completed", "done")
+    with seeded.begin() as s:
+        assert quotas.compute_usage(s, "erin", "distributed", "demo-gpu").devices == 0
+
+
+def test_storage_quota_and_sharing_rules(seeded, settings, tmp_path):
+    from ti_hub.storage.local import LocalVolumeDriver
+
+    driver = LocalVolumeDriver(root_dir=str(tmp_path))
+    alice, bob = user("alice"), user("bob", groups=["team-a"])
+    with seeded.begin() as s:
+        quotas.set_quota(s, ADMIN, {"user": "alice", "kind": "block", "capacity_gib": 10})
+        volumes.create(s, alice, {"name": "blockvol", "kind": "block", "capacity_gib": 8}, driver, {})
+    with pytest.raises(QuotaExceeded), seeded.begin() as s:
+        volumes.create(s, alice, {"name": "blockvol2", "kind": "block", "capacity_gib": 3}, driver, {})
+    with seeded.begin() as s:
+        assert s.scalar(select(func.count()).select_from(m.Volume)) == 1
+        # bob cannot see it until it is shared, then only read-only
+        with pytest.raises(TiError):
+            volumes.find(s, bob, "alice/blockvol")
+        volumes.share(s, alice, "blockvol", {"group": "team-a", "mode": "ro"})
+        vol = volumes.find(s, bob, "alice/blockvol")
+        assert volumes.access_mode(vol, bob) == "ro"
+    with pytest.raises(ValidationError) as err, seeded.begin() as s:
+        jobs.submit(s, bob, job("writes-shared", volumes=[{"volume": "alice/blockvol", "mount_path": "/mnt/b",
+                                                           "read_only": False}]), settings)
+    assert "read-only" in err.value.detail
+    with pytest.raises(ValidationError) as err, seeded.begin() as s:
+        jobs.submit(s, alice, job("escape-path", volumes=[{"volume": "blockvol", "mount_path": "/mnt/../etc"}]),
+                    settings)
+    assert err.value.field == "volumes[0].mount_path"
+    with pytest.raises(ValidationError) as err, seeded.begin() as s:
+        jobs.submit(s, alice, job("two-writers", kind="distributed", workers=2,
+                                  volumes=[{"volume": "blockvol", "mount_path": "/mnt/b"}]), settings)
+    assert "one instance" in err.value.detail
+
+
+def test_block_volume_mount_conflict_names_the_holder():
+    from ti_hub.domain.mounts import HeldMount, MountRequest, check_conflicts
+
+    rw = MountRequest(7, "alice/blockvol", "block", False)
+    ro = MountRequest(7, "alice/blockvol", "block", True)
+    check_conflicts([ro], [HeldMount(7, True, "job 3 (bob/reader)")])  # many readers are fine
+    with pytest.raises(Conflict) as err:
+        check_conflicts([rw], [HeldMount(7, True, "job 3 (bob/reader)")])
+    assert "job 3 (bob/reader)" in err.value.detail
+    with pytest.raises(Conflict):
+        check_conflicts([ro], [HeldMount(7, False, "workspace alice/dev")])
+    # filesystem volumes are shared read-write by many
+    check_conflicts([MountRequest(8, "a/fs", "filesystem", False)], [HeldMount(8, False, "job 1")])

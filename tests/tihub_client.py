@@ -1,0 +1,74 @@
+"""A small test client that behaves like a person and like a program: hub login, tokens, the ti API."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import requests
+
+
+class Hub:
+    def __init__(self, url: str):
+        self.url = url.rstrip("/")
+        self.api_url = self.url + "/services/ti/api/v1"
+
+    def ready(self) -> bool:
+        try:
+            return requests.get(self.api_url + "/openapi.json", timeout=2).status_code == 200
+        except requests.RequestException:
+            return False
+
+    def signup(self, name: str, password: str) -> None:
+        s = requests.Session()
+        s.get(self.url + "/hub/signup")
+        r = s.post(self.url + "/hub/signup", data={"username": name, "signup_password": password,
+                                                   "signup_password_confirmation": password,
+                                                   "_xsrf": s.cookies.get("_xsrf")})
+        assert r.status_code == 200, r.text[:500]
+
+    def login(self, name: str, password: str) -> Session:
+        s = requests.Session()
+        s.get(self.url + "/hub/login")
+        r = s.post(self.url + "/hub/login", data={"username": name, "password": password,
+                                                  "_xsrf": s.cookies.get("_xsrf")}, allow_redirects=False)
+        if r.status_code != 302:
+            raise PermissionError(f"login of {name} refused ({r.status_code})")
+        r = s.post(f"{self.url}/hub/api/users/{name}/tokens", json={"note": "tests"},
+                   headers={"X-XSRFToken": s.cookies.get("_xsrf", path="/hub/")})
+        r.raise_for_status()
+        return Session(self, name, r.json()["token"], s)
+
+
+class Session:
+    """One logged-in person: `browser` carries the hub cookie, `token` is their API token."""
+
+    def __init__(self, hub: Hub, name: str, token: str, browser: requests.Session):
+        self.hub, self.name, self.token, self.browser = hub, name, token, browser
+        self.http = requests.Session()
+        self.http.headers["Authorization"] = f"token {token}"
+
+    def api(self, method: str, path: str, **kw) -> requests.Response:
+        return self.http.request(method, self.hub.api_url + path, timeout=30, **kw)
+
+    def ok(self, method: str, path: str, **kw) -> Any:
+        r = self.api(method, path, **kw)
+        assert r.status_code < 300, f"{method} {path}: {r.status_code} {r.text}"
+        return r.json() if r.content else None
+
+    def hub_api(self, method: str, path: str, **kw) -> requests.Response:
+        return self.http.request(method, self.hub.url + "/hub/api" + path, timeout=30, **kw)
+
+    def authorize(self, name: str) -> None:
+        """What an admin does on /hub/authorize: flip the account to authorized."""
+        r = self.browser.get(f"{self.hub.url}/hub/authorize/{name}")
+        assert r.status_code == 200, r.text[:300]
+
+    def wait_job(self, ref: Any, states=("completed", "failed", "killed", "error"), timeout: float = 120) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            job = self.ok("GET", f"/jobs/{ref}")
+            if job["status"] in states:
+                return job
+            time.sleep(0.3)
+        raise TimeoutError(f"job {ref} still {job['status']} after {timeout} s: {job['reason']}")
