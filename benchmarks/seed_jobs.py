@@ -26,6 +26,8 @@ The mix (all deterministic for a given --seed):
 from __future__ import annotations
 
 import argparse
+import bisect
+import itertools
 import datetime as dt
 import os
 import random
@@ -68,9 +70,12 @@ def user_name(i: int) -> str:
     return f"user{i:05d}"
 
 
-def weighted(rng: random.Random, pairs):
+def picker(rng: random.Random, pairs):
+    """A fast weighted choice (random.choices re-sums the weights at every call)."""
     names, weights = zip(*pairs)
-    return rng.choices(names, weights)[0]
+    cum = list(itertools.accumulate(weights))
+    total, rand = cum[-1], rng.random
+    return lambda: names[bisect.bisect_right(cum, rand() * total)]
 
 
 def build_rows(n_users: int, n_jobs: int, n_queued: int, n_running: int, seed: int, local_node: str,
@@ -97,35 +102,45 @@ def build_rows(n_users: int, n_jobs: int, n_queued: int, n_running: int, seed: i
     local_cpu_left = local_cpu + 1  # over-fill by one core: nothing new fits on this node
     per_owner: dict[int, int] = {}
     job_rows, event_rows = [], []
-    dtypes = [(d[0], d[1]) for d in DEVICE_TYPES]
     by_dtype = {d[0]: d for d in DEVICE_TYPES}
+    rand = rng.random
+
+    def randint(a: int, b: int) -> int:  # random.randint is slow; this is plenty random for a seed
+        return a + int(rand() * (b - a + 1))
+
+    def choice(seq):
+        return seq[int(rand() * len(seq))]
+    pick_kind = picker(rng, [("single", 72), ("distributed", 14), ("workspace", 14)])
+    pick_dtype = picker(rng, [(d[0], d[1]) for d in DEVICE_TYPES])
+    pick_strategy = picker(rng, [("allreduce", 80), ("ps", 20)])
+    pick_final = picker(rng, FINAL_JOB)
     for idx in range(n_jobs):
         job_id = idx + 1
         owner_i = owners[idx]
         per_owner[owner_i] = per_owner.get(owner_i, 0) + 1
         owner = user_name(owner_i)
-        kind = weighted(rng, [("single", 72), ("distributed", 14), ("workspace", 14)])
-        dtype = weighted(rng, dtypes)
+        kind = pick_kind()
+        dtype = pick_dtype()
         _, _, plan, dev_choices, cpu, mem = by_dtype[dtype]
-        devs = rng.choice(dev_choices)
+        devs = choice(dev_choices)
         strategy, workers, ps = None, 1, 0
         if kind == "distributed":
-            strategy = weighted(rng, [("allreduce", 80), ("ps", 20)])
-            workers = rng.choice([2, 2, 4, 4, 8, 16])
-            ps = rng.choice([1, 2]) if strategy == "ps" else 0
-        created = start + dt.timedelta(seconds=span * idx / n_jobs + rng.random() * 30)
-        queued_at = created + dt.timedelta(seconds=rng.randint(0, 2))
+            strategy = pick_strategy()
+            workers = choice([2, 2, 4, 4, 8, 16])
+            ps = choice([1, 2]) if strategy == "ps" else 0
+        created = start + dt.timedelta(seconds=span * idx / n_jobs + rand() * 30)
+        queued_at = created + dt.timedelta(seconds=randint(0, 2))
         started_at = finished_at = exit_code = placement = backend_state = None
         instances = workers + ps
         if idx in queued:
             status, reason = "queued", f"waiting for {instances} x {devs} x {dtype} in pool default"
         elif idx in paused and kind != "workspace":
             status, reason = "paused", "paused: resources released; resume to requeue"
-            started_at = queued_at + dt.timedelta(seconds=rng.randint(1, 3600))
-            finished_at = started_at + dt.timedelta(seconds=rng.randint(60, 36000))
+            started_at = queued_at + dt.timedelta(seconds=randint(1, 3600))
+            finished_at = started_at + dt.timedelta(seconds=randint(60, 36000))
         elif idx in running or idx in paused:
             status, reason = "running", "running"
-            started_at = queued_at + dt.timedelta(seconds=rng.randint(1, 3600))
+            started_at = queued_at + dt.timedelta(seconds=randint(1, 3600))
             if local_cpu_left > 0 and kind != "workspace":
                 # fill this machine's node with CPU jobs so that the embedded scheduler admits nothing
                 dtype, devs, cpu, mem, plan = "cpu", 0, 1.0, 4096, "cpu-small"
@@ -133,45 +148,45 @@ def build_rows(n_users: int, n_jobs: int, n_queued: int, n_running: int, seed: i
                 local_cpu_left -= cpu
                 node = local_node
             else:
-                node = f"gpu-node-{rng.randint(1, 64):02d}"
+                node = f"gpu-node-{randint(1, 64):02d}"
             placement = {"instances": [{"node": node, "devices": list(range(devs)), "cpu": cpu,
                                         "memory_mib": mem} for _ in range(instances)]}
         else:
-            started_at = queued_at + dt.timedelta(seconds=rng.randint(1, 7200))
+            started_at = queued_at + dt.timedelta(seconds=randint(1, 7200))
             finished_at = started_at + dt.timedelta(seconds=int(rng.expovariate(1 / 7200)) + 5)
             if kind == "workspace":
                 status, reason = "stopped", "stopped by the user"
             else:
-                status = weighted(rng, FINAL_JOB)
-                exit_code = {"completed": 0, "failed": rng.choice([1, 2, 137]), "killed": -15,
+                status = pick_final()
+                exit_code = {"completed": 0, "failed": choice([1, 2, 137]), "killed": -15,
                              "error": None}[status]
                 reason = {"completed": "completed", "failed": f"instance 0 exited with {exit_code}",
                           "killed": "killed", "error": "could not start: image pull failed"}[status]
-            node = f"gpu-node-{rng.randint(1, 64):02d}" if dtype != "cpu" else f"cpu-node-{rng.randint(1, 16):02d}"
+            node = f"gpu-node-{randint(1, 64):02d}" if dtype != "cpu" else f"cpu-node-{randint(1, 16):02d}"
             placement = {"instances": [{"node": node, "devices": list(range(devs)), "cpu": cpu,
                                         "memory_mib": mem} for _ in range(instances)]}
-            backend_state = {"instances": [{"pid": rng.randint(1000, 99999), "dir": f"jobs/{job_id}"}
+            backend_state = {"instances": [{"pid": randint(1000, 99999), "dir": f"jobs/{job_id}"}
                                            for _ in range(instances)]}
         if kind == "workspace":
             command, image = "", "python-cpu" if dtype == "cpu" else "pytorch-gpu"
-            endpoints = ["jupyter"] + (["ssh"] if rng.random() < 0.3 else [])
+            endpoints = ["jupyter"] + (["ssh"] if rand() < 0.3 else [])
         else:
-            command, image = rng.choice(COMMANDS), rng.choice(IMAGES)
-            endpoints = ["tensorboard"] if rng.random() < 0.2 else []
+            command, image = choice(COMMANDS), choice(IMAGES)
+            endpoints = ["tensorboard"] if rand() < 0.2 else []
         image_addr = {"python-cpu": "quay.io/jupyter/scipy-notebook:latest",
                       "pytorch-gpu": "quay.io/jupyter/pytorch-notebook:cuda12-latest"}.get(image, image)
-        spec = {"env": {"WANDB_PROJECT": f"proj-{owner_i % 97}", "SEED": str(idx % 1000)} if rng.random() < 0.6
+        spec = {"env": {"WANDB_PROJECT": f"proj-{owner_i % 97}", "SEED": str(idx % 1000)} if rand() < 0.6
                 else {}, "volumes": [], "ports": [], "endpoints": endpoints, "warnings": [], "on_overrun": "alert"}
-        if rng.random() < 0.25:
-            spec["estimated_duration"] = rng.choice([3600, 7200, 86400])
+        if rand() < 0.25:
+            spec["estimated_duration"] = choice([3600, 7200, 86400])
         name = f"{'ws' if kind == 'workspace' else 'job'}-{per_owner[owner_i]:04d}"
         job_rows.append({
             "id": job_id, "owner": owner, "name": name, "display_name": "", "description":
-                "" if rng.random() < 0.7 else f"experiment {idx % 500}: sweep lr / batch size",
+                "" if rand() < 0.7 else f"experiment {idx % 500}: sweep lr / batch size",
             "kind": kind, "strategy": strategy, "status": status, "reason": reason, "plan_id": plan_ids.get(plan),
             "pool": "default", "device_type": dtype, "devices_per_instance": devs, "cpu_per_instance": cpu,
             "memory_mib_per_instance": mem, "shm_mib": 64, "workers": workers, "ps": ps, "image": image_addr,
-            "command": command, "spec": spec, "preemptible": rng.random() < 0.1, "priority": 100,
+            "command": command, "spec": spec, "preemptible": rand() < 0.1, "priority": 100,
             "placement": placement, "backend_state": backend_state, "exit_code": exit_code, "created_at": created,
             "queued_at": queued_at, "started_at": started_at, "finished_at": finished_at,
         })
@@ -184,6 +199,34 @@ def build_rows(n_users: int, n_jobs: int, n_queued: int, n_running: int, seed: i
             if finished_at is not None:
                 event_rows.append({"job_id": job_id, "at": finished_at, "status": status, "message": reason})
     return job_rows, event_rows
+
+
+def bulk_insert(conn, table, rows: list[dict], chunk: int = 50_000) -> None:
+    """Core insert; on SQLite straight through the driver's executemany with SQLAlchemy's own bind
+    processors (same stored values as the ORM writes, a few times faster than the generic path)."""
+    if not rows:
+        return
+    if conn.dialect.name != "sqlite":
+        for i in range(0, len(rows), chunk):
+            conn.execute(insert(table), rows[i:i + chunk])
+        return
+    cols = [c for c in table.columns if c.name in rows[0]]
+    procs = [c.type._cached_bind_processor(conn.dialect) for c in cols]
+    names = [c.name for c in cols]
+    sql = f"INSERT INTO {table.name} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
+    pairs = list(zip(names, procs))
+    data = [tuple(p(r[n]) if p else r[n] for n, p in pairs) for r in rows]
+    conn.exec_driver_sql(sql, data)
+
+
+def check(engine, n_jobs: int) -> None:
+    """Read a few rows back through the ORM, as the service will."""
+    from sqlalchemy.orm import Session
+
+    with Session(engine) as s:
+        assert s.scalar(select(func.count()).select_from(m.Job)) == n_jobs
+        for job in s.scalars(select(m.Job).order_by(m.Job.id.desc()).limit(3)):
+            assert job.created_at.tzinfo is not None and isinstance(job.spec, dict), job
 
 
 def seed(url: str, n_users: int = 10_000, n_jobs: int = 200_000, n_queued: int | None = None,
@@ -214,19 +257,19 @@ def seed(url: str, n_users: int = 10_000, n_jobs: int = 200_000, n_queued: int |
     log(f"built {len(jobs)} jobs and {len(events_rows)} events in {time.monotonic() - t_build:.1f} s")
     t_ins = time.monotonic()
     created = now - dt.timedelta(days=400)
+    users = [{"name": user_name(i), "created_at": created, "quota_version": 0} for i in range(1, n_users + 1)]
     with engine.begin() as conn:
-        conn.execute(insert(m.User), [{"name": user_name(i), "created_at": created, "quota_version": 0}
-                                      for i in range(1, n_users + 1)])
-        step = 20_000
-        for i in range(0, len(jobs), step):
-            conn.execute(insert(m.Job), jobs[i:i + step])
-        for i in range(0, len(events_rows), 50_000):
-            conn.execute(insert(m.JobEvent), events_rows[i:i + 50_000])
+        for model, rows in ((m.User, users), (m.Job, jobs), (m.JobEvent, events_rows)):
+            bulk_insert(conn, model.__table__, rows)
     log(f"inserted in {time.monotonic() - t_ins:.1f} s")
     if url.startswith("sqlite"):
-        with engine.connect() as conn:
-            conn.exec_driver_sql("ANALYZE")
-            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        raw = engine.raw_connection()
+        try:
+            raw.driver_connection.execute("ANALYZE")
+            raw.driver_connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            raw.close()
+    check(engine, len(jobs))
     engine.dispose()
     stats = {"url": url, "users": n_users, "jobs": len(jobs), "events": len(events_rows), "queued": n_queued,
              "running": n_running, "local_node": local_node, "seconds": round(time.monotonic() - t0, 2)}

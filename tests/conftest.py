@@ -59,8 +59,20 @@ def stop_hub(proc: subprocess.Popen) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    # workspaces and job supervisors run in sessions of their own; the data dir is private to this run
-    subprocess.run(["pkill", "-f", str(proc.args[proc.args.index("--data-dir") + 1])], check=False)
+    # workspaces and job supervisors run in sessions of their own: end whatever works inside this data dir
+    data = proc.args[proc.args.index("--data-dir") + 1]
+    for pid_dir in Path("/proc").iterdir():
+        if not pid_dir.name.isdigit() or int(pid_dir.name) == os.getpid():
+            continue
+        try:
+            inside = os.readlink(pid_dir / "cwd").startswith(data)
+        except OSError:
+            continue
+        if inside:
+            try:
+                os.kill(int(pid_dir.name), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 @pytest.fixture(scope="session")

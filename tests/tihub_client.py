@@ -72,3 +72,21 @@ class Session:
                 return job
             time.sleep(0.3)
         raise TimeoutError(f"job {ref} still {job['status']} after {timeout} s: {job['reason']}")
+
+
+def processes_with_env(**wanted: str) -> dict[int, dict[str, str]]:
+    """Local processes whose environment matches ``wanted`` (pid -> environment)."""
+    from pathlib import Path
+
+    out = {}
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            raw = (p / "environ").read_bytes()
+        except OSError:
+            continue
+        env = dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
+        if all(env.get(k) == v for k, v in wanted.items()):
+            out[int(p.name)] = env
+    return out

@@ -28,6 +28,7 @@ import datetime as dt
 import json
 import math
 import os
+import socket
 import sys
 import time
 
@@ -96,7 +97,7 @@ def make_dataset(samples: int, seed: int) -> tuple[TensorDataset, TensorDataset]
         images = torch.stack([torch.roll(img, (int(dy), int(dx)), dims=(0, 1))
                               for img, (dy, dx) in zip(images, shifts)])
         contrast = 0.5 + torch.rand(n, 1, 1, generator=g)
-        images = contrast * images + 1.0 * torch.randn(n, SIDE, SIDE, generator=g)
+        images = contrast * images + 2.0 * torch.randn(n, SIDE, SIDE, generator=g)
         return TensorDataset(images.reshape(n, SIDE * SIDE), labels)
 
     return draw(samples), draw(max(NUM_CLASSES, samples // 8))
@@ -138,7 +139,10 @@ def init_distributed(timeout: float) -> tuple[int, int, str, torch.device]:
         if world_size != 1:
             sys.exit("WORLD_SIZE > 1 but no MASTER_ADDR/MASTER_PORT: start this with torchrun or on TiHub")
         os.environ["MASTER_ADDR"] = "127.0.0.1"
-        os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
+        if "MASTER_PORT" not in os.environ:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                os.environ["MASTER_PORT"] = str(s.getsockname()[1])
     backend, device = pick_backend(local_rank)
     dist.init_process_group(backend=backend, init_method="env://", world_size=world_size, rank=rank,
                             timeout=dt.timedelta(seconds=timeout),

@@ -75,6 +75,8 @@ def test_instance_roles():
     ({"exit_code": -9, "oom": True, "memory_limit_mib": 100}, "out of memory (limit 100 MiB)"),
     ({"exit_code": -9, "oom": True}, "out of memory"),
     ({"exit_code": -15, "stopped": True}, "stopped on request, killed by signal 15 (SIGTERM)"),
+    ({"exit_code": 0, "stopped": True}, "stopped on request, exited normally"),
+    ({"exit_code": 143, "stopped": True}, "stopped on request, exited with code 143 (killed by signal 15, SIGTERM)"),
     ({}, "ended for an unknown reason"),
 ])
 def test_exit_reason(kwargs, reason):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shlex
 import signal
@@ -78,6 +79,13 @@ async def test_capacity_with_demo_devices(backend):
     assert node.pool == "default"
     assert node.cpu == float(os.cpu_count())
     assert node.memory_mib > 0
+
+
+async def test_capacity_detects_gpus_or_none(tmp_path):
+    b = LocalBackend(root_dir=str(tmp_path), node_name="n1", pool="p", cpu=3, memory_mib=1000)
+    [node] = await b.capacity()
+    assert (node.name, node.pool, node.cpu, node.memory_mib) == ("n1", "p", 3.0, 1000)
+    assert isinstance(node.devices, dict) and "cpu" not in node.devices  # {} without NVIDIA GPUs
 
 
 async def test_allreduce_job_completes_with_its_environment(backend):
@@ -246,6 +254,34 @@ async def test_a_restarted_service_sees_and_stops_the_running_job(backend):
     assert outcome[0] == "failed"  # stopped; the caller records it as cancelled
 
 
+SERVICE = """
+import asyncio, json, sys
+from ti_hub.backends.base import InstanceSpec, LaunchSpec
+from ti_hub.backends.local import LocalBackend
+
+async def main():
+    b = LocalBackend(root_dir=sys.argv[1], use_bubblewrap=sys.argv[2] == "True")
+    spec = LaunchSpec(14, "alice", "j", "single", None, "echo up; sleep 1000", "", {},
+                      (InstanceSpec(0, "worker", 0, "local", (), 1.0, 0, {}),))
+    print(json.dumps(await b.launch(spec)))
+
+asyncio.run(main())
+"""
+
+
+async def test_jobs_outlive_the_service_process_that_launched_them(backend):
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", SERVICE, backend.root_dir,
+                                                str(backend.use_bubblewrap), stdout=asyncio.subprocess.PIPE)
+    out, _ = await proc.communicate()
+    assert proc.returncode == 0
+    state = json.loads(out)  # the service that launched it has exited now
+    await wait_log(backend, 14, state, "up")
+    assert await backend.reconcile({14: state}) == {14: True}
+    assert (await backend.observe(14, state)).instances[0].state == "running"
+    await backend.stop(14, state, grace_seconds=2)
+    assert (await backend.observe(14, state)).instances[0].reason.startswith("stopped on request")
+
+
 async def test_killed_supervisor_reports_lost(backend):
     spec = make_spec(13, "echo up; sleep 1000")
     state = await backend.launch(spec)
@@ -282,7 +318,7 @@ def test_bwrap_argv_shape():
 
 def test_cgroup_limits_and_cores():
     assert limits.cgroup_limits(1.5, 100) == {"memory.max": str(100 << 20), "memory.swap.max": "0",
-                                              "cpu.max": "150000 100000"}
+                                              "memory.oom.group": "1", "cpu.max": "150000 100000"}
     assert limits.cgroup_limits(0, 0) == {"memory.max": "max", "cpu.max": "max 100000"}
     assert limits.pick_cores(1.5, [0, 1, 2, 3], seed=1) == [2, 3]
     assert limits.pick_cores(8, [0, 1, 2, 3], seed=0) is None

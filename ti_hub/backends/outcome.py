@@ -41,7 +41,7 @@ def exit_reason(exit_code: int | None = None, signal: int | None = None, *, oom:
     if exit_code is None:
         return "ended for an unknown reason"
     if exit_code == 0:
-        return "exited normally"
+        return "stopped on request, exited normally" if stopped else "exited normally"
     text = f"exited with code {exit_code}"
     if 128 < exit_code <= 128 + 64:  # a shell reports a child killed by signal N as 128+N
         text += f" (killed by signal {exit_code - 128}, {signal_name(exit_code - 128)})"

@@ -2,27 +2,20 @@
 
 Each instance runs under a small supervisor (``runner.py``) started in its own session, so it
 survives a restart of the ti service; everything needed to find it again is in the job's directory
-and in the backend state returned by ``launch``. Layout under ``root_dir``::
+(layout in ``jobdir.py``) and in the backend state returned by ``launch``. Mounts use bubblewrap
+(``sandbox.py``); CPU and memory limits use cgroups v2 or a weaker fallback (``limits.py``: memory
+polled from /proc, CPUs pinned with sched_setaffinity).
 
-    jobs/<job id>/work/                  the instances' working directory
-    jobs/<job id>/logs/instance-<i>.log  stdout + stderr, appended (kept by cleanup)
-    jobs/<job id>/status/instance-<i>.json  written by the supervisor when the instance ends
-    jobs/<job id>/run/instance-<i>.json  the supervisor's config; .pid: who it is; .child: its command
-    jobs/<job id>/scratch/               local-kind volumes (removed by cleanup)
-
-Mounts use bubblewrap (``sandbox.py``); limits use cgroups v2 or a weaker fallback (``limits.py``).
-Under systemd, run the service with ``KillMode=process`` (or ``mixed``) or systemd kills the
-supervisors along with the service. The ``image`` of a job is ignored here: jobs use this
-machine's software.
+Under systemd, run the service with ``KillMode=process`` (or ``mixed``), or systemd kills the
+supervisors along with the service. A job's ``image`` is ignored here: jobs use this machine's
+software.
 """
 
 from __future__ import annotations
 
 import asyncio
 import glob
-import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -37,7 +30,7 @@ import ti_hub
 from ..base import ExecutionBackend, InstanceStatus, JobObservation, LaunchSpec, NodeCapacity
 from ..outcome import LOST_REASON
 from . import devices as devices_mod
-from . import limits, logfiles, procs, sandbox
+from . import jobdir, limits, logfiles, procs, sandbox
 from .runner import write_json_atomic
 
 
@@ -97,18 +90,8 @@ class LocalBackend(ExecutionBackend):
         self._cgroups: bool | None = None
         self._detected: dict[str, list[int]] | None = None
 
-    # ---- paths -------------------------------------------------------------------------------
     def job_dir(self, job_id: int) -> str:
-        return os.path.join(os.path.abspath(self.root_dir), "jobs", str(int(job_id)))
-
-    def _paths(self, job_id: int, index: int) -> dict[str, str]:
-        d = self.job_dir(job_id)
-        return {"log": os.path.join(d, "logs", f"instance-{index}.log"),
-                "status": os.path.join(d, "status", f"instance-{index}.json"),
-                "config": os.path.join(d, "run", f"instance-{index}.json"),
-                "record": os.path.join(d, "run", f"instance-{index}.pid"),
-                "child": os.path.join(d, "run", f"instance-{index}.child"),
-                "stop": os.path.join(d, "run", f"instance-{index}.stop")}
+        return jobdir.job_dir(self.root_dir, job_id)
 
     # ---- capacity ----------------------------------------------------------------------------
     async def device_inventory(self) -> dict[str, list[int]]:
@@ -159,67 +142,24 @@ class LocalBackend(ExecutionBackend):
         return self._cgroups
 
     # ---- launch ------------------------------------------------------------------------------
-    def _job_env(self, spec: LaunchSpec, inst) -> dict[str, str]:
-        env = {k: os.environ[k] for k in self.inherit_env if k in os.environ}
-        env.setdefault("LANG", "C.UTF-8")
-        env.update({"PYTHONUNBUFFERED": "1",  # logs arrive as they are printed
-                    "CUDA_DEVICE_ORDER": "PCI_BUS_ID"})  # CUDA numbers GPUs like NVML does
-        env.update(self.extra_env)
-        env.update(spec.env)
-        env.update(inst.env)
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in inst.devices)
-        env["TI_JOB_ID"] = str(spec.job_id)
-        return env
-
     def _prepare(self, spec: LaunchSpec, bwrap: str | None, cgroups: bool) -> tuple[dict, list[tuple]]:
         """Blocking: directories, mounts and the supervisors' configs. Returns (state, spawn list)."""
         jd = self.job_dir(spec.job_id)
-        work, scratch_root = os.path.join(jd, "work"), os.path.join(jd, "scratch")
         if self._alive_records(glob.glob(os.path.join(jd, "run", "instance-*.pid"))):
             raise RuntimeError(f"job {spec.job_id} already has running processes on this machine")
-        for sub in ("status", "run"):  # a relaunch must not read the previous attempt's results
-            shutil.rmtree(os.path.join(jd, sub), ignore_errors=True)
-        for sub in ("work", "logs", "status", "run"):
-            os.makedirs(os.path.join(jd, sub), exist_ok=True)
-
-        binds = []
-        for m in spec.mounts:
-            if sandbox.mount_root(m.mount_path) is None:
-                raise sandbox.SandboxError(f"mount path {m.mount_path} is not under {', '.join(sandbox.MOUNT_ROOTS)}")
-            if not os.path.exists(m.source):
-                raise sandbox.SandboxError(f"{m.kind} volume source {m.source} does not exist on this machine")
-            binds.append(sandbox.Bind(m.source, m.mount_path, m.read_only))
-        scratch = []
-        for path in spec.scratch_paths:
-            d = os.path.join(scratch_root, path.strip("/").replace("/", "_") or "scratch")
-            shutil.rmtree(d, ignore_errors=True)  # fresh every launch
-            os.makedirs(d)
-            scratch.append(d)
-            binds.append(sandbox.Bind(d, path, False))
-
-        links = []
-        if bwrap:
-            entries = sandbox.root_entries()
-            argv = sandbox.bwrap_argv(bwrap, spec.command, binds, entries=entries, cwd=work, keep=[jd],
-                                      shm_mib=spec.shm_mib)
-        else:
-            for link, target in sandbox.symlink_plan(binds, work):
-                os.makedirs(os.path.dirname(link), exist_ok=True)
-                if os.path.lexists(link):
-                    os.unlink(link)
-                os.symlink(target, link)
-                links.append(link)
-            argv = sandbox.plain_argv(spec.command)
-
+        jobdir.reset(jd)
+        argv, scratch, links = jobdir.prepare_mounts(jd, spec.command, spec.mounts, spec.scratch_paths,
+                                                     spec.shm_mib, bwrap)
         available = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
         records, spawns = [], []
         for inst in spec.instances:
-            p = self._paths(spec.job_id, inst.index)
+            p = jobdir.instance_paths(jd, inst.index)
             memory = int(inst.memory_mib or 0)
+            env = jobdir.job_env(self.inherit_env, self.extra_env, spec.env, inst.env, inst.devices, spec.job_id)
             cfg = {
-                "job_id": spec.job_id, "index": inst.index, "argv": argv, "cwd": work,
-                "env": self._job_env(spec, inst), "log": p["log"], "status": p["status"], "child": p["child"],
-                "stop": p["stop"], "memory_mib": memory, "poll_interval": self.memory_poll_interval,
+                "job_id": spec.job_id, "index": inst.index, "argv": argv, "cwd": os.path.join(jd, "work"),
+                "env": env, "log": p["log"], "status": p["status"], "child": p["child"], "stop": p["stop"],
+                "memory_mib": memory, "poll_interval": self.memory_poll_interval,
                 "kill_grace": self.kill_grace_seconds, "cgroup": None, "cpus": None, "wrapped": bool(bwrap),
             }
             if cgroups:
@@ -230,7 +170,7 @@ class LocalBackend(ExecutionBackend):
             write_json_atomic(p["config"], cfg)
             record = {"job_id": spec.job_id, "index": inst.index, "role": inst.role,
                       "role_index": inst.role_index, "pid": None, "start_time": None,
-                      "log": p["log"], "status": p["status"], "child": p["child"], "stop": p["stop"]}
+                      **{k: p[k] for k in ("log", "status", "child", "stop", "supervisor_log")}}
             records.append(record)
             spawns.append((p["config"], p["record"], record, jd))
         state = {"backend": "local", "node": self.node_name or socket.gethostname(), "job_dir": jd,
@@ -243,7 +183,7 @@ class LocalBackend(ExecutionBackend):
         pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(ti_hub.__file__)))
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8",
                "PYTHONPATH": os.pathsep.join(filter(None, [pkg_parent, os.environ.get("PYTHONPATH")]))}
-        with open(config.replace(".json", ".supervisor.log"), "ab") as err:
+        with open(record["supervisor_log"], "ab") as err:
             p = subprocess.Popen([self.python, "-m", "ti_hub.backends.local.runner", config],
                                  stdin=subprocess.DEVNULL, stdout=err, stderr=err, cwd=jd, env=env,
                                  start_new_session=True, close_fds=True)
@@ -272,15 +212,20 @@ class LocalBackend(ExecutionBackend):
         that, a SIGTERM from stop() would kill a supervisor still loading and lose the instance."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
+
+        def check(pending: list[dict]) -> tuple[list[dict], dict | None]:
+            alive = [r for r in pending if procs.is_alive(r["pid"], r["start_time"])]  # before the files
+            pending = [r for r in pending if not (os.path.exists(r["child"]) or os.path.exists(r["status"]))]
+            dead = next((r for r in pending if r not in alive), None)
+            return pending, dead
+
         pending = list(records)
         while pending:
             self._reap()
-            pending = [r for r in pending if not (os.path.exists(r["child"]) or os.path.exists(r["status"]))]
-            for r in pending:
-                if not procs.is_alive(r["pid"], r["start_time"]) and not os.path.exists(r["status"]):
-                    log = r["child"][: -len(".child")] + ".supervisor.log"
-                    tail = (await asyncio.to_thread(logfiles.read_tail, log, 5))[0].strip()
-                    raise RuntimeError(f"the supervisor of instance {r['index']} died while starting: {tail}")
+            pending, dead = await asyncio.to_thread(check, pending)
+            if dead is not None:
+                tail = (await asyncio.to_thread(logfiles.read_tail, dead["supervisor_log"], 5))[0].strip()
+                raise RuntimeError(f"the supervisor of instance {dead['index']} died while starting: {tail}")
             if pending and loop.time() > deadline:
                 raise RuntimeError(f"instance {pending[0]['index']} did not start within {timeout:g} s")
             if pending:
@@ -292,19 +237,11 @@ class LocalBackend(ExecutionBackend):
             if p.poll() is not None:
                 del self._children[pid]
 
-    @staticmethod
-    def _read_json(path: str | None) -> dict | None:
-        try:
-            with open(path, encoding="utf-8") as f:
-                return json.load(f)
-        except (OSError, ValueError, TypeError):
-            return None
-
     def _observe_sync(self, state: dict) -> JobObservation:
         out = []
         for rec in state.get("instances", []):
             alive = procs.is_alive(rec.get("pid"), rec.get("start_time"))  # before the status file: no race
-            status = self._read_json(rec.get("status"))
+            status = jobdir.read_json(rec.get("status"))
             if status is not None:
                 out.append(InstanceStatus(rec["index"], "exited", status.get("exit_code"), status.get("reason", "")))
             elif alive:
@@ -330,7 +267,7 @@ class LocalBackend(ExecutionBackend):
     # ---- stopping ----------------------------------------------------------------------------
     def _targets(self, rec: dict) -> tuple:
         """(supervisor pid, its start time, command's group, its start time, wrapped in bubblewrap)."""
-        child = self._read_json(rec.get("child")) or {}
+        child = jobdir.read_json(rec.get("child")) or {}
         return (rec.get("pid"), rec.get("start_time"), child.get("pgid"), child.get("start_time"),
                 bool(child.get("wrapped")))
 
@@ -348,10 +285,14 @@ class LocalBackend(ExecutionBackend):
                 procs.signal_instance(sup, sup_start, pgid, child_start, sig, include_supervisor=supervisors,
                                       spare=spare)
 
-    def _alive_sync(self, records: list[dict], supervisors: bool = True) -> bool:
-        snap = procs.snapshot()
+    def _alive_sync(self, records: list[dict], supervisors: bool = True,
+                    snap: dict[int, procs.ProcStat] | None = None) -> bool:
+        snap = procs.snapshot() if snap is None else snap
+        ids = {n for st in snap.values() for n in (st.pid, st.sid, st.pgid)}
         for rec in records:
             sup, sup_start, pgid, child_start, _ = self._targets(rec)
+            if sup not in ids and pgid not in ids:
+                continue  # cheap: no process, session or group holds its numbers any more
             sup_alive = procs.is_alive(sup, sup_start)
             if supervisors and sup_alive:
                 return True
@@ -388,7 +329,7 @@ class LocalBackend(ExecutionBackend):
         for rec in (state or {}).get("instances", []):
             if rec.get("index") == instance and rec.get("log"):
                 return rec["log"]
-        return self._paths(job_id, instance)["log"]
+        return jobdir.instance_paths(self.job_dir(job_id), instance)["log"]
 
     async def logs(self, job_id: int, state: dict[str, Any], instance: int = 0, offset: int = 0,
                    limit: int = 1 << 20) -> tuple[str, int]:
@@ -400,22 +341,15 @@ class LocalBackend(ExecutionBackend):
         return await asyncio.to_thread(logfiles.read_tail, self.log_path(job_id, state, instance), n)
 
     # ---- cleanup and re-adoption -------------------------------------------------------------
-    @staticmethod
-    def _cleanup_sync(state: dict) -> None:
-        for link in state.get("links", []):
-            if os.path.islink(link):
-                os.unlink(link)
-        for d in state.get("scratch", []):
-            shutil.rmtree(d, ignore_errors=True)
-
     async def cleanup(self, job_id: int, state: dict[str, Any]) -> None:
-        await asyncio.to_thread(self._cleanup_sync, state or {})
+        await asyncio.to_thread(jobdir.remove_scratch, state or {})
 
     def _alive_records(self, record_files: list[str]) -> list[dict]:
+        snap = procs.snapshot()  # one for all: there may be thousands of finished jobs on disk
         alive = []
         for path in record_files:
-            rec = self._read_json(path)
-            if rec and self._alive_sync([rec]):
+            rec = jobdir.read_json(path)
+            if rec and self._alive_sync([rec], snap=snap):
                 alive.append(rec)
         return alive
 

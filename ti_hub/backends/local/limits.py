@@ -57,6 +57,7 @@ def cgroup_limits(cpu: float, memory_mib: int) -> dict[str, str]:
     limits = {"memory.max": str(memory_mib * 1024 * 1024) if memory_mib > 0 else "max"}
     if memory_mib > 0:
         limits["memory.swap.max"] = "0"  # a limit that can be swapped around is no limit
+        limits["memory.oom.group"] = "1"  # an OOM kills the whole instance, not one random process
     quota = int(round(cpu * CPU_PERIOD_US)) if cpu > 0 else 0
     limits["cpu.max"] = f"{max(quota, 1000)} {CPU_PERIOD_US}" if quota else f"max {CPU_PERIOD_US}"
     return limits
@@ -74,7 +75,7 @@ def setup_cgroup(path: str, limits: dict[str, str]) -> None:
         try:
             _write(os.path.join(path, name), value)
         except FileNotFoundError:
-            if name != "memory.swap.max":  # absent when the kernel has no swap accounting
+            if name not in ("memory.swap.max", "memory.oom.group"):  # absent on some kernels
                 raise
 
 

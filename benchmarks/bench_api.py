@@ -1,0 +1,538 @@
+#!/usr/bin/env python
+"""End-to-end API benchmark of the real embedded platform (hub + proxy + ti service + local backend).
+
+    python benchmarks/bench_api.py                       # everything, 3 runs each, results/api.json
+    python benchmarks/bench_api.py --only list --runs 5  # one phase: cold | list | submit
+    python benchmarks/bench_api.py --profile             # also a py-spy profile of the ti service
+
+Targets (issue): with 200,000 job rows and 10,000 users on 2 cores,
+  * GET job lists >= 500 req/s at 64 concurrent clients with p99 <= 50 ms,
+  * POST job submit with quota check p99 <= 100 ms,
+  * platform cold start <= 5 s.
+
+What it does:
+  1. seeds a template database once (benchmarks/seed_jobs.py; kept in --workdir and reused while the
+     seed parameters are the same), then copies it into a fresh data dir for every platform start;
+  2. cold start: times ``start_hub`` (tests/conftest.py: launches ``ti-hub start`` and polls
+     ``/services/ti/api/v1/openapi.json`` through the public proxy until it answers) on an empty data
+     dir and on the seeded one;
+  3. starts one platform on the seeded data, creates hub users for benchmark clients that own a few
+     dozen seeded jobs (admin hub API), one API token each;
+  4. list: 64 closed-loop clients (60 users with ``GET /jobs?limit=50``, 4 admins with ``all=1``) for
+     --duration seconds, alternately through the public proxy port and directly against the ti
+     service's port, --runs times each;
+  5. submit: --submit-clients clients POST ``/jobs`` (unique name, plan cpu-small, image python-cpu,
+     command ``true``); the seeded running jobs fill this machine's node, so every submission passes the
+     quota check and then stays queued (nothing is launched), as on a busy cluster; the benchmark users'
+     cpu quota is raised first so that their growing queues never hit it;
+  6. prints a table and writes JSON to benchmarks/results/<--name>.json.
+
+The load generator (benchmarks/loadgen.py, aiohttp) runs in its own process. Everything talks to
+127.0.0.1 only. Figures are medians over the runs; every run is in the JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import requests
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT))
+
+from conftest import ADMIN, ADMIN_PASSWORD, start_hub  # noqa: E402
+from tihub_client import Hub  # noqa: E402
+
+import seed_jobs  # noqa: E402
+
+API = "/services/ti/api/v1"
+TARGETS = {"list_rps": 500, "list_p99_ms": 50, "submit_p99_ms": 100, "cold_start_s": 5}
+
+
+# ---- machine and processes -------------------------------------------------------------------------
+def machine_info() -> dict:
+    import aiohttp
+    import jupyterhub
+    import sqlalchemy
+    import tornado
+
+    cpu = ""
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    mem_kib = 0
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal"):
+                mem_kib = int(line.split()[1])
+    return {"nproc": os.cpu_count(), "memory_gib": round(mem_kib / 1024 / 1024, 1), "cpu_model": cpu,
+            "kernel": platform.release(), "python": platform.python_version(),
+            "packages": {"jupyterhub": jupyterhub.__version__, "tornado": tornado.version,
+                         "sqlalchemy": sqlalchemy.__version__, "aiohttp": aiohttp.__version__,
+                         "sqlite": sqlite3.sqlite_version}}
+
+
+def loadavg() -> list[float]:
+    with open("/proc/loadavg") as f:
+        return [float(x) for x in f.read().split()[:3]]
+
+
+def descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    kids = [int(x) for x in f.read().split()]
+                out += kids
+                todo += kids
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return out
+
+
+def cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def stop_tree(proc: subprocess.Popen) -> None:
+    """Like conftest.stop_hub, but ends only the processes this benchmark started, by their ids."""
+    pids = descendants(proc.pid)
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)  # ti-hub forwards it; the hub stops its proxy and services
+        proc.wait(20)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + 10
+    for pid in pids:
+        while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+class Platform:
+    """One running ti-hub on a data dir, with its processes named."""
+
+    def __init__(self, data: Path, extra_env: dict | None = None):
+        t0 = time.monotonic()
+        self.proc, self.hub, self.ports = start_hub(data, extra_env)
+        self.ready_s = time.monotonic() - t0
+        self.data = data
+        self.pids = {}
+        for pid in descendants(self.proc.pid):
+            cl = cmdline(pid)
+            if "ti_hub.service" in cl:
+                self.pids["service"] = pid
+            elif "configurable-http-proxy" in cl:
+                self.pids["proxy"] = pid
+            elif "jupyterhub" in cl:
+                self.pids["hub"] = pid
+
+    def self_reported_ready_s(self) -> float | None:
+        """`ti-hub start` prints 'started in X s' (measured from just before it launches JupyterHub)."""
+        import re
+
+        text = Path(f"{self.data.parent}/{self.data.name}.log").read_text(errors="replace")
+        m = re.search(r"started in ([0-9.]+) s", text)
+        return float(m.group(1)) if m else None
+
+    def cpu(self) -> dict[str, float]:
+        out = {}
+        for name, pid in self.pids.items():
+            try:
+                out[name] = cpu_seconds(pid)
+            except FileNotFoundError:
+                pass
+        return out
+
+    def stop(self) -> None:
+        stop_tree(self.proc)
+
+
+# ---- data ----------------------------------------------------------------------------------------
+def ensure_template(workdir: Path, users: int, jobs: int) -> Path:
+    tdir = workdir / "template"
+    params = {"users": users, "jobs": jobs, "seed_version": 1}
+    meta = tdir / "seed.json"
+    db = tdir / "ti.sqlite"
+    if db.exists() and meta.exists() and json.loads(meta.read_text()).get("params") == params:
+        return db
+    shutil.rmtree(tdir, ignore_errors=True)
+    tdir.mkdir(parents=True)
+    stats = seed_jobs.seed(seed_jobs.sqlite_url(db), users, jobs)
+    meta.write_text(json.dumps({"params": params, "stats": stats}))
+    return db
+
+
+def fresh_data_dir(workdir: Path, name: str, template: Path | None) -> Path:
+    base = workdir / name
+    shutil.rmtree(base, ignore_errors=True)
+    data = base / "data"
+    data.mkdir(parents=True)
+    if template is not None:
+        shutil.copyfile(template, data / "ti.sqlite")
+    return data
+
+
+def pick_users(db: Path, n: int, lo: int = 24, hi: int = 60, skip: int = 0) -> list[tuple[str, int]]:
+    counts = seed_jobs.owner_counts(seed_jobs.sqlite_url(db))
+    cands = sorted((u, c) for u, c in counts.items() if lo <= c <= hi)
+    if len(cands) < n + skip:
+        raise SystemExit(f"only {len(cands)} users own {lo}-{hi} jobs; seed more")
+    return cands[skip:skip + n]
+
+
+# ---- hub setup -----------------------------------------------------------------------------------
+def hub_tokens(hub: Hub, admin, names: list[str]) -> dict[str, str]:
+    r = admin.hub_api("POST", "/users", json={"usernames": names})
+    if r.status_code not in (201, 409):
+        raise RuntimeError(f"creating hub users: {r.status_code} {r.text[:300]}")
+    out = {}
+    for name in names:
+        r = admin.hub_api("POST", f"/users/{name}/tokens", json={"note": "benchmark"})
+        r.raise_for_status()
+        out[name] = r.json()["token"]
+    return out
+
+
+# ---- load ----------------------------------------------------------------------------------------
+def run_load(spec: dict) -> dict:
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(spec, f)
+        path = f.name
+    try:
+        r = subprocess.run([sys.executable, str(HERE / "loadgen.py"), path], capture_output=True, text=True,
+                           timeout=spec["duration"] + spec.get("warmup", 2) + 120)
+    finally:
+        os.unlink(path)
+    if r.returncode:
+        raise RuntimeError(f"loadgen failed: {r.stderr[-2000:]}")
+    return json.loads(r.stdout)
+
+
+def measured(plat: Platform, spec: dict) -> dict:
+    """One load run with the platform's CPU use over it (seconds of CPU per process)."""
+    c0, la0 = plat.cpu(), loadavg()
+    res = run_load(spec)
+    c1 = plat.cpu()
+    res["server_cpu_s"] = {k: round(c1[k] - c0[k], 2) for k in c1 if k in c0}
+    res["loadavg_before"] = la0
+    return res
+
+
+def list_spec(base: str, user_tokens: dict[str, str], admin_token: str, n_admin: int, duration: float,
+              warmup: float) -> dict:
+    clients = [{"class": "user", "method": "GET", "url": f"{base}{API}/jobs?limit=50",
+                "headers": {"Authorization": f"token {tok}"}} for tok in user_tokens.values()]
+    clients += [{"class": "admin_all", "method": "GET", "url": f"{base}{API}/jobs?limit=50&all=1",
+                 "headers": {"Authorization": f"token {admin_token}"}} for _ in range(n_admin)]
+    return {"duration": duration, "warmup": warmup, "clients": clients}
+
+
+def submit_spec(base: str, tokens: dict[str, str], duration: float, warmup: float, tag: str) -> dict:
+    body = {"plan": "cpu-small", "image": "python-cpu", "command": "true"}
+    clients = [{"class": "submit", "method": "POST", "url": f"{base}{API}/jobs", "submit": body,
+                "headers": {"Authorization": f"token {tok}"}} for tok in tokens.values()]
+    return {"duration": duration, "warmup": warmup, "clients": clients, "tag": tag}
+
+
+def med(values):
+    values = [v for v in values if v is not None]
+    return round(statistics.median(values), 2) if values else None
+
+
+def summarize_runs(runs: list[dict], cls: str | None = None) -> dict:
+    pick = [(r["by_class"].get(cls) if cls else r["total"]) for r in runs]
+    pick = [p for p in pick if p]
+    return {k: med([p[k] for p in pick]) for k in ("rps", "p50_ms", "p95_ms", "p99_ms", "max_ms")} | {
+        "errors": sum(p["errors"] for p in pick), "runs": len(pick)}
+
+
+# ---- phases --------------------------------------------------------------------------------------
+def phase_cold(workdir: Path, template: Path, runs: int, log) -> dict:
+    out = {}
+    for mode in ("empty", "seeded"):
+        samples = []
+        for i in range(runs):
+            data = fresh_data_dir(workdir, f"cold-{mode}", template if mode == "seeded" else None)
+            plat = Platform(data)
+            samples.append({"ready_s": round(plat.ready_s, 2), "self_reported_s": plat.self_reported_ready_s()})
+            plat.stop()
+            log(f"cold start ({mode}) run {i + 1}: {plat.ready_s:.2f} s (ti-hub says "
+                f"{samples[-1]['self_reported_s']} s)")
+        out[mode] = {"median_s": med([s["ready_s"] for s in samples]),
+                     "median_self_reported_s": med([s["self_reported_s"] for s in samples]), "runs": samples}
+    return out
+
+
+def hub_roundtrip_ms(plat: Platform, token: str, n: int = 30) -> dict:
+    """What one HubAuth cache miss costs: GET /hub/api/user straight at the hub."""
+    url = f"http://127.0.0.1:{plat.ports['hub']}/hub/api/user"
+    s = requests.Session()
+    lat = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        r = s.get(url, headers={"Authorization": f"token {token}"}, timeout=10)
+        lat.append((time.perf_counter() - t0) * 1000)
+        r.raise_for_status()
+    lat.sort()
+    return {"p50_ms": round(lat[len(lat) // 2], 2), "max_ms": round(lat[-1], 2)}
+
+
+def idle_cpu(plat: Platform, seconds: float = 10) -> dict:
+    """CPU the platform burns with no requests at all (the scheduler loop, mostly)."""
+    c0 = plat.cpu()
+    time.sleep(seconds)
+    c1 = plat.cpu()
+    return {k: round((c1[k] - c0[k]) / seconds * 100, 1) for k in c1 if k in c0}
+
+
+def profile_service(plat: Platform, spec: dict, out_base: Path, log) -> dict:
+    """py-spy samples the ti service during one more direct list run; returns the top frames."""
+    spy = shutil.which("py-spy")
+    if not spy:
+        log("py-spy not installed (pip install py-spy): no profile")
+        return {}
+    raw = out_base.with_suffix(".collapsed")
+    dur = int(spec["duration"] + spec["warmup"])
+    p = subprocess.Popen([spy, "record", "--pid", str(plat.pids["service"]), "--duration", str(dur),
+                          "--rate", "200", "--format", "raw", "--output", str(raw), "--nonblocking", "--threads"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    time.sleep(1.0)
+    res = run_load(spec)
+    p.wait(60)
+    return {"load": res["total"], **summarize_profile(raw)}
+
+
+CATEGORIES = [  # (label, substring of a frame) -- first match from the leaf upwards wins in "leaf"
+    ("hub auth (HubAuth get_user / cache / thread hop)", "jupyterhub/services/auth.py"),
+    ("sqlite driver (queries, incl. waiting for the write lock)", "sqlite3"),
+    ("json rendering", "json/encoder.py"),
+    ("ops.jobs.render", "ops/jobs.py:render"),
+    ("sqlalchemy ORM loading", "sqlalchemy/orm/loading.py"),
+    ("sqlalchemy", "sqlalchemy/"),
+    ("tornado http", "tornado/"),
+    ("asyncio event loop", "asyncio/"),
+    ("thread pool idle / waiting", "concurrent/futures/thread.py"),
+]
+
+
+def summarize_profile(raw: Path) -> dict:
+    """Collapsed stacks -> inclusive share of the busy samples per category and per function."""
+    if not raw.exists():
+        return {}
+    total = 0
+    incl: dict[str, int] = {}
+    fn_incl: dict[str, int] = {}
+    idle = 0
+    for line in raw.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        n = int(n)
+        frames = stack.split(";")
+        leaf = frames[-1]
+        # idle: threads parked on a lock or in select/epoll
+        if any(k in leaf for k in ("select (selectors.py", "_worker (concurrent/futures/thread.py",
+                                   "wait (threading.py", "get (queue.py")) or leaf.startswith("epoll"):
+            idle += n
+            continue
+        total += n
+        seen = set()
+        for label, key in CATEGORIES:
+            if any(key in f for f in frames) and label not in seen:
+                incl[label] = incl.get(label, 0) + n
+                seen.add(label)
+        for f in set(frames):
+            fn_incl[f] = fn_incl.get(f, 0) + n
+    top = sorted(fn_incl.items(), key=lambda kv: -kv[1])
+    top = [(f, c) for f, c in top if "ti_hub" in f or "sqlalchemy" in f or "auth.py" in f or "json" in f
+           or "tornado/web.py" in f or "sqlite" in f][:40]
+    return {"busy_samples": total, "idle_samples": idle,
+            "categories_pct": {k: round(100 * v / total, 1) for k, v in sorted(incl.items(), key=lambda kv: -kv[1])}
+            if total else {},
+            "top_functions_pct": [[f, round(100 * c / total, 1)] for f, c in top] if total else []}
+
+
+def phase_load(workdir: Path, template: Path, a, log) -> dict:
+    data = fresh_data_dir(workdir, "load", template)
+    user_list = pick_users(template, a.concurrency - a.admin_clients)
+    submitters = pick_users(template, a.submit_clients, skip=a.concurrency)
+    plat = Platform(data)
+    out: dict = {"ports": plat.ports, "list_users": [[u, c] for u, c in user_list]}
+    try:
+        admin = plat.hub.login(ADMIN, ADMIN_PASSWORD)
+        tokens = hub_tokens(plat.hub, admin, [u for u, _ in user_list])
+        sub_tokens = hub_tokens(plat.hub, admin, [u for u, _ in submitters])
+        for u, _ in submitters:  # their queues grow with every submission: never let the quota refuse one
+            admin.ok("PUT", "/quotas", json={"user": u, "kind": "single", "device_type": "cpu", "devices": 0,
+                                              "cpu": 1_000_000, "memory_mib": 1 << 40})
+        out["idle_cpu_pct"] = idle_cpu(plat)
+        log(f"idle CPU %: {out['idle_cpu_pct']}")
+        out["hub_auth_roundtrip"] = hub_roundtrip_ms(plat, next(iter(tokens.values())))
+        bases = {"proxy": f"http://127.0.0.1:{plat.ports['port']}",
+                 "direct": f"http://127.0.0.1:{plat.ports['service']}"}
+        if "list" in a.only:
+            runs: dict[str, list] = {"proxy": [], "direct": []}
+            for i in range(a.runs):
+                for via in (("direct", "proxy") if i % 2 == 0 else ("proxy", "direct")):
+                    spec = list_spec(bases[via], tokens, admin.token, a.admin_clients, a.duration, a.warmup)
+                    res = measured(plat, spec)
+                    runs[via].append(res)
+                    t = res["total"]
+                    log(f"list {via:6s} run {i + 1}: {t['rps']} req/s p50 {t['p50_ms']} p95 {t['p95_ms']} "
+                        f"p99 {t['p99_ms']} ms, errors {t['errors']}, server CPU {res['server_cpu_s']}")
+            out["list"] = {via: {"total": summarize_runs(r), "user": summarize_runs(r, "user"),
+                                 "admin_all": summarize_runs(r, "admin_all"), "runs": r} for via, r in runs.items()}
+        if "submit" in a.only:
+            sruns = []
+            for i in range(a.runs):
+                spec = submit_spec(bases["direct"], sub_tokens, a.submit_duration, a.warmup, f"s{i}")
+                res = measured(plat, spec)
+                sruns.append(res)
+                t = res["total"]
+                log(f"submit direct run {i + 1}: {t['rps']} req/s p50 {t['p50_ms']} p95 {t['p95_ms']} "
+                    f"p99 {t['p99_ms']} ms, errors {t['errors']} {res['sample_errors'][:1]}")
+            spec = submit_spec(bases["proxy"], sub_tokens, a.submit_duration, a.warmup, "sp")
+            proxy_res = measured(plat, spec)
+            log(f"submit proxy  run 1: {proxy_res['total']['rps']} req/s p99 {proxy_res['total']['p99_ms']} ms")
+            queued = admin.ok("GET", "/queue?all=1&limit=1")["total"]
+            out["submit"] = {"direct": {"total": summarize_runs(sruns), "runs": sruns},
+                             "proxy": {"total": summarize_runs([proxy_res]), "runs": [proxy_res]},
+                             "queued_after": queued}
+        if a.profile:
+            spec = list_spec(bases["direct"], tokens, admin.token, a.admin_clients, a.duration, a.warmup)
+            out["profile_list"] = profile_service(plat, spec, HERE / "results" / f"{a.name}-list", log)
+            if "submit" in a.only:
+                spec = submit_spec(bases["direct"], sub_tokens, a.submit_duration, a.warmup, "sprof")
+                out["profile_submit"] = profile_service(plat, spec, HERE / "results" / f"{a.name}-submit", log)
+    finally:
+        plat.stop()
+    return out
+
+
+# ---- report --------------------------------------------------------------------------------------
+def verdicts(res: dict) -> dict:
+    v = {}
+    lst = res.get("load", {}).get("list", {}).get("direct")
+    if lst:
+        v["list_rps"] = {"value": lst["total"]["rps"], "target": f">= {TARGETS['list_rps']}",
+                         "pass": (lst["total"]["rps"] or 0) >= TARGETS["list_rps"]}
+        v["list_p99_ms"] = {"value": lst["total"]["p99_ms"], "target": f"<= {TARGETS['list_p99_ms']}",
+                            "pass": (lst["total"]["p99_ms"] or 1e9) <= TARGETS["list_p99_ms"]}
+    sub = res.get("load", {}).get("submit", {}).get("direct")
+    if sub:
+        v["submit_p99_ms"] = {"value": sub["total"]["p99_ms"], "target": f"<= {TARGETS['submit_p99_ms']}",
+                              "pass": (sub["total"]["p99_ms"] or 1e9) <= TARGETS["submit_p99_ms"]}
+    cold = res.get("cold_start")
+    if cold:
+        worst = max(cold[m]["median_s"] for m in cold)
+        v["cold_start_s"] = {"value": worst, "target": f"<= {TARGETS['cold_start_s']}",
+                             "pass": worst <= TARGETS["cold_start_s"]}
+    return v
+
+
+def table(res: dict) -> str:
+    rows = [("measure", "via", "req/s", "p50 ms", "p95 ms", "p99 ms", "errors")]
+    load = res.get("load", {})
+    for via in ("direct", "proxy"):
+        for cls in ("total", "user", "admin_all"):
+            s = load.get("list", {}).get(via, {}).get(cls)
+            if s:
+                rows.append((f"GET /jobs ({cls})", via, s["rps"], s["p50_ms"], s["p95_ms"], s["p99_ms"], s["errors"]))
+    for via in ("direct", "proxy"):
+        s = load.get("submit", {}).get(via, {}).get("total")
+        if s:
+            rows.append(("POST /jobs", via, s["rps"], s["p50_ms"], s["p95_ms"], s["p99_ms"], s["errors"]))
+    lines = ["  ".join(f"{str(c):>18s}" if i == 0 else f"{str(c):>9s}" for i, c in enumerate(r)) for r in rows]
+    for mode, c in res.get("cold_start", {}).items():
+        lines.append(f"cold start ({mode}): median {c['median_s']} s over {len(c['runs'])} runs "
+                     f"(ti-hub's own figure {c['median_self_reported_s']} s)")
+    for k, v in res.get("verdicts", {}).items():
+        lines.append(f"{k}: {v['value']} (target {v['target']}) -> {'PASS' if v['pass'] else 'FAIL'}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "tihub-bench"),
+                   help="data dirs and the seeded template live here (default: %(default)s)")
+    p.add_argument("--name", default="api", help="results file: benchmarks/results/<name>.json")
+    p.add_argument("--only", default="cold,list,submit", help="comma-separated phases: cold,list,submit")
+    p.add_argument("--runs", type=int, default=3, help="runs per measurement (medians are reported)")
+    p.add_argument("--users", type=int, default=10_000)
+    p.add_argument("--jobs", type=int, default=200_000)
+    p.add_argument("--concurrency", type=int, default=64, help="list clients")
+    p.add_argument("--admin-clients", type=int, default=4, help="of the list clients: admins with all=1")
+    p.add_argument("--duration", type=float, default=15, help="seconds per list run")
+    p.add_argument("--submit-clients", type=int, default=8)
+    p.add_argument("--submit-duration", type=float, default=10, help="seconds per submit run")
+    p.add_argument("--warmup", type=float, default=2, help="seconds of load not counted at each run's start")
+    p.add_argument("--profile", action="store_true", help="py-spy the ti service during extra runs")
+    a = p.parse_args(argv)
+    a.only = set(a.only.split(","))
+    t0 = time.monotonic()
+
+    def log(msg):
+        print(f"[{time.monotonic() - t0:6.1f}s] {msg}", flush=True)
+
+    workdir = Path(a.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    res: dict = {"name": a.name, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": machine_info(),
+                 "loadavg_start": loadavg(),
+                 "settings": {"users": a.users, "jobs": a.jobs, "concurrency": a.concurrency,
+                              "admin_clients": a.admin_clients, "duration_s": a.duration, "warmup_s": a.warmup,
+                              "submit_clients": a.submit_clients, "submit_duration_s": a.submit_duration,
+                              "runs": a.runs, "db": "SQLite (WAL) in the data dir", "targets": TARGETS}}
+    log("seeding the template database (reused when already there)")
+    template = ensure_template(workdir, a.users, a.jobs)
+    res["seed"] = json.loads((template.parent / "seed.json").read_text())["stats"]
+    if "cold" in a.only:
+        res["cold_start"] = phase_cold(workdir, template, a.runs, log)
+    if a.only & {"list", "submit"}:
+        res["load"] = phase_load(workdir, template, a, log)
+    res["loadavg_end"] = loadavg()
+    res["wall_s"] = round(time.monotonic() - t0, 1)
+    res["verdicts"] = verdicts(res)
+    out = HERE / "results" / f"{a.name}.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(res, indent=1))
+    print(table(res))
+    print(f"results: {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+"""A job's directory on this machine and what launch prepares in it: paths, environment, mounts.
+
+Layout under ``<root_dir>/jobs/<job id>/``::
+
+    work/                      the instances' working directory
+    logs/instance-<i>.log      stdout + stderr, appended (kept by cleanup)
+    status/instance-<i>.json   written by the supervisor when the instance ends
+    run/instance-<i>.json      the supervisor's config; .pid: who the supervisor is; .child: its
+                               command; .stop: the grace period stop() asked for
+    scratch/<path>             local-kind volumes, fresh at each launch (removed by cleanup)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+
+from . import sandbox
+
+
+def job_dir(root_dir: str, job_id: int) -> str:
+    return os.path.join(os.path.abspath(root_dir), "jobs", str(int(job_id)))
+
+
+def instance_paths(jd: str, index: int) -> dict[str, str]:
+    run = os.path.join(jd, "run", f"instance-{index}")
+    return {"log": os.path.join(jd, "logs", f"instance-{index}.log"),
+            "status": os.path.join(jd, "status", f"instance-{index}.json"),
+            "config": run + ".json", "record": run + ".pid", "child": run + ".child", "stop": run + ".stop",
+            "supervisor_log": run + ".supervisor.log"}
+
+
+def read_json(path: str | None) -> dict | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def job_env(inherit: Sequence[str], extra_env: Mapping[str, str], spec_env: Mapping[str, str],
+            instance_env: Mapping[str, str], devices: Sequence[int], job_id: int,
+            environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """A minimal base (``inherit`` from the service, so none of its secrets), the admin's extra
+    environment, the job's, the instance's, then what the platform decides and nobody overrides."""
+    env = {k: environ[k] for k in inherit if k in environ}
+    env.setdefault("LANG", "C.UTF-8")
+    env["PYTHONUNBUFFERED"] = "1"  # logs arrive as they are printed
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # CUDA numbers GPUs as NVML does, so the indices agree
+    env.update(extra_env)
+    env.update(spec_env)
+    env.update(instance_env)
+    env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in devices)  # empty: no GPU
+    env["TI_JOB_ID"] = str(job_id)
+    return env
+
+
+def reset(jd: str) -> None:
+    """Directories for a (re)launch; a relaunch must not read the previous attempt's results."""
+    for sub in ("status", "run"):
+        shutil.rmtree(os.path.join(jd, sub), ignore_errors=True)
+    for sub in ("work", "logs", "status", "run"):
+        os.makedirs(os.path.join(jd, sub), exist_ok=True)
+
+
+def prepare_mounts(jd: str, command: str, mounts, scratch_paths: Sequence[str], shm_mib: int,
+                   bwrap: str | None) -> tuple[list[str], list[str], list[str]]:
+    """Blocking: (argv, scratch dirs, symlinks made) for the job's command with its mounts."""
+    work = os.path.join(jd, "work")
+    binds = []
+    for m in mounts:
+        if sandbox.mount_root(m.mount_path) is None:
+            raise sandbox.SandboxError(f"mount path {m.mount_path} is not under {', '.join(sandbox.MOUNT_ROOTS)}")
+        if not os.path.exists(m.source):
+            raise sandbox.SandboxError(f"{m.kind} volume source {m.source} does not exist on this machine")
+        binds.append(sandbox.Bind(m.source, m.mount_path, m.read_only))
+    scratch = []
+    for path in scratch_paths:
+        d = os.path.join(jd, "scratch", path.strip("/").replace("/", "_") or "scratch")
+        shutil.rmtree(d, ignore_errors=True)  # fresh every launch
+        os.makedirs(d)
+        scratch.append(d)
+        binds.append(sandbox.Bind(d, path, False))
+
+    if bwrap:
+        argv = sandbox.bwrap_argv(bwrap, command, binds, entries=sandbox.root_entries(), cwd=work, keep=[jd],
+                                  shm_mib=shm_mib)
+        return argv, scratch, []
+    links = []
+    for link, target in sandbox.symlink_plan(binds, work):  # raises for read-only mounts
+        os.makedirs(os.path.dirname(link), exist_ok=True)
+        if os.path.lexists(link):
+            os.unlink(link)
+        os.symlink(target, link)
+        links.append(link)
+    return sandbox.plain_argv(command), scratch, links
+
+
+def remove_scratch(state: Mapping) -> None:
+    """Blocking: scratch directories and mount symlinks go; logs and status files stay."""
+    for link in state.get("links", []):
+        if os.path.islink(link):
+            os.unlink(link)  # the link only, never what it points to
+    for d in state.get("scratch", []):
+        shutil.rmtree(d, ignore_errors=True)
