@@ -73,7 +73,7 @@ def test_kill_pause_resume_clone(hub, new_user):
     assert paused["placement"] is None and quota_used(u, "single") == 0  # resources released, record kept
     u.ok("POST", f"/jobs/{long['id']}/resume")
     u.wait_job(long["id"], states=("running",))
-    killed = u.ok("POST", f"/jobs/long-runner/kill")
+    killed = u.ok("POST", "/jobs/long-runner/kill")
     assert killed["status"] == "killing"
     killed = u.wait_job(long["id"], states=("killed",))
     assert quota_used(u, "single") == 0

@@ -55,7 +55,7 @@ async def wait_outcome(b, spec, state, timeout=20.0):
     roles = [i.role for i in spec.instances]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        obs = await b.observe(spec.job_id, state)
+        obs = await b.observe_job(spec.job_id, state)
         outcome = job_outcome(spec.strategy, roles, obs)
         if outcome is not None:
             return outcome, obs
@@ -112,7 +112,7 @@ async def test_failing_instance_fails_the_job_with_a_reason(backend):
     assert outcome == ("failed", 3, "worker 1 exited with code 3")
     assert "boom" in (await backend.logs(2, state, 1))[0]
     await backend.stop(2, state, grace_seconds=2)
-    obs = await backend.observe(2, state)
+    obs = await backend.observe_job(2, state)
     assert obs.instances[0].state == "exited" and obs.instances[0].reason.startswith("stopped on request")
 
 
@@ -195,7 +195,7 @@ async def test_stop_kills_the_whole_process_group(backend):
     await backend.stop(7, state, grace_seconds=5)
     assert time.monotonic() - t0 < 4  # sleep dies of SIGTERM: no need to wait for the grace period
     assert all(gone(p) for p in pids + [supervisor])
-    obs = await backend.observe(7, state)
+    obs = await backend.observe_job(7, state)
     assert obs.instances[0].state == "exited"
     assert obs.instances[0].reason.startswith("stopped on request")
     await backend.stop(7, state)  # idempotent, safe when already gone
@@ -208,7 +208,7 @@ async def test_stop_kills_after_grace_when_sigterm_is_ignored(backend):
     t0 = time.monotonic()
     await backend.stop(8, state, grace_seconds=0.5)
     assert 0.4 < time.monotonic() - t0 < 5
-    obs = await backend.observe(8, state)
+    obs = await backend.observe_job(8, state)
     assert obs.instances[0].state == "exited" and obs.instances[0].exit_code != 0
 
 
@@ -235,7 +235,7 @@ async def test_reconcile_readopts_known_jobs_and_kills_orphans(backend):
     result = await backend.reconcile({10: known_state})
     assert result == {10: True}
     assert all(gone(p) for p in orphan_child | {orphan_state["instances"][0]["pid"]})
-    assert (await backend.observe(10, known_state)).instances[0].state == "running"
+    assert (await backend.observe_job(10, known_state)).instances[0].state == "running"
     await backend.stop(10, known_state, grace_seconds=2)
 
 
@@ -245,7 +245,7 @@ async def test_a_restarted_service_sees_and_stops_the_running_job(backend):
     await wait_log(backend, 12, state, "up", instance=1)
     restarted = LocalBackend(root_dir=backend.root_dir, use_bubblewrap=backend.use_bubblewrap)  # same disk
     assert await restarted.reconcile({12: state}) == {12: True}
-    obs = await restarted.observe(12, state)
+    obs = await restarted.observe_job(12, state)
     assert [s.state for s in obs.instances] == ["running", "running"]
     with pytest.raises(RuntimeError, match="already has running processes"):
         await restarted.launch(spec)  # never a duplicate
@@ -277,9 +277,9 @@ async def test_jobs_outlive_the_service_process_that_launched_them(backend):
     state = json.loads(out)  # the service that launched it has exited now
     await wait_log(backend, 14, state, "up")
     assert await backend.reconcile({14: state}) == {14: True}
-    assert (await backend.observe(14, state)).instances[0].state == "running"
+    assert (await backend.observe_job(14, state)).instances[0].state == "running"
     await backend.stop(14, state, grace_seconds=2)
-    assert (await backend.observe(14, state)).instances[0].reason.startswith("stopped on request")
+    assert (await backend.observe_job(14, state)).instances[0].reason.startswith("stopped on request")
 
 
 async def test_killed_supervisor_reports_lost(backend):
@@ -288,7 +288,7 @@ async def test_killed_supervisor_reports_lost(backend):
     await wait_log(backend, 13, state, "up")
     os.kill(state["instances"][0]["pid"], signal.SIGKILL)
     deadline = time.monotonic() + 5
-    while (await backend.observe(13, state)).instances[0].state != "lost":
+    while (await backend.observe_job(13, state)).instances[0].state != "lost":
         assert time.monotonic() < deadline
         await asyncio.sleep(0.05)
     outcome, _ = await wait_outcome(backend, spec, state)

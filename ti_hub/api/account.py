@@ -17,7 +17,7 @@ class MeHandler(APIHandler):
 
 class KeysHandler(APIHandler):
     async def get(self):
-        self.send(await self.op(keys.list_keys, self.actor))
+        self.send_page(await self.op(keys.list_keys, self.actor))
 
     async def post(self):
         self.send(await self.op(keys.add_key, self.actor, self.body()), 201)
@@ -48,7 +48,7 @@ class ImageHandler(APIHandler):
 
 class CredentialsHandler(APIHandler):
     async def get(self):
-        self.send(await self.op(images.list_credentials, self.actor))
+        self.send_page(await self.op(images.list_credentials, self.actor))
 
     async def post(self):
         self.send(await self.op(images.add_credential, self.actor, self.body(), self.ti.fernet), 201)
@@ -63,7 +63,7 @@ class CredentialHandler(APIHandler):
 
 class TemplatesHandler(APIHandler):
     async def get(self):
-        self.send(await self.op(templates.list_templates, self.actor))
+        self.send_page(await self.op(templates.list_templates, self.actor))
 
     async def post(self):
         self.actor.need(S.SUBMIT, "saving templates")

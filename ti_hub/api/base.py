@@ -61,6 +61,16 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
     def args(self) -> dict[str, str]:
         return {k: self.get_argument(k) for k in self.request.arguments}
 
+    def send_page(self, data: dict[str, Any], extra_args: tuple[str, ...] = ()) -> None:
+        """Pagination for lists built in memory: the same ?limit=&offset= contract as every list."""
+        from ..domain import validation as v
+        from ..ops.common import page_list
+
+        args = self.args()
+        v.check_fields(args, ("limit", "offset", *extra_args))
+        limit, offset = v.pagination(args)
+        self.send(page_list(data["items"], limit, offset))
+
     def send(self, data: Any, status: int = 200) -> None:
         self.set_status(status)
         self.finish(json.dumps(data, allow_nan=False, default=_default))

@@ -12,9 +12,8 @@ class PlansHandler(APIHandler):
     async def get(self):
         self.actor.need(S.VIEW_VC, "viewing plans")
         args = self.args()
-        v.check_fields(args, ("kind", "all"))
-        self.send(await self.op(plans.list_plans, self.actor, self.ti.ops_settings.nodes, args.get("kind"),
-                                args.get("all") in ("1", "true")))
+        self.send_page(await self.op(plans.list_plans, self.actor, self.ti.ops_settings.nodes, args.get("kind"),
+                                     args.get("all") in ("1", "true")), ("kind", "all"))
 
     async def post(self):
         self.send(await self.op(plans.create, self.actor, self.body(), self.ti.ops_settings.device_rules), 201)
@@ -40,7 +39,7 @@ class MyQuotaHandler(APIHandler):
 
 class QuotasHandler(APIHandler):
     async def get(self):
-        self.send(await self.op(quotas.list_quotas, self.actor, self.get_argument("user", None)))
+        self.send_page(await self.op(quotas.list_quotas, self.actor, self.get_argument("user", None)), ("user",))
 
     async def put(self):
         self.send(await self.op(quotas.set_quota, self.actor, self.body()))

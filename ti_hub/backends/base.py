@@ -95,7 +95,8 @@ class ExecutionBackend(LoggingConfigurable):
         """Start every instance of the job (all or none) and return its backend state (JSON)."""
         raise NotImplementedError
 
-    async def observe(self, job_id: int, state: dict[str, Any]) -> JobObservation:
+    async def observe_job(self, job_id: int, state: dict[str, Any]) -> JobObservation:
+        # not `observe`: that name is HasTraits.observe, which traitlets calls while building any Configurable
         raise NotImplementedError
 
     async def stop(self, job_id: int, state: dict[str, Any], grace_seconds: float = 5.0) -> None:

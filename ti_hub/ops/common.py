@@ -52,3 +52,8 @@ def get_or_404(session: Session, model, ident: int, what: str):
     if obj is None:
         raise NotFound(f"{what} {ident} does not exist", field="id")
     return obj
+
+
+def page_list(items: list[dict[str, Any]], limit: int, offset: int) -> dict[str, Any]:
+    """Pagination for short lists that are built in memory (plans, keys, templates, ...)."""
+    return {"items": items[offset:offset + limit], "total": len(items), "limit": limit, "offset": offset}

@@ -7,7 +7,9 @@ file as the hub, so one file configures everything.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import signal
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -151,6 +153,10 @@ class TiService(Application):
         }
         return web.Application(handlers(api_prefix, prefix), **settings)
 
+    @default("log_level")
+    def _log_level(self):
+        return logging.INFO
+
     def start(self):
         asyncio.run(self.serve())
 
@@ -160,7 +166,19 @@ class TiService(Application):
         server = HTTPServer(app, xheaders=True)
         server.listen(url.port or 80, url.hostname or "127.0.0.1")
         self.log.info("TiHub service %s listening on %s (data in %s)", __version__, url.geturl(), self.data_dir)
-        await self.runner.run_forever()
+        loop = asyncio.get_running_loop()
+        task = asyncio.ensure_future(self.runner.run_forever())
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            # jobs run under their own supervisors: stopping the service never stops them
+            loop.add_signal_handler(sig, task.cancel)
+        try:
+            await task
+        except asyncio.CancelledError:
+            self.log.info("TiHub service stopping; running jobs keep running and are re-adopted at the next start")
+        finally:
+            server.stop()
+            self.executor.shutdown(wait=False, cancel_futures=True)
+            self.engine.dispose()
 
 
 def main(argv: list[str] | None = None) -> None:

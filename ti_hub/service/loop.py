@@ -145,7 +145,7 @@ class JobRunner:
         for j in jobs:
             if not j.backend_state:
                 continue
-            obs = await self.svc.backend.observe(j.id, j.backend_state)
+            obs = await self.svc.backend.observe_job(j.id, j.backend_state)
             roles = ["ps"] * j.ps + ["worker"] * j.workers if j.strategy == "ps" else ["worker"] * j.instances
             outcome = job_outcome(j.strategy, roles, obs)
             if outcome is None:

@@ -23,7 +23,7 @@ import sys
 import tempfile
 from typing import Any
 
-from traitlets import Bool, Dict, Float, HasTraits, Int, List, Unicode, default
+from traitlets import Bool, Dict, Float, Int, List, Unicode, default
 
 import ti_hub
 
@@ -250,17 +250,7 @@ class LocalBackend(ExecutionBackend):
                 out.append(InstanceStatus(rec["index"], "lost", None, LOST_REASON))
         return JobObservation(tuple(out))
 
-    def observe(self, *args, **kwargs):
-        """``await observe(job_id, state)`` -> JobObservation.
-
-        The interface's ``observe`` shadows ``HasTraits.observe(handler, names, type)``, which traitlets
-        itself calls while constructing any Configurable; calls with a handler are passed through.
-        """
-        if (args and callable(args[0])) or "handler" in kwargs or "type" in kwargs:
-            return HasTraits.observe(self, *args, **kwargs)
-        return self._observe(*args, **kwargs)
-
-    async def _observe(self, job_id: int, state: dict[str, Any]) -> JobObservation:
+    async def observe_job(self, job_id: int, state: dict[str, Any]) -> JobObservation:
         self._reap()
         return await asyncio.to_thread(self._observe_sync, state or {})
 
@@ -368,7 +358,7 @@ class LocalBackend(ExecutionBackend):
         self._reap()
         result = {}
         for job_id, state in known.items():
-            obs = await self.observe(job_id, state)
+            obs = await self.observe_job(job_id, state)
             result[job_id] = any(s.state == "running" for s in obs.instances)
             if not result[job_id]:  # nothing to re-adopt; leave no stray process behind either
                 await self.stop(job_id, state, grace_seconds=0)
