@@ -184,16 +184,16 @@ class Platform:
 
 
 # ---- data ----------------------------------------------------------------------------------------
-def ensure_template(workdir: Path, users: int, jobs: int) -> Path:
-    tdir = workdir / "template"
-    params = {"users": users, "jobs": jobs, "seed_version": 1}
+def ensure_template(workdir: Path, users: int, jobs: int, queued: int | None, running: int | None) -> Path:
+    tdir = workdir / f"template-{users}-{jobs}-{queued}-{running}"
+    params = {"users": users, "jobs": jobs, "queued": queued, "running": running, "seed_version": 1}
     meta = tdir / "seed.json"
     db = tdir / "ti.sqlite"
     if db.exists() and meta.exists() and json.loads(meta.read_text()).get("params") == params:
         return db
     shutil.rmtree(tdir, ignore_errors=True)
     tdir.mkdir(parents=True)
-    stats = seed_jobs.seed(seed_jobs.sqlite_url(db), users, jobs)
+    stats = seed_jobs.seed(seed_jobs.sqlite_url(db), users, jobs, queued, running)
     meta.write_text(json.dumps({"params": params, "stats": stats}))
     return db
 
@@ -428,6 +428,17 @@ def phase_load(workdir: Path, template: Path, a, log) -> dict:
         bases = {"proxy": f"http://127.0.0.1:{plat.ports['port']}",
                  "direct": f"http://127.0.0.1:{plat.ports['service']}"}
         if "list" in a.only:
+            floor = []
+            for i in range(a.runs):
+                spec = list_spec(bases["direct"], tokens, admin.token, 0, a.floor_duration, a.warmup)
+                for c in spec["clients"]:
+                    c["url"], c["class"] = f"{bases['direct']}{API}/", "floor"
+                res = measured(plat, spec)
+                floor.append(res)
+                t = res["total"]
+                log(f"floor (GET {API}/, auth only) run {i + 1}: {t['rps']} req/s p50 {t['p50_ms']} "
+                    f"p99 {t['p99_ms']} ms, errors {t['errors']}, server CPU {res['server_cpu_s']}")
+            out["floor"] = {"total": summarize_runs(floor), "runs": floor}
             runs: dict[str, list] = {"proxy": [], "direct": []}
             for i in range(a.runs):
                 for via in (("direct", "proxy") if i % 2 == 0 else ("proxy", "direct")):
@@ -508,24 +519,30 @@ def verdicts(res: dict) -> dict:
 
 
 def table(res: dict) -> str:
-    rows = [("measure", "via", "req/s", "p50 ms", "p95 ms", "p99 ms", "errors")]
+    rows = [("measure", "via", "req/s", "p50 ms", "p95 ms", "p99 ms", "err/drop")]
     load = res.get("load", {})
+    if load.get("floor"):
+        s = load["floor"]["total"]
+        rows.append((f"GET {API}/ (floor)", "direct", s["rps"], s["p50_ms"], s["p95_ms"], s["p99_ms"],
+                     f"{s['errors']}/{s['dropped']}"))
     for via in ("direct", "proxy"):
         for cls in ("total", "user", "admin_all"):
             s = load.get("list", {}).get(via, {}).get(cls)
             if s:
-                rows.append((f"GET /jobs ({cls})", via, s["rps"], s["p50_ms"], s["p95_ms"], s["p99_ms"], s["errors"]))
+                rows.append((f"GET /jobs ({cls})", via, s["rps"], s["p50_ms"], s["p95_ms"], s["p99_ms"],
+                             f"{s['errors']}/{s['dropped']}"))
     for rate, d in load.get("list_paced", {}).items():
         for cls in ("total", "user", "admin_all"):
             s = d.get(cls)
             if s:
                 rows.append((f"GET /jobs ({cls})", f"@{rate}/s", s["rps"], s["p50_ms"], s["p95_ms"], s["p99_ms"],
-                             s["errors"]))
+                             f"{s['errors']}/{s['dropped']}"))
     for via in ("direct", "proxy"):
         s = load.get("submit", {}).get(via, {}).get("total")
         if s:
-            rows.append(("POST /jobs", via, s["rps"], s["p50_ms"], s["p95_ms"], s["p99_ms"], s["errors"]))
-    lines = ["  ".join(f"{str(c):>18s}" if i == 0 else f"{str(c):>9s}" for i, c in enumerate(r)) for r in rows]
+            rows.append(("POST /jobs", via, s["rps"], s["p50_ms"], s["p95_ms"], s["p99_ms"],
+                         f"{s['errors']}/{s['dropped']}"))
+    lines = ["  ".join(f"{str(c):>28s}" if i == 0 else f"{str(c):>9s}" for i, c in enumerate(r)) for r in rows]
     for mode, c in res.get("cold_start", {}).items():
         lines.append(f"cold start ({mode}): median {c['median_s']} s over {len(c['runs'])} runs "
                      f"(ti-hub's own figure {c['median_self_reported_s']} s)")
@@ -544,7 +561,11 @@ def main(argv=None) -> None:
     p.add_argument("--runs", type=int, default=3, help="runs per measurement (medians are reported)")
     p.add_argument("--users", type=int, default=10_000)
     p.add_argument("--jobs", type=int, default=200_000)
+    p.add_argument("--queued", type=int, default=None, help="seeded queued jobs (default 0.5%% of --jobs)")
+    p.add_argument("--running", type=int, default=None, help="seeded running jobs (default 0.5%% of --jobs)")
     p.add_argument("--concurrency", type=int, default=64, help="list clients")
+    p.add_argument("--floor-duration", type=float, default=6,
+                   help="seconds per run of GET /api/v1/ (authenticated, no database): the per-request floor")
     p.add_argument("--admin-clients", type=int, default=4, help="of the list clients: admins with all=1")
     p.add_argument("--duration", type=float, default=15, help="seconds per closed-loop list run")
     p.add_argument("--rates", default="500,100",
@@ -570,9 +591,10 @@ def main(argv=None) -> None:
                               "paced_duration_s": a.paced_duration,
                               "admin_clients": a.admin_clients, "duration_s": a.duration, "warmup_s": a.warmup,
                               "submit_clients": a.submit_clients, "submit_duration_s": a.submit_duration,
-                              "runs": a.runs, "db": "SQLite (WAL) in the data dir", "targets": TARGETS}}
+                              "runs": a.runs, "db": "SQLite (WAL) in the data dir", "targets": TARGETS,
+                              "seed_queued": a.queued, "seed_running": a.running}}
     log("seeding the template database (reused when already there)")
-    template = ensure_template(workdir, a.users, a.jobs)
+    template = ensure_template(workdir, a.users, a.jobs, a.queued, a.running)
     res["seed"] = json.loads((template.parent / "seed.json").read_text())["stats"]
     if "cold" in a.only:
         res["cold_start"] = phase_cold(workdir, template, a.runs, log)
