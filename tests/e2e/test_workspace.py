@@ -25,6 +25,12 @@ def process_env_of(**wanted: str) -> dict[str, str] | None:
     return None
 
 
+def process_env_of_all(**wanted: str) -> dict[int, dict[str, str]]:
+    from tihub_client import processes_with_env
+
+    return processes_with_env(**wanted)
+
+
 def wait_server(session, server: str, ready: bool = True, timeout: float = 90) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -101,3 +107,36 @@ def test_workspace_quota_defaults_to_three_devices(hub, new_user):
     quota = u.ok("GET", "/quota")
     limits = {c["device_type"]: c["limit"]["devices"] for c in quota["compute"] if c["kind"] == "workspace"}
     assert limits["demo-gpu"] == 3
+
+
+def test_spawn_form_offers_only_runnable_plans_and_my_volumes(hub, new_user):
+    u, other = new_user("formuser"), new_user("formother")
+    u.ok("POST", "/volumes", json={"name": "form-data", "kind": "filesystem", "capacity_gib": 1})
+    other.ok("POST", "/volumes", json={"name": "not-yours", "kind": "filesystem", "capacity_gib": 1})
+    hub.admin.ok("POST", "/plans", json={"name": "huge-gpu", "kinds": ["workspace"], "device_type": "demo-gpu",
+                                         "device_count": 64, "cpu": 1, "memory_mib": 1024})
+    page = u.browser.get(f"{hub.url}/hub/spawn/{u.name}/form-box").text
+    assert 'value="demo-gpu-1"' in page and 'value="cpu-small"' in page
+    assert "huge-gpu" not in page  # no machine here has 64 demo GPUs: not offered (RES1)
+    assert f"{u.name}/form-data" in page and "not-yours" not in page
+    # submitting the form starts the workspace with the chosen plan and volume mounted
+    r = u.browser.post(f"{hub.url}/hub/spawn/{u.name}/form-box",
+                       data={"plan": "cpu-small", "volumes": f"{u.name}/form-data", "env": "FOO=bar",
+                             "_xsrf": u.browser.cookies.get("_xsrf", path="/hub/")})
+    assert r.status_code == 200, r.text[:500]
+    wait_server(u, "form-box")
+    ws = u.ok("GET", "/jobs/form-box")
+    assert ws["volumes"][0]["mount_path"] == "/mnt/form-data" and ws["env"] == {"FOO": "bar"}
+    # the volume really is at its mount path inside the workspace's mount namespace
+    vol_dir = hub.data_dir / "volumes" / str(ws["volumes"][0]["volume_id"])
+    (vol_dir / "hello.txt").write_text("from the host")
+    seen = []
+    for pid in process_env_of_all(JUPYTERHUB_USER=u.name, TI_WORKSPACE="form-box"):
+        try:
+            seen.append(Path(f"/proc/{pid}/root/mnt/form-data/hello.txt").read_text())
+        except OSError:
+            pass  # bubblewrap's own process lives in the host's namespace
+    assert "from the host" in seen
+    assert not Path("/mnt/form-data").exists()  # the mount point exists only inside the sandbox
+    u.hub_api("DELETE", f"/users/{u.name}/servers/form-box")
+    wait_server(u, "form-box", ready=False)
