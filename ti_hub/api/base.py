@@ -76,8 +76,10 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
         self.finish(json.dumps(data, allow_nan=False, default=_default))
 
     async def op(self, fn, *args, **kwargs) -> Any:
-        """Run an operation in a worker thread inside one transaction (commit on success)."""
-        return await self.ti.db(fn, *args, **kwargs)
+        """Run an operation in a worker thread inside one transaction (commit on success).
+
+        GET requests never write, so they run as read-only transactions (no SQLite write lock)."""
+        return await self.ti.db(fn, *args, readonly=self.request.method == "GET", **kwargs)
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         exc = kwargs.get("exc_info", (None, None, None))[1]

@@ -12,8 +12,12 @@ from sqlalchemy.orm import Session, sessionmaker
 MIGRATIONS = Path(__file__).parent / "migrations"
 
 
-def make_engine(url: str, **kwargs) -> Engine:
-    """An engine for ``url``; SQLite gets WAL, a busy timeout and enforced foreign keys."""
+def make_engine(url: str, readonly: bool = False, **kwargs) -> Engine:
+    """An engine for ``url``; SQLite gets WAL, a busy timeout and enforced foreign keys.
+
+    ``readonly``: for SQLite, transactions start deferred, so readers never queue behind the write lock
+    (WAL lets them read while one writer writes). Writers must use the default engine.
+    """
     if url.startswith("sqlite"):
         kwargs.setdefault("connect_args", {"check_same_thread": False, "timeout": 30})
         engine = create_engine(url, **kwargs)
@@ -30,8 +34,8 @@ def make_engine(url: str, **kwargs) -> Engine:
 
         @event.listens_for(engine, "begin")
         def _sqlite_begin(conn):
-            # take the write lock up front: two writers never both read the old quota usage
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            # writers take the write lock up front: two writers never both read the old quota usage
+            conn.exec_driver_sql("BEGIN" if readonly else "BEGIN IMMEDIATE")
 
         return engine
     kwargs.setdefault("pool_size", 10)

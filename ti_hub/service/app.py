@@ -104,6 +104,8 @@ class TiService(Application):
         upgrade(url)
         self.engine = make_engine(url)
         self.sessionmaker = make_sessionmaker(self.engine)
+        self.read_engine = make_engine(url, readonly=True) if url.startswith("sqlite") else self.engine
+        self.read_sessionmaker = make_sessionmaker(self.read_engine)
         self.executor = ThreadPoolExecutor(self.db_threads, thread_name_prefix="ti-db")
         self.fernet = Fernet(self._secret())
         self.backend = self.backend_class(parent=self, log=self.log)
@@ -136,9 +138,15 @@ class TiService(Application):
                 for img in self.initial_images:
                     s.add(m.Image(created_at=utcnow(), **{"version": "", "description": "", **img}))
 
-    async def db(self, fn, *args, **kwargs) -> Any:
+    async def db(self, fn, *args, readonly: bool = False, **kwargs) -> Any:
+        """Run ``fn(session, ...)`` in a worker thread inside one transaction (committed on success).
+
+        ``readonly`` transactions never take SQLite's write lock; they must not write.
+        """
+        maker = self.read_sessionmaker if readonly else self.sessionmaker
+
         def run():
-            with self.sessionmaker.begin() as session:
+            with maker.begin() as session:
                 return fn(session, *args, **kwargs)
 
         return await asyncio.get_running_loop().run_in_executor(self.executor, run)
@@ -179,6 +187,7 @@ class TiService(Application):
             server.stop()
             self.executor.shutdown(wait=False, cancel_futures=True)
             self.engine.dispose()
+            self.read_engine.dispose()
 
 
 def main(argv: list[str] | None = None) -> None:

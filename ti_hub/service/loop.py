@@ -11,7 +11,7 @@ import socket
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from ..backends.base import InstanceSpec, LaunchSpec, Mount, NodeCapacity
@@ -54,6 +54,11 @@ def held_mounts(jobs: Sequence[m.Job]) -> list[HeldMount]:
 def mount_requests(job: m.Job) -> list[MountRequest]:
     return [MountRequest(vol["volume_id"], vol["volume"], vol["kind"], vol["read_only"])
             for vol in job.spec.get("volumes", [])]
+
+
+def _chunks(items: list, n: int):
+    for i in range(0, len(items), n):
+        yield items[i:i + n]
 
 
 def free_ports(n: int) -> list[int]:
@@ -120,7 +125,7 @@ class JobRunner:
 
     async def stop_requested(self) -> None:
         jobs = await self.svc.db(lambda s: s.scalars(select(m.Job).where(
-            m.Job.kind != "workspace", m.Job.status.in_((st.KILLING, st.PAUSING)))).all())
+            m.Job.kind != "workspace", m.Job.status.in_((st.KILLING, st.PAUSING)))).all(), readonly=True)
         for j in jobs:
             if j.backend_state:
                 await self.svc.backend.stop(j.id, j.backend_state)
@@ -141,7 +146,7 @@ class JobRunner:
         from ..backends.outcome import job_outcome
 
         jobs = await self.svc.db(lambda s: s.scalars(select(m.Job).where(
-            m.Job.kind != "workspace", m.Job.status == st.RUNNING)).all())
+            m.Job.kind != "workspace", m.Job.status == st.RUNNING)).all(), readonly=True)
         for j in jobs:
             if not j.backend_state:
                 continue
@@ -170,7 +175,7 @@ class JobRunner:
             queued = s.scalars(select(m.Job).where(m.Job.status == st.QUEUED)).all()
             return holding, queued
 
-        holding, queued = await self.svc.db(load)
+        holding, queued = await self.svc.db(load, readonly=True)
         if not queued:
             return
         result = core.cycle(nodes, allocations_of(holding), requests_of(queued))
@@ -196,16 +201,23 @@ class JobRunner:
 
     @staticmethod
     def _record_decisions(s: Session, admitted: list[core.Admit], reasons: dict[int, str]) -> None:
+        ids = [a.job_id for a in admitted]
+        jobs = {j.id: j for j in s.scalars(select(m.Job).where(m.Job.id.in_(ids)))} if ids else {}
         for adm in admitted:
-            j = s.get(m.Job, adm.job_id)
+            j = jobs[adm.job_id]
             if j.status != st.QUEUED:
-                continue
+                continue  # killed or paused while we decided
             j.placement = placement_json(adm.placement)
             record(s, j, st.SCHEDULING, "admitted: starting on " + ", ".join(sorted({a.node for a in adm.placement})))
-        for job_id, reason in reasons.items():
-            j = s.get(m.Job, job_id)
-            if j.status == st.QUEUED and j.reason != reason:
-                j.reason = reason  # not an event: reasons change every cycle
+        # one read of the current reasons, then writes only where a reason changed (most cycles: none)
+        changed = []
+        for chunk in _chunks(list(reasons), 500):
+            for job_id, status, reason in s.execute(select(m.Job.id, m.Job.status, m.Job.reason)
+                                                    .where(m.Job.id.in_(chunk))):
+                if status == st.QUEUED and reason != reasons[job_id]:
+                    changed.append({"id": job_id, "reason": reasons[job_id]})
+        if changed:
+            s.execute(update(m.Job), changed)
 
     def launch_spec(self, job: m.Job, placement: Sequence[core.Allocation]) -> LaunchSpec:
         from ..backends.envs import instance_envs
