@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-import math
+
+import orjson
 from typing import TYPE_CHECKING, Any
 
 from jupyterhub.services.auth import HubOAuthenticated
@@ -33,6 +34,9 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
         self.set_header("Content-Type", "application/json")
         self.set_header("Cache-Control", "no-store")
         self.set_header("X-Content-Type-Options", "nosniff")
+
+    def compute_etag(self) -> None:
+        return None  # API answers change with every job state; hashing each body costs and helps no cache
 
     def prepare(self) -> None:
         user = self.current_user  # triggers HubAuth; None means not logged in
@@ -73,7 +77,7 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
 
     def send(self, data: Any, status: int = 200) -> None:
         self.set_status(status)
-        self.finish(json.dumps(data, allow_nan=False, default=_default))
+        self.finish(orjson.dumps(data, default=_default))
 
     async def op(self, fn, *args, **kwargs) -> Any:
         """Run an operation in a worker thread inside one transaction (commit on success).
@@ -107,9 +111,7 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
 
 
 def _default(o: Any) -> Any:
-    if isinstance(o, float) and not math.isfinite(o):
-        return None
-    if isinstance(o, (set, frozenset, tuple)):
+    if isinstance(o, (set, frozenset)):
         return list(o)
     raise TypeError(f"{type(o).__name__} is not JSON serializable")
 

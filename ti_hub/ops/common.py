@@ -23,9 +23,12 @@ def iso(value: dt.datetime | None) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value else None
 
 
-def page(session: Session, stmt, limit: int, offset: int, render: Callable[[Any], dict]) -> dict[str, Any]:
+def page(session: Session, stmt, limit: int, offset: int, render: Callable[[Any], dict],
+         rows: bool = False) -> dict[str, Any]:
+    """One page and the total. ``rows``: the statement selects columns (Core rows, no ORM objects)."""
     total = session.scalar(select(func.count()).select_from(stmt.order_by(None).subquery()))
-    rows = session.scalars(stmt.limit(limit).offset(offset)).all()
+    paged = stmt.limit(limit).offset(offset)
+    rows = session.execute(paged).all() if rows else session.scalars(paged).all()
     return {"items": [render(r) for r in rows], "total": total, "limit": limit, "offset": offset}
 
 

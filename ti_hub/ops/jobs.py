@@ -21,20 +21,27 @@ from .settings import OpsSettings
 LIST_FILTERS = ("status", "kind", "name", "owner", "all", "limit", "offset")
 
 
-def render(j: m.Job, queue: dict[str, Any] | None = None) -> dict[str, Any]:
-    out = {
-        "id": j.id, "name": j.name, "display_name": j.display_name, "owner": j.owner, "kind": j.kind,
-        "strategy": j.strategy, "status": j.status, "reason": j.reason, "plan_id": j.plan_id, "pool": j.pool,
-        "device_type": j.device_type, "devices_per_instance": j.devices_per_instance,
-        "cpu_per_instance": j.cpu_per_instance, "memory_mib_per_instance": j.memory_mib_per_instance,
-        "workers": j.workers, "ps": j.ps, "instances": j.instances, "shm_mib": j.shm_mib, "image": j.image, "command": j.command,
-        "description": j.description, "env": j.spec.get("env", {}), "volumes": j.spec.get("volumes", []),
-        "ports": j.spec.get("ports", []), "endpoints": j.spec.get("endpoints", []),
-        "estimated_duration": j.spec.get("estimated_duration"), "warnings": j.spec.get("warnings", []),
-        "preemptible": j.preemptible, "priority": j.priority, "exit_code": j.exit_code,
-        "placement": j.placement, "created_at": iso(j.created_at), "queued_at": iso(j.queued_at),
-        "started_at": iso(j.started_at), "finished_at": iso(j.finished_at),
-    }
+# what a listing reads: every column but the backend's private state, as plain rows (no ORM objects)
+LIST_COLUMNS = [c for c in m.Job.__table__.c if c.name != "backend_state"]
+# columns shown as they are stored
+PLAIN = ("id", "name", "display_name", "owner", "kind", "strategy", "status", "reason", "plan_id", "pool",
+         "device_type", "devices_per_instance", "cpu_per_instance", "memory_mib_per_instance", "workers", "ps",
+         "shm_mib", "image", "command", "description", "preemptible", "priority", "exit_code", "placement")
+SPEC_FIELDS = (("env", dict), ("volumes", list), ("ports", list), ("endpoints", list),
+               ("estimated_duration", lambda: None), ("warnings", list))
+TIMES = ("created_at", "queued_at", "started_at", "finished_at")
+
+
+def render(j: m.Job | Any, queue: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A job as the API shows it; ``j`` is a Job or a row of LIST_COLUMNS (lists render thousands)."""
+    d = j._mapping if hasattr(j, "_mapping") else {k: getattr(j, k) for k in (*PLAIN, *TIMES, "spec")}
+    out = {k: d[k] for k in PLAIN}
+    out["instances"] = d["workers"] + d["ps"]
+    spec = d["spec"]
+    for key, empty in SPEC_FIELDS:
+        out[key] = spec.get(key) if key in spec else empty()
+    for key in TIMES:
+        out[key] = iso(d[key])
     if queue is not None:
         out["queue"] = queue
     return out
@@ -110,7 +117,7 @@ def _insert(session: Session, owner: str, fields: dict[str, Any], settings: OpsS
 def list_jobs(session: Session, actor: Actor, args: dict[str, str]) -> dict[str, Any]:
     v.check_fields(args, LIST_FILTERS)
     limit, offset = v.pagination(args)
-    stmt = select(m.Job)
+    stmt = select(*LIST_COLUMNS)
     everyone = args.get("all") in ("1", "true", "yes")
     owner = args.get("owner")
     if everyone or (owner and owner != actor.name):
@@ -133,7 +140,7 @@ def list_jobs(session: Session, actor: Actor, args: dict[str, str]) -> dict[str,
     if args.get("name"):
         needle = v.text(args["name"], "name", 63).replace("\\", "\\\\").replace("%", r"\%").replace("_", r"\_")
         stmt = stmt.where(m.Job.name.like(f"%{needle}%", escape="\\"))
-    return page(session, stmt.order_by(m.Job.id.desc()), limit, offset, render)
+    return page(session, stmt.order_by(m.Job.id.desc()), limit, offset, render, rows=True)
 
 
 def show(session: Session, actor: Actor, ref: Any) -> dict[str, Any]:

@@ -67,7 +67,12 @@ class TiService(Application):
 
     db_url = Unicode("", config=True, help="SQLAlchemy URL of TiHub's database; default: SQLite (WAL) in data_dir.")
     db_threads = Integer(4, config=True, help="Worker threads for database work (the event loop never blocks).")
-    scheduler_interval = Float(1.0, config=True, help="Seconds between scheduling cycles (submissions wake it).")
+    scheduler_interval = Float(1.0, config=True,
+                               help="Seconds between cycles that stop, watch and admit jobs (submissions wake it).")
+    scheduler_resync_interval = Float(
+        30.0, config=True,
+        help="Admission runs when something changed (a submission, a kill, a job ending, a capacity change) "
+             "and at least this often in any case, in seconds.")
     config_file = Unicode("", config=True, help="Config file (the hub's jupyterhub_config.py) to load.")
     backend_class = Type(
         "ti_hub.backends.local.LocalBackend", klass=ExecutionBackend, config=True,

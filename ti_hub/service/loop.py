@@ -19,7 +19,7 @@ from ..db import models as m
 from ..domain import states as st
 from ..domain.errors import Conflict
 from ..domain.mounts import HeldMount, MountRequest, check_conflicts
-from ..ops.jobs import record
+from ..ops.jobs import LIST_COLUMNS, record
 from ..scheduler import core
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 def requests_of(jobs: Sequence[m.Job]) -> list[core.Request]:
     return [core.Request(j.id, j.owner, j.kind, j.pool, j.device_type,
                          tuple(core.Instance(j.devices_per_instance, j.cpu_per_instance, j.memory_mib_per_instance)
-                               for _ in range(j.instances)), j.priority, j.id) for j in jobs]
+                               for _ in range(j.workers + j.ps)), j.priority, j.id) for j in jobs]
 
 
 def allocations_of(jobs: Sequence[m.Job]) -> list[core.Allocation]:
@@ -81,8 +81,14 @@ class JobRunner:
         self.log = service.log
         self.wake = asyncio.Event()
         self.cycles = 0
+        # scheduling reads every queued and running job: do it only when something changed
+        self.dirty = True
+        self.last_nodes: list[NodeCapacity] | None = None
+        self.last_schedule = 0.0
 
     def poke(self) -> None:
+        """Something changed (a submission, a kill, a workspace stop): schedule at once."""
+        self.dirty = True
         self.wake.set()
 
     async def run_forever(self) -> None:
@@ -119,18 +125,26 @@ class JobRunner:
         self.cycles += 1
         nodes = await self.svc.backend.capacity()
         self.svc.ops_settings.nodes = nodes
-        await self.stop_requested()
-        await self.watch_running()
-        await self.schedule(nodes)
+        if nodes != self.last_nodes:
+            self.last_nodes, self.dirty = nodes, True
+        if await self.stop_requested():
+            self.dirty = True
+        if await self.watch_running():
+            self.dirty = True
+        now = asyncio.get_running_loop().time()
+        if self.dirty or now - self.last_schedule >= self.svc.scheduler_resync_interval:
+            self.dirty, self.last_schedule = False, now
+            await self.schedule(nodes)
 
-    async def stop_requested(self) -> None:
-        jobs = await self.svc.db(lambda s: s.scalars(select(m.Job).where(
+    async def stop_requested(self) -> int:
+        jobs = await self.svc.db(lambda s: s.execute(select(m.Job.id, m.Job.backend_state).where(
             m.Job.kind != "workspace", m.Job.status.in_((st.KILLING, st.PAUSING)))).all(), readonly=True)
         for j in jobs:
             if j.backend_state:
                 await self.svc.backend.stop(j.id, j.backend_state)
                 await self.svc.backend.cleanup(j.id, j.backend_state)
             await self.svc.db(self._finish_stop, j.id)
+        return len(jobs)
 
     @staticmethod
     def _finish_stop(s: Session, job_id: int) -> None:
@@ -142,16 +156,20 @@ class JobRunner:
             j.backend_state = None
             record(s, j, st.PAUSED, "paused: resources released; resume to requeue")
 
-    async def watch_running(self) -> None:
+    async def watch_running(self) -> int:
+        """Observe every running job; returns how many ended."""
         from ..backends.outcome import job_outcome
 
-        jobs = await self.svc.db(lambda s: s.scalars(select(m.Job).where(
-            m.Job.kind != "workspace", m.Job.status == st.RUNNING)).all(), readonly=True)
+        jobs = await self.svc.db(lambda s: s.execute(
+            select(m.Job.id, m.Job.strategy, m.Job.workers, m.Job.ps, m.Job.backend_state).where(
+                m.Job.kind != "workspace", m.Job.status == st.RUNNING, m.Job.backend_state.is_not(None))).all(),
+            readonly=True)
+        ended = 0
         for j in jobs:
             if not j.backend_state:
                 continue
             obs = await self.svc.backend.observe_job(j.id, j.backend_state)
-            roles = ["ps"] * j.ps + ["worker"] * j.workers if j.strategy == "ps" else ["worker"] * j.instances
+            roles = ["ps"] * j.ps + ["worker"] * j.workers if j.strategy == "ps" else ["worker"] * (j.workers + j.ps)
             outcome = job_outcome(j.strategy, roles, obs)
             if outcome is None:
                 continue
@@ -160,6 +178,8 @@ class JobRunner:
             await self.svc.backend.stop(j.id, j.backend_state, grace_seconds=2.0)
             await self.svc.backend.cleanup(j.id, j.backend_state)
             await self.svc.db(self._finish_run, j.id, status, code, reason)
+            ended += 1
+        return ended
 
     @staticmethod
     def _finish_run(s: Session, job_id: int, status: str, code: int | None, reason: str) -> None:
@@ -171,8 +191,8 @@ class JobRunner:
 
     async def schedule(self, nodes: list[NodeCapacity]) -> None:
         def load(s: Session):
-            holding = s.scalars(select(m.Job).where(m.Job.status.in_(st.HOLDING))).all()
-            queued = s.scalars(select(m.Job).where(m.Job.status == st.QUEUED)).all()
+            holding = s.execute(select(*LIST_COLUMNS).where(m.Job.status.in_(st.HOLDING))).all()
+            queued = s.execute(select(*LIST_COLUMNS).where(m.Job.status == st.QUEUED)).all()
             return holding, queued
 
         holding, queued = await self.svc.db(load, readonly=True)
@@ -222,7 +242,7 @@ class JobRunner:
     def launch_spec(self, job: m.Job, placement: Sequence[core.Allocation]) -> LaunchSpec:
         from ..backends.envs import instance_envs
 
-        n = job.instances
+        n = job.workers + job.ps
         master = free_ports(1)[0]
         ps_ports = free_ports(job.ps) if job.strategy == "ps" else []
         worker_ports = free_ports(job.workers) if job.strategy == "ps" else []
