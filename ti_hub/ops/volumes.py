@@ -15,7 +15,7 @@ from ..domain.errors import Conflict, Forbidden, NotFound
 from ..domain.states import ACTIVE
 from ..storage.local import LocalVolumeDriver
 from . import quotas
-from .common import iso, utcnow
+from .common import iso, lock_user, page, utcnow
 
 VOLUME_FIELDS = ("name", "kind", "capacity_gib", "description", "cluster", "source", "public")
 MAX_GIB = 1 << 20
@@ -62,7 +62,6 @@ def visible_filter(actor: Actor):
 
 def list_volumes(session: Session, actor: Actor, limit: int, offset: int) -> dict[str, Any]:
     stmt = select(m.Volume).where(visible_filter(actor)).order_by(m.Volume.id)
-    from .common import page
     return page(session, stmt, limit, offset, lambda vol: render(vol, actor))
 
 
@@ -96,8 +95,6 @@ def owned(session: Session, actor: Actor, ref: Any) -> m.Volume:
 
 def create(session: Session, actor: Actor, data: dict[str, Any], driver: LocalVolumeDriver,
            storage_defaults: dict[str, int]) -> dict[str, Any]:
-    from .common import lock_user
-
     actor.need(S.SUBMIT, "creating volumes")
     v.check_fields(data, VOLUME_FIELDS)
     name = v.name(data.get("name"))
@@ -133,8 +130,6 @@ def create(session: Session, actor: Actor, data: dict[str, Any], driver: LocalVo
 
 
 def expand(session: Session, actor: Actor, ref: Any, data: dict[str, Any], storage_defaults) -> dict[str, Any]:
-    from .common import lock_user
-
     v.check_fields(data, ("capacity_gib", "description"))
     vol = owned(session, actor, ref)
     if "description" in data:
