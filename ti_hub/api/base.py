@@ -7,7 +7,7 @@ import json
 import orjson
 from typing import TYPE_CHECKING, Any
 
-from jupyterhub.services.auth import HubOAuthenticated
+from jupyterhub.services.auth import HubOAuthenticated, UserNotAllowed
 from tornado import web
 
 from ..domain.actor import Actor
@@ -38,10 +38,18 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
     def compute_etag(self) -> None:
         return None  # API answers change with every job state; hashing each body costs and helps no cache
 
-    def prepare(self) -> None:
-        user = self.current_user  # triggers HubAuth; None means not logged in
-        if user is None:
+    async def prepare(self) -> None:
+        # asynchronously: HubAuth's synchronous path hops through a thread per request and blocks the
+        # event loop for the hub round trip on a cache miss
+        model = await self.hub_auth.get_user(self, sync=False)
+        if not model:
+            self._hub_auth_user_cache = None
             raise web.HTTPError(401, "authentication required: send 'Authorization: token <hub API token>'")
+        try:
+            self._hub_auth_user_cache = self.check_hub_user(model)
+        except UserNotAllowed:
+            self._hub_auth_user_cache = None
+            raise web.HTTPError(403, f"{model.get('name')} may not use the TiHub service") from None
 
     @property
     def actor(self) -> Actor:

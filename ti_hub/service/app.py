@@ -66,9 +66,16 @@ class TiService(Application):
         return os.environ.get("TI_HUB_DATA_DIR", os.path.abspath("ti-hub-data"))
 
     db_url = Unicode("", config=True, help="SQLAlchemy URL of TiHub's database; default: SQLite (WAL) in data_dir.")
-    db_threads = Integer(4, config=True, help="Worker threads for database work (the event loop never blocks).")
+    db_threads = Integer(
+        1, config=True,
+        help="Worker threads for the API's database work (the event loop never blocks). One is fastest for "
+             "SQLite on a small machine: more threads make the event loop queue for Python's GIL "
+             "(docs/benchmarks.md); the scheduler has a thread of its own.")
     scheduler_interval = Float(1.0, config=True,
                                help="Seconds between cycles that stop, watch and admit jobs (submissions wake it).")
+    scheduler_min_interval = Float(
+        0.2, config=True,
+        help="Fewest seconds between two cycles: a burst of submissions is admitted in one cycle, not one each.")
     scheduler_resync_interval = Float(
         30.0, config=True,
         help="Admission runs when something changed (a submission, a kill, a job ending, a capacity change) "
@@ -112,6 +119,8 @@ class TiService(Application):
         self.read_engine = make_engine(url, readonly=True) if url.startswith("sqlite") else self.engine
         self.read_sessionmaker = make_sessionmaker(self.read_engine)
         self.executor = ThreadPoolExecutor(self.db_threads, thread_name_prefix="ti-db")
+        # the scheduler's reads and decisions never queue API requests behind them, nor the reverse
+        self.loop_executor = ThreadPoolExecutor(1, thread_name_prefix="ti-sched")
         self.fernet = Fernet(self._secret())
         self.backend = self.backend_class(parent=self, log=self.log)
         self.volume_driver = LocalVolumeDriver(parent=self, root_dir=self.data_dir)
@@ -143,7 +152,7 @@ class TiService(Application):
                 for img in self.initial_images:
                     s.add(m.Image(created_at=utcnow(), **{"version": "", "description": "", **img}))
 
-    async def db(self, fn, *args, readonly: bool = False, **kwargs) -> Any:
+    async def db(self, fn, *args, readonly: bool = False, scheduler: bool = False, **kwargs) -> Any:
         """Run ``fn(session, ...)`` in a worker thread inside one transaction (committed on success).
 
         ``readonly`` transactions never take SQLite's write lock; they must not write.
@@ -154,7 +163,8 @@ class TiService(Application):
             with maker.begin() as session:
                 return fn(session, *args, **kwargs)
 
-        return await asyncio.get_running_loop().run_in_executor(self.executor, run)
+        executor = self.loop_executor if scheduler else self.executor
+        return await asyncio.get_running_loop().run_in_executor(executor, run)
 
     def make_app(self) -> web.Application:
         prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/services/ti/")
@@ -191,6 +201,7 @@ class TiService(Application):
         finally:
             server.stop()
             self.executor.shutdown(wait=False, cancel_futures=True)
+            self.loop_executor.shutdown(wait=False, cancel_futures=True)
             self.engine.dispose()
             self.read_engine.dispose()
 

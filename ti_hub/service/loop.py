@@ -26,6 +26,12 @@ if TYPE_CHECKING:
     from .app import TiService
 
 
+# what admission reads: only the columns the cycle needs (queues can hold thousands of jobs)
+QUEUE_COLUMNS = (m.Job.id, m.Job.owner, m.Job.kind, m.Job.pool, m.Job.device_type, m.Job.devices_per_instance,
+                 m.Job.cpu_per_instance, m.Job.memory_mib_per_instance, m.Job.workers, m.Job.ps, m.Job.priority)
+HELD_COLUMNS = (m.Job.id, m.Job.owner, m.Job.name, m.Job.kind, m.Job.device_type, m.Job.placement, m.Job.spec)
+
+
 def requests_of(jobs: Sequence[m.Job]) -> list[core.Request]:
     return [core.Request(j.id, j.owner, j.kind, j.pool, j.device_type,
                          tuple(core.Instance(j.devices_per_instance, j.cpu_per_instance, j.memory_mib_per_instance)
@@ -93,7 +99,9 @@ class JobRunner:
 
     async def run_forever(self) -> None:
         await self.recover()
+        loop = asyncio.get_running_loop()
         while True:
+            started = loop.time()
             try:
                 await self.step()
             except Exception:
@@ -102,6 +110,8 @@ class JobRunner:
                 await asyncio.wait_for(self.wake.wait(), timeout=self.svc.scheduler_interval)
             except asyncio.TimeoutError:
                 pass
+            # a burst of pokes (many submissions) is served by one cycle, not one cycle each
+            await asyncio.sleep(max(0.0, self.svc.scheduler_min_interval - (loop.time() - started)))
             self.wake.clear()
 
     async def recover(self) -> None:
@@ -116,7 +126,7 @@ class JobRunner:
                     record(s, j, st.QUEUED, "requeued: the ti service restarted while launching it")
             return known
 
-        known = await self.svc.db(load)
+        known = await self.svc.db(load, scheduler=True)
         alive = await self.svc.backend.reconcile(known)
         self.log.info("re-adopted %d running job(s); %d ended while the service was down",
                       sum(alive.values()), len(alive) - sum(alive.values()))
@@ -138,12 +148,13 @@ class JobRunner:
 
     async def stop_requested(self) -> int:
         jobs = await self.svc.db(lambda s: s.execute(select(m.Job.id, m.Job.backend_state).where(
-            m.Job.kind != "workspace", m.Job.status.in_((st.KILLING, st.PAUSING)))).all(), readonly=True)
+            m.Job.kind != "workspace", m.Job.status.in_((st.KILLING, st.PAUSING)))).all(), readonly=True,
+            scheduler=True)
         for j in jobs:
             if j.backend_state:
                 await self.svc.backend.stop(j.id, j.backend_state)
                 await self.svc.backend.cleanup(j.id, j.backend_state)
-            await self.svc.db(self._finish_stop, j.id)
+            await self.svc.db(self._finish_stop, j.id, scheduler=True)
         return len(jobs)
 
     @staticmethod
@@ -163,7 +174,7 @@ class JobRunner:
         jobs = await self.svc.db(lambda s: s.execute(
             select(m.Job.id, m.Job.strategy, m.Job.workers, m.Job.ps, m.Job.backend_state).where(
                 m.Job.kind != "workspace", m.Job.status == st.RUNNING, m.Job.backend_state.is_not(None))).all(),
-            readonly=True)
+            readonly=True, scheduler=True)
         ended = 0
         for j in jobs:
             if not j.backend_state:
@@ -177,7 +188,7 @@ class JobRunner:
             # ps instances never exit by themselves; a failed gang leaves survivors: stop them all
             await self.svc.backend.stop(j.id, j.backend_state, grace_seconds=2.0)
             await self.svc.backend.cleanup(j.id, j.backend_state)
-            await self.svc.db(self._finish_run, j.id, status, code, reason)
+            await self.svc.db(self._finish_run, j.id, status, code, reason, scheduler=True)
             ended += 1
         return ended
 
@@ -189,22 +200,20 @@ class JobRunner:
         j.exit_code = code
         record(s, j, status, reason)
 
-    async def schedule(self, nodes: list[NodeCapacity]) -> None:
-        def load(s: Session):
-            holding = s.execute(select(*LIST_COLUMNS).where(m.Job.status.in_(st.HOLDING))).all()
-            queued = s.execute(select(*LIST_COLUMNS).where(m.Job.status == st.QUEUED)).all()
-            return holding, queued
-
-        holding, queued = await self.svc.db(load, readonly=True)
+    def _decide(self, s: Session, nodes: list[NodeCapacity]):
+        """Read what scheduling needs and run the pure cycle, in the scheduler's thread."""
+        holding = s.execute(select(*HELD_COLUMNS).where(m.Job.status.in_(st.HOLDING))).all()
+        queued = s.execute(select(*QUEUE_COLUMNS).where(m.Job.status == st.QUEUED)).all()
         if not queued:
-            return
+            return [], {}, {}
         result = core.cycle(nodes, allocations_of(holding), requests_of(queued))
-        by_id = {j.id: j for j in queued}
-        held = held_mounts(holding)
         reasons = {p.job_id: p.reason for p in result.pending}
+        ids = [a.job_id for a in result.admitted]
+        full = {r.id: r for r in s.execute(select(*LIST_COLUMNS).where(m.Job.id.in_(ids)))} if ids else {}
+        held = held_mounts(holding)
         admitted = []
         for adm in result.admitted:
-            job = by_id[adm.job_id]
+            job = full[adm.job_id]
             try:
                 check_conflicts(mount_requests(job), held)
             except Conflict as e:
@@ -212,9 +221,15 @@ class JobRunner:
                 continue
             held.extend(held_mounts([job]))
             admitted.append(adm)
-        await self.svc.db(self._record_decisions, admitted, reasons)
+        return admitted, reasons, full
+
+    async def schedule(self, nodes: list[NodeCapacity]) -> None:
+        admitted, reasons, full = await self.svc.db(self._decide, nodes, readonly=True, scheduler=True)
+        if not admitted and not reasons:
+            return
+        await self.svc.db(self._record_decisions, admitted, reasons, scheduler=True)
         for adm in admitted:
-            job = by_id[adm.job_id]
+            job = full[adm.job_id]
             if job.kind == "workspace":
                 continue  # the hub's spawner launches it once it sees the placement
             await self.launch(job, adm.placement)
@@ -272,9 +287,9 @@ class JobRunner:
             state = await self.svc.backend.launch(spec)
         except Exception as e:  # a launch failure is the job's error, never the loop's
             self.log.exception("launching job %d failed", job.id)
-            await self.svc.db(self._launch_failed, job.id, f"could not start: {e}")
+            await self.svc.db(self._launch_failed, job.id, f"could not start: {e}", scheduler=True)
             return
-        await self.svc.db(self._launched, job.id, state)
+        await self.svc.db(self._launched, job.id, state, scheduler=True)
 
     @staticmethod
     def _launched(s: Session, job_id: int, state: dict[str, Any]) -> None:
