@@ -44,6 +44,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -55,12 +56,15 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 
+import conftest  # noqa: E402
+import seed_jobs  # noqa: E402
 from conftest import ADMIN, ADMIN_PASSWORD, start_hub  # noqa: E402
 from tihub_client import Hub  # noqa: E402
 
-import seed_jobs  # noqa: E402
-
 API = "/services/ti/api/v1"
+CODE_ROOT = str(ROOT)  # the ti_hub the platform runs (--code-root); PYTHONPATH points hub and service at it
+SERVICE_ENV: dict[str, str] = {}  # experiment settings read by hub_config_bench.py (--db-threads)
+EXTRA_PYTHONPATH: list[str] = []  # experiment: --hub-without-rfc3987
 TARGETS = {"list_rps": 500, "list_p99_ms": 50, "submit_p99_ms": 100, "cold_start_s": 5}
 
 
@@ -87,6 +91,23 @@ def machine_info() -> dict:
             "packages": {"jupyterhub": jupyterhub.__version__, "tornado": tornado.version,
                          "sqlalchemy": sqlalchemy.__version__, "aiohttp": aiohttp.__version__,
                          "sqlite": sqlite3.sqlite_version}}
+
+
+def code_version(code_root: str | None = None) -> dict:
+    """The code measured: the commit and whether ti_hub/ had uncommitted changes, and where the platform's
+    processes import ti_hub from."""
+    code_root = code_root or CODE_ROOT
+
+    def git(*args):
+        r = subprocess.run(["git", *args], cwd=code_root, capture_output=True, text=True)
+        return r.stdout.strip() if r.returncode == 0 else None
+
+    imported = subprocess.run([sys.executable, "-c", "import ti_hub; print(ti_hub.__file__)"], capture_output=True,
+                              text=True, cwd=tempfile.gettempdir(), env=dict(os.environ, PYTHONPATH=code_root))
+    return {"code_root": code_root, "commit": git("rev-parse", "--short", "HEAD"),
+            "subject": git("log", "-1", "--format=%s"),
+            "ti_hub_dirty": bool(git("status", "--porcelain", "--", "ti_hub")) if git("rev-parse", "HEAD") else None,
+            "ti_hub_imported_from": imported.stdout.strip()}
 
 
 def loadavg() -> list[float]:
@@ -144,13 +165,65 @@ def stop_tree(proc: subprocess.Popen) -> None:
             pass
 
 
+class _ServiceWatch:
+    """Learns the ports start_hub picks (it calls conftest.free_port for port, hub, proxy, service in that
+    order) and polls the ti service's own port, so a cold start shows when the service itself answered."""
+
+    def __init__(self, t0: float):
+        self.t0, self.ports, self.service_up_s = t0, [], None
+        self._orig = conftest.free_port
+        self._stop = False
+        conftest.free_port = self._free_port
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+
+    def _free_port(self) -> int:
+        port = self._orig()
+        self.ports.append(port)
+        return port
+
+    def _poll(self) -> None:
+        while not self._stop and len(self.ports) < 4:
+            time.sleep(0.005)
+        s = requests.Session()
+        while not self._stop:
+            try:
+                if s.get(f"http://127.0.0.1:{self.ports[3]}{API}/openapi.json", timeout=1).status_code == 200:
+                    self.service_up_s = time.monotonic() - self.t0
+                    return
+            except requests.RequestException:
+                pass
+            time.sleep(0.02)
+
+    def close(self) -> None:
+        self._stop = True
+        conftest.free_port = self._orig
+        self._thread.join(2)
+
+
+HUB_EVENTS = [("hub_first_log_s", "Running JupyterHub version"), ("proxy_started_s", "Proxy API at"),
+              ("service_spawned_s", "Starting managed service ti"),
+              ("hub_saw_service_s", "Adding service ti to proxy"), ("hub_running_s", "JupyterHub is now running")]
+
+
 class Platform:
     """One running ti-hub on a data dir, with its processes named."""
 
     def __init__(self, data: Path, extra_env: dict | None = None):
         t0 = time.monotonic()
-        self.proc, self.hub, self.ports = start_hub(data, extra_env)
-        self.ready_s = time.monotonic() - t0
+        self.t0_wall = time.time()
+        watch = _ServiceWatch(t0)
+        try:
+            pythonpath = os.pathsep.join([CODE_ROOT, *EXTRA_PYTHONPATH])
+            env = {"PYTHONPATH": pythonpath, "TI_HUB_BENCH_CODE_ROOT": CODE_ROOT, **SERVICE_ENV, **(extra_env or {})}
+            self.proc, self.hub, self.ports = start_hub(data, env, str(HERE / "hub_config_bench.py"))
+            self.ready_s = time.monotonic() - t0
+            deadline = time.monotonic() + 2
+            while watch.service_up_s is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            self.service_up_s = watch.service_up_s
+        finally:
+            watch.close()
         self.data = data
         self.pids = {}
         for pid in descendants(self.proc.pid):
@@ -161,6 +234,11 @@ class Platform:
                 self.pids["proxy"] = pid
             elif "jupyterhub" in cl:
                 self.pids["hub"] = pid
+        svc_env = Path(f"/proc/{self.pids['service']}/environ").read_bytes().split(b"\0")
+        if f"PYTHONPATH={CODE_ROOT}".encode() not in svc_env or any(
+                f"{k}={v}".encode() not in svc_env for k, v in SERVICE_ENV.items()):
+            self.stop()
+            raise RuntimeError(f"the ti service does not run the code in {CODE_ROOT} with {SERVICE_ENV}")
 
     def self_reported_ready_s(self) -> float | None:
         """`ti-hub start` prints 'started in X s' (measured from just before it launches JupyterHub)."""
@@ -169,6 +247,25 @@ class Platform:
         text = Path(f"{self.data.parent}/{self.data.name}.log").read_text(errors="replace")
         m = re.search(r"started in ([0-9.]+) s", text)
         return float(m.group(1)) if m else None
+
+    def timeline(self) -> dict:
+        """Seconds from launching `ti-hub start` to each step (hub log timestamps are wall clock, ms)."""
+        import datetime as dt
+        import re
+
+        out = {}
+        text = Path(f"{self.data.parent}/{self.data.name}.log").read_text(errors="replace")
+        for key, needle in HUB_EVENTS:
+            for line in text.splitlines():
+                if needle in line:
+                    m = re.search(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)[.,](\d{3})", line)
+                    if m:
+                        t = dt.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S").timestamp() + int(m.group(2)) / 1000
+                        out[key] = round(t - self.t0_wall, 2)
+                    break
+        out["service_answered_s"] = round(self.service_up_s, 2) if self.service_up_s else None
+        out["ready_via_proxy_s"] = round(self.ready_s, 2)
+        return out
 
     def cpu(self) -> dict[str, float]:
         out = {}
@@ -186,7 +283,7 @@ class Platform:
 # ---- data ----------------------------------------------------------------------------------------
 def ensure_template(workdir: Path, users: int, jobs: int, queued: int | None, running: int | None) -> Path:
     tdir = workdir / f"template-{users}-{jobs}-{queued}-{running}"
-    params = {"users": users, "jobs": jobs, "queued": queued, "running": running, "seed_version": 1}
+    params = {"users": users, "jobs": jobs, "queued": queued, "running": running, "seed_version": 2}
     meta = tdir / "seed.json"
     db = tdir / "ti.sqlite"
     if db.exists() and meta.exists() and json.loads(meta.read_text()).get("params") == params:
@@ -294,12 +391,16 @@ def phase_cold(workdir: Path, template: Path, runs: int, log) -> dict:
         for i in range(runs):
             data = fresh_data_dir(workdir, f"cold-{mode}", template if mode == "seeded" else None)
             plat = Platform(data)
-            samples.append({"ready_s": round(plat.ready_s, 2), "self_reported_s": plat.self_reported_ready_s()})
+            samples.append({"ready_s": round(plat.ready_s, 2), "self_reported_s": plat.self_reported_ready_s(),
+                            "timeline": plat.timeline()})
             plat.stop()
             log(f"cold start ({mode}) run {i + 1}: {plat.ready_s:.2f} s (ti-hub says "
-                f"{samples[-1]['self_reported_s']} s)")
+                f"{samples[-1]['self_reported_s']} s); timeline {samples[-1]['timeline']}")
+        keys = samples[0]["timeline"].keys()
         out[mode] = {"median_s": med([s["ready_s"] for s in samples]),
-                     "median_self_reported_s": med([s["self_reported_s"] for s in samples]), "runs": samples}
+                     "median_self_reported_s": med([s["self_reported_s"] for s in samples]),
+                     "median_timeline": {k: med([s["timeline"].get(k) for s in samples]) for k in keys},
+                     "runs": samples}
     return out
 
 
@@ -347,7 +448,7 @@ def profile_service(plat: Platform, spec: dict, raw: Path, log) -> dict:
 # (label, frame substring): a sample goes to the first category of this list found anywhere in its stack
 # (most specific first), so e.g. JSON decoding inside ORM loading counts as JSON decoding
 CATEGORIES = [
-    ("BEGIN IMMEDIATE (every transaction takes the SQLite write lock)", "_sqlite_begin (ti_hub/db/session.py"),
+    ("BEGIN / BEGIN IMMEDIATE (transaction start)", "_sqlite_begin (ti_hub/db/session.py"),
     ("SQLite executing queries (in the driver)", "do_execute (sqlalchemy/engine/default.py"),
     ("SQLite executing queries (in the driver)", "do_executemany (sqlalchemy/engine/default.py"),
     ("row decoding: JSON columns", "_SQliteJson"),
@@ -362,6 +463,10 @@ CATEGORIES = [
     ("render() of jobs to dicts", "render (ti_hub/ops/jobs.py"),
     ("json.dumps of responses", "json/encoder.py"),
     ("HubAuth (token check, cache, background-thread hop)", "jupyterhub/services/auth.py"),
+    ("scheduler: Python in the loop / scheduler core (requests_of, core.cycle: on the event loop thread)",
+     "ti_hub/service/loop.py"),
+    ("scheduler: Python in the loop / scheduler core (requests_of, core.cycle: on the event loop thread)",
+     "ti_hub/scheduler/"),
     ("SQLAlchemy: statement compile / cache", "sqlalchemy/sql/"),
     ("SQLAlchemy: session / connection / pool", "sqlalchemy/"),
     ("tornado: HTTP parsing and handler machinery", "tornado/"),
@@ -451,15 +556,19 @@ def phase_load(workdir: Path, template: Path, a, log) -> dict:
             out["list"] = {via: {"total": summarize_runs(r), "user": summarize_runs(r, "user"),
                                  "admin_all": summarize_runs(r, "admin_all"), "runs": r} for via, r in runs.items()}
             paced: dict[str, list] = {}
+            sat = summarize_runs(runs["direct"])["rps"] or 0
             for i in range(a.runs):
                 for rate in a.rates:
+                    if i and rate > 1.5 * sat:
+                        continue  # far beyond saturation: one run shows it, repeats only cost time
                     spec = list_spec(bases["direct"], tokens, admin.token, a.admin_clients, a.paced_duration,
                                      a.warmup, rate)
                     res = measured(plat, spec)
                     paced.setdefault(str(rate), []).append(res)
                     t = res["total"]
                     log(f"list direct paced at {rate} req/s run {i + 1}: got {t['rps']} req/s p50 {t['p50_ms']} "
-                        f"p95 {t['p95_ms']} p99 {t['p99_ms']} ms, errors {t['errors']}, not sent in time {t['dropped']}")
+                        f"p95 {t['p95_ms']} p99 {t['p99_ms']} ms, errors {t['errors']}, "
+                        f"not sent in time {t['dropped']}")
             out["list_paced"] = {rate: {"total": summarize_runs(r), "user": summarize_runs(r, "user"),
                                         "admin_all": summarize_runs(r, "admin_all"), "runs": r}
                                  for rate, r in paced.items()}
@@ -564,7 +673,7 @@ def main(argv=None) -> None:
     p.add_argument("--queued", type=int, default=None, help="seeded queued jobs (default 0.5%% of --jobs)")
     p.add_argument("--running", type=int, default=None, help="seeded running jobs (default 0.5%% of --jobs)")
     p.add_argument("--concurrency", type=int, default=64, help="list clients")
-    p.add_argument("--floor-duration", type=float, default=6,
+    p.add_argument("--floor-duration", type=float, default=4,
                    help="seconds per run of GET /api/v1/ (authenticated, no database): the per-request floor")
     p.add_argument("--admin-clients", type=int, default=4, help="of the list clients: admins with all=1")
     p.add_argument("--duration", type=float, default=15, help="seconds per closed-loop list run")
@@ -575,8 +684,26 @@ def main(argv=None) -> None:
     p.add_argument("--submit-duration", type=float, default=10, help="seconds per submit run")
     p.add_argument("--warmup", type=float, default=2, help="seconds of load not counted at each run's start")
     p.add_argument("--profile", action="store_true", help="py-spy the ti service during extra runs")
+    p.add_argument("--db-threads", type=int, default=None,
+                   help="experiment: c.TiService.db_threads (the service's default is 4)")
+    p.add_argument("--hub-without-rfc3987", action="store_true",
+                   help="experiment: keep jsonschema's optional rfc3987_syntax out of the hub process (a "
+                        "sitecustomize in the workdir, on the hub's PYTHONPATH)")
+    p.add_argument("--code-root", default=str(ROOT),
+                   help="directory holding the ti_hub package to run (default: this checkout), e.g. an older "
+                        "commit unpacked with `git archive <commit> ti_hub | tar -x -C DIR` for a before/after")
     a = p.parse_args(argv)
     a.only = set(a.only.split(","))
+    global CODE_ROOT
+    CODE_ROOT = str(Path(a.code_root).resolve())
+    if a.db_threads:
+        SERVICE_ENV["TI_HUB_BENCH_DB_THREADS"] = str(a.db_threads)
+    if a.hub_without_rfc3987:
+        site = Path(a.workdir) / "no-rfc3987"
+        site.mkdir(parents=True, exist_ok=True)
+        (site / "sitecustomize.py").write_text(
+            "import sys\nsys.modules['rfc3987_syntax'] = None  # jsonschema then skips its IRI format check\n")
+        EXTRA_PYTHONPATH.append(str(site))
     a.rates = [float(x) if "." in x else int(x) for x in a.rates.split(",") if x]
     t0 = time.monotonic()
 
@@ -585,14 +712,17 @@ def main(argv=None) -> None:
 
     workdir = Path(a.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    res: dict = {"name": a.name, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": machine_info(),
+    res: dict = {"name": a.name, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "code": code_version(),
+                 "machine": machine_info(),
                  "loadavg_start": loadavg(),
                  "settings": {"users": a.users, "jobs": a.jobs, "concurrency": a.concurrency, "paced_rates": a.rates,
                               "paced_duration_s": a.paced_duration,
                               "admin_clients": a.admin_clients, "duration_s": a.duration, "warmup_s": a.warmup,
                               "submit_clients": a.submit_clients, "submit_duration_s": a.submit_duration,
                               "runs": a.runs, "db": "SQLite (WAL) in the data dir", "targets": TARGETS,
-                              "seed_queued": a.queued, "seed_running": a.running}}
+                              "seed_queued": a.queued, "seed_running": a.running,
+                              "db_threads": a.db_threads or "service default (4)",
+                              "hub_without_rfc3987": a.hub_without_rfc3987}}
     log("seeding the template database (reused when already there)")
     template = ensure_template(workdir, a.users, a.jobs, a.queued, a.running)
     res["seed"] = json.loads((template.parent / "seed.json").read_text())["stats"]
@@ -601,6 +731,8 @@ def main(argv=None) -> None:
     if a.only & {"list", "submit"}:
         res["load"] = phase_load(workdir, template, a, log)
     res["loadavg_end"] = loadavg()
+    if code_version()["commit"] != res["code"]["commit"]:
+        res["code_changed_during_run"] = code_version()  # platforms started after the change ran new code
     res["wall_s"] = round(time.monotonic() - t0, 1)
     res["verdicts"] = verdicts(res)
     out = HERE / "results" / f"{a.name}.json"

@@ -35,10 +35,10 @@ from ti_hub.domain import states as st  # noqa: E402
 from ti_hub.domain.actor import Actor  # noqa: E402
 from ti_hub.ops import jobs, quotas  # noqa: E402
 from ti_hub.ops.common import iso, page  # noqa: E402
-from ti_hub.service import loop as loop_mod  # noqa: E402
-from ti_hub.service.app import DEFAULT_COMPUTE_QUOTAS  # noqa: E402
 from ti_hub.ops.settings import OpsSettings  # noqa: E402
 from ti_hub.scheduler import core  # noqa: E402
+from ti_hub.service import loop as loop_mod  # noqa: E402
+from ti_hub.service.app import DEFAULT_COMPUTE_QUOTAS  # noqa: E402
 
 
 def timeit(fn, n: int, repeat: int) -> float:
@@ -91,7 +91,9 @@ def main(argv=None) -> None:
     engine = make_engine(url)
     sm = make_sessionmaker(engine)
     R = a.repeat
-    out: dict = {"db": str(src)}
+    from bench_api import code_version, machine_info
+
+    out: dict = {"db": str(src), "code": code_version(), "machine": machine_info()}
 
     with sm.begin() as s:
         counts = dict(s.execute(select(m.Job.owner, func.count()).group_by(m.Job.owner)).all())
@@ -110,7 +112,7 @@ def main(argv=None) -> None:
 
     # ---- GET /jobs?limit=50 (a user with a few dozen jobs) ----------------------------------------
     lj = {}
-    lj["list_jobs (as served: ORM, BEGIN IMMEDIATE)"] = timeit(lambda: txn(jobs.list_jobs, actor(), {"limit": "50"}),
+    lj["list_jobs (as served)"] = timeit(lambda: txn(jobs.list_jobs, actor(), {"limit": "50"}),
                                                               200, R)
     sample = txn(jobs.list_jobs, actors[0], {"limit": "50"})
     lj["json.dumps of the response"] = timeit(lambda: json.dumps(sample, allow_nan=False, default=_default), 500, R)
@@ -127,10 +129,10 @@ def main(argv=None) -> None:
 
     lj["  of which COUNT(*) for total"] = timeit(lambda: txn(lambda s: s.scalar(select(func.count()).select_from(
         parts(s, actor()).order_by(None).subquery()))), 500, R)
-    lj["  of which SELECT + ORM objects (50 max)"] = timeit(lambda: txn(lambda s: s.scalars(
-        parts(s, actor()).limit(50)).all()), 200, R)
+    lj["  for comparison: SELECT as ORM Job objects (the code before c289113)"] = timeit(
+        lambda: txn(lambda s: s.scalars(parts(s, actor()).limit(50)).all()), 200, R)
     rows = txn(lambda s: s.scalars(parts(s, actors[0]).limit(50)).all())
-    lj["  of which render() (per response)"] = timeit(lambda: [jobs.render(r) for r in rows], 500, R)
+    lj["  render() of 50 ORM jobs (per response)"] = timeit(lambda: [jobs.render(r) for r in rows], 500, R)
     lj["  of which empty transaction (BEGIN IMMEDIATE/COMMIT, session)"] = timeit(lambda: txn(lambda s: None), 1000, R)
 
     def core_list(s, act):
@@ -139,8 +141,55 @@ def main(argv=None) -> None:
         return {"items": [render_row(r) for r in s.execute(stmt)], "total": total, "limit": 50, "offset": 0}
 
     assert core_list_equal(txn(core_list, actors[0]), sample), "core variant renders differently"
-    lj["alternative: Core rows (no ORM objects, no backend_state) + same render"] = timeit(
+    lj["for comparison: Core rows + a plain dict render"] = timeit(
         lambda: txn(core_list, actor()), 200, R)
+
+    # finished jobs never change: a per-job cache of the rendered JSON leaves the query for ids and the count
+    frag: dict[int, bytes] = {}
+
+    def cached_list(s, act):
+        ids = s.execute(select(m.Job.id, m.Job.status).where(m.Job.owner == act.name)
+                        .order_by(m.Job.id.desc()).limit(50)).all()
+        total = s.scalar(select(func.count()).select_from(m.Job).where(m.Job.owner == act.name))
+        missing = [i for i, status in ids if i not in frag or status not in st.FINAL]
+        if missing:
+            for j in s.scalars(select(m.Job).where(m.Job.id.in_(missing))):
+                frag[j.id] = json.dumps(jobs.render(j), default=_default).encode()
+        return b'{"items": [' + b", ".join(frag[i] for i, _ in ids) + \
+            f'], "total": {total}, "limit": 50, "offset": 0}}'.encode()
+
+    assert json.loads(txn(cached_list, actors[0])) == json.loads(json.dumps(sample, default=_default))
+    for act in actors:
+        txn(cached_list, act)
+    lj["alternative: ids query + cached JSON of finished jobs (incl. serialization)"] = timeit(
+        lambda: txn(cached_list, actor()), 500, R)
+
+    # the same page with statements built once (bind parameters): no per-call construction and cache-key work
+    from sqlalchemy import bindparam
+
+    list_cols = getattr(jobs, "LIST_COLUMNS", COLS)
+    page_stmt = select(*list_cols).where(m.Job.owner == bindparam("owner")).order_by(m.Job.id.desc()) \
+        .limit(bindparam("lim")).offset(bindparam("off"))
+    count_stmt = select(func.count()).select_from(m.Job).where(m.Job.owner == bindparam("owner"))
+    render_fn = jobs.render if hasattr(jobs, "LIST_COLUMNS") else render_row
+
+    def prebuilt_session(s, act):
+        total = s.scalar(count_stmt, {"owner": act.name})
+        rows = s.execute(page_stmt, {"owner": act.name, "lim": 50, "off": 0}).all()
+        return {"items": [render_fn(r) for r in rows], "total": total, "limit": 50, "offset": 0}
+
+    def prebuilt_connection(act):
+        with engine.connect() as c:
+            total = c.execute(count_stmt, {"owner": act.name}).scalar()
+            rows = c.execute(page_stmt, {"owner": act.name, "lim": 50, "off": 0}).all()
+            c.rollback()
+        return {"items": [render_fn(r) for r in rows], "total": total, "limit": 50, "offset": 0}
+
+    assert core_list_equal(prebuilt_connection(actors[0]), sample), "prebuilt variant renders differently"
+    lj["alternative: statements built once with bindparam() (ORM session)"] = timeit(
+        lambda: txn(prebuilt_session, actor()), 300, R)
+    lj["alternative: statements built once, plain Core connection (no ORM session)"] = timeit(
+        lambda: prebuilt_connection(actor()), 300, R)
 
     def deferred_list(s, act):
         stmt = select(m.Job).options(defer(m.Job.backend_state)).where(m.Job.owner == act.name) \
@@ -150,6 +199,29 @@ def main(argv=None) -> None:
     lj["alternative: ORM with defer(backend_state)"] = timeit(lambda: txn(deferred_list, actor()), 200, R)
     out["GET /jobs?limit=50 (user), ms per call"] = lj
 
+    # the service runs list_jobs in TiService.db_threads (default 4) worker threads: what the GIL makes of it
+    import threading
+
+    def spin(seconds: float, counts: list, i: int) -> None:
+        k, t_end = 0, time.perf_counter() + seconds
+        while time.perf_counter() < t_end:
+            txn(jobs.list_jobs, actors[(i * 7 + k) % len(actors)], {"limit": "50"})
+            k += 1
+        counts[i] = k
+
+    th = {}
+    for n in (1, 2, 4, 8):
+        counts = [0] * n
+        threads = [threading.Thread(target=spin, args=(3.0, counts, i)) for i in range(n)]
+        c0, t0 = time.process_time(), time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        th[f"{n} thread(s): calls/s, CPU ms per call"] = [round(sum(counts) / wall), round(cpu / sum(counts) * 1000, 2)]
+    out["list_jobs from N threads at once (GIL contention)"] = th
+
     # ---- GET /jobs?limit=50&all=1 (admin) -----------------------------------------------------------
     la = {}
     la["list_jobs all=1 (as served)"] = timeit(lambda: txn(jobs.list_jobs, admin, {"limit": "50", "all": "1"}), 30, R)
@@ -157,8 +229,8 @@ def main(argv=None) -> None:
         select(func.count()).select_from(select(m.Job).subquery()))), 30, R)
     la["  COUNT(*) straight on the table (no subquery)"] = timeit(lambda: txn(lambda s: s.scalar(
         select(func.count()).select_from(m.Job))), 30, R)
-    la["  of which SELECT + ORM objects + render (50 rows)"] = timeit(lambda: txn(lambda s: [jobs.render(j) for j in s.scalars(
-        select(m.Job).order_by(m.Job.id.desc()).limit(50))]), 30, R)
+    la["  of which SELECT + ORM objects + render (50 rows)"] = timeit(lambda: txn(lambda s: [
+        jobs.render(j) for j in s.scalars(select(m.Job).order_by(m.Job.id.desc()).limit(50))]), 30, R)
     out["GET /jobs?limit=50&all=1 (admin), ms per call"] = la
 
     # ---- POST /jobs (submit with quota check) -------------------------------------------------------
@@ -191,46 +263,79 @@ def main(argv=None) -> None:
         n_h = s.scalar(select(func.count()).select_from(m.Job).where(m.Job.status.in_(st.HOLDING)))
     sc["queued rows"], sc["holding rows"] = n_q, n_h
 
-    def load(s):
-        holding = s.scalars(select(m.Job).where(m.Job.status.in_(st.HOLDING))).all()
-        queued = s.scalars(select(m.Job).where(m.Job.status == st.QUEUED)).all()
-        return holding, queued
+    cols = getattr(jobs, "LIST_COLUMNS", None)
 
-    sc["load holding + queued as ORM objects (ms)"] = timeit(lambda: txn(load), 3, R)
+    def load(s):  # as JobRunner.schedule loads them (rows since c289113, ORM objects before)
+        if cols is not None:
+            return (s.execute(select(*cols).where(m.Job.status.in_(st.HOLDING))).all(),
+                    s.execute(select(*cols).where(m.Job.status == st.QUEUED)).all())
+        return (s.scalars(select(m.Job).where(m.Job.status.in_(st.HOLDING))).all(),
+                s.scalars(select(m.Job).where(m.Job.status == st.QUEUED)).all())
+
+    sc["load holding + queued as the loop does (ms)"] = timeit(lambda: txn(load), 3, R)
+    sched_cols = (m.Job.id, m.Job.owner, m.Job.kind, m.Job.pool, m.Job.device_type, m.Job.devices_per_instance,
+                  m.Job.cpu_per_instance, m.Job.memory_mib_per_instance, m.Job.workers, m.Job.ps, m.Job.priority)
+    sc["alternative: queued rows with only the 11 columns scheduling reads (ms)"] = timeit(lambda: txn(
+        lambda s: s.execute(select(*sched_cols).where(m.Job.status == st.QUEUED)).all()), 3, R)
     holding, queued = txn(load)
     import socket
 
     nodes = [loop_mod.NodeCapacity(name=socket.gethostname(), pool="default", devices={"demo-gpu": [0, 1, 2, 3]},
                                    cpu=float(os.cpu_count()), memory_mib=16000, labels={})]
     result = core.cycle(nodes, loop_mod.allocations_of(holding), loop_mod.requests_of(queued))
-    sc["core.cycle (pure scheduling, ms)"] = timeit(lambda: core.cycle(nodes, loop_mod.allocations_of(holding),
-                                                                        loop_mod.requests_of(queued)), 3, R)
+    sc["requests_of + allocations_of + core.cycle (the loop runs these on the event loop thread) (ms)"] = timeit(
+        lambda: core.cycle(nodes, loop_mod.allocations_of(holding), loop_mod.requests_of(queued)), 3, R)
     reasons = {pnd.job_id: pnd.reason for pnd in result.pending}
     txn(loop_mod.JobRunner._record_decisions, [], reasons)  # first time writes the reasons
-    sc["_record_decisions, nothing changed (one SELECT per pending job, under the write lock) (ms)"] = timeit(
+    sc["_record_decisions, nothing changed (ms)"] = timeit(
         lambda: txn(loop_mod.JobRunner._record_decisions, [], reasons), 3, R)
-    sc["watch_running's load of running rows (ms)"] = timeit(lambda: txn(lambda s: s.scalars(select(m.Job).where(
-        m.Job.kind != "workspace", m.Job.status == st.RUNNING)).all()), 3, R)
-    ids = list(reasons)
 
-    def record_bulk(s):  # the same check in one query: only rows whose reason differs are touched
-        cur = dict(s.execute(select(m.Job.id, m.Job.reason).where(m.Job.id.in_(ids))).all())
-        return [i for i in ids if cur.get(i) != reasons[i]]
+    def per_job_get(s):  # what _record_decisions did before commit 2bcf95a: one SELECT per pending job
+        for job_id, reason in reasons.items():
+            j = s.get(m.Job, job_id)
+            if j.status == st.QUEUED and j.reason != reason:
+                j.reason = reason
 
-    sc["alternative: _record_decisions as one SELECT id, reason WHERE id IN (...) (ms)"] = timeit(
-        lambda: txn(record_bulk), 3, R)
+    sc["for comparison: one session.get per pending job (the code before 2bcf95a) (ms)"] = timeit(
+        lambda: txn(per_job_get), 3, R)
     out["scheduler cycle pieces"] = sc
     engine.dispose()
+
+    # ---- cold start pieces ---------------------------------------------------------------------------
+    import subprocess
+
+    def run_s(code: str) -> float:
+        vals = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, "-c", code], check=True, cwd=tempfile.gettempdir())
+            vals.append(time.perf_counter() - t0)
+        return round(statistics.median(vals), 2)
+
+    cs = {"python -c pass": run_s("pass"),
+          "import jupyterhub.app (the hub process)": run_s("import jupyterhub.app"),
+          "import jupyterhub.app without rfc3987_syntax (jsonschema's optional IRI checker)": run_s(
+              "import sys; sys.modules['rfc3987_syntax'] = None; import jupyterhub.app"),
+          "import rfc3987_syntax alone": run_s("import rfc3987_syntax"),
+          "import ti_hub.service.app (the ti service process)": run_s("import ti_hub.service.app")}
+    from ti_hub.db.session import upgrade
+
+    t0 = time.perf_counter()
+    upgrade(url)
+    cs["alembic upgrade on the seeded database (no-op)"] = round(time.perf_counter() - t0, 2)
+    out["cold start pieces, seconds"] = cs
     shutil.rmtree(tmp, ignore_errors=True)
 
     res_path = HERE / "results" / f"{a.name}.json"
     res_path.parent.mkdir(exist_ok=True)
     res_path.write_text(json.dumps(out, indent=1))
     for section, vals in out.items():
-        if isinstance(vals, dict):
+        if section in ("code", "machine"):
+            print(f"{section}: {json.dumps(vals)}")
+        elif isinstance(vals, dict):
             print(section)
             for k2, v in vals.items():
-                print(f"  {v:>10}  {k2}")
+                print(f"  {str(v):>12}  {k2}")
         else:
             print(f"{section}: {vals}")
     print(f"results: {res_path}")

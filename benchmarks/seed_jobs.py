@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import itertools
 import datetime as dt
+import itertools
 import os
 import random
 import socket
@@ -210,8 +210,14 @@ def bulk_insert(conn, table, rows: list[dict], chunk: int = 50_000) -> None:
         for i in range(0, len(rows), chunk):
             conn.execute(insert(table), rows[i:i + chunk])
         return
+    from sqlalchemy import JSON
+
     cols = [c for c in table.columns if c.name in rows[0]]
     procs = [c.type._cached_bind_processor(conn.dialect) for c in cols]
+    # a JSON column the application never set is SQL NULL (the ORM leaves it out of its INSERT); the JSON
+    # type's processor would store None as the JSON text 'null', which `column IS NOT NULL` does not exclude
+    procs = [(lambda f: (lambda v: None if v is None else f(v)))(p) if p and isinstance(c.type, JSON) else p
+             for c, p in zip(cols, procs)]
     names = [c.name for c in cols]
     sql = f"INSERT INTO {table.name} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
     pairs = list(zip(names, procs))

@@ -29,6 +29,9 @@ def free_port() -> int:
 def start_hub(data_dir: Path, extra_env: dict[str, str] | None = None, config: str | None = None) -> tuple:
     ports = {k: free_port() for k in ("port", "hub", "proxy", "service")}
     env = dict(os.environ, TI_HUB_ADMIN_PASSWORD=ADMIN_PASSWORD, **(extra_env or {}))
+    # the hub, the ti service and the job supervisors import this checkout, whatever pip installed
+    repo = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (repo, env.get("PYTHONPATH", "")) if p)
     cmd = [sys.executable, "-m", "ti_hub.app", "start", "--admin", ADMIN, "--data-dir", str(data_dir),
            "--port", str(ports["port"]), "--hub-port", str(ports["hub"]), "--proxy-api-port", str(ports["proxy"]),
            "--service-port", str(ports["service"]), "--start-timeout", "90"]

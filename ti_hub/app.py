@@ -55,7 +55,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     print(f"TiHub {__version__}: starting JupyterHub, the proxy and the ti service (data in {data}) ...",
           flush=True)
     t0 = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "jupyterhub", "-f", str(config)], env=env, cwd=str(data))
+    proc = subprocess.Popen([sys.executable, "-m", "ti_hub.hub_main", "-f", str(config)], env=env, cwd=str(data))
 
     def forward(signum, _frame):
         proc.send_signal(signum)

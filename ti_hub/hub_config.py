@@ -84,7 +84,7 @@ def configure(c, data: str | os.PathLike | None = None) -> None:
     ]
     config_file = env.get("TI_HUB_CONFIG_FILE", "")
     service_env = {"TI_HUB_DATA_DIR": str(d), "PYTHONUNBUFFERED": "1"}
-    for key in ("TI_HUB_DATA_DIR", "TI_HUB_CONFIG_FILE", "TI_HUB_DEMO_GPUS", "PATH"):
+    for key in ("TI_HUB_DATA_DIR", "TI_HUB_CONFIG_FILE", "TI_HUB_DEMO_GPUS", "PATH", "PYTHONPATH"):
         if env.get(key):
             service_env[key] = env[key] if key != "TI_HUB_DATA_DIR" else str(d)
     spawner_token = _secret_file(d / "spawner_token")

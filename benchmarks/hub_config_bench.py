@@ -1,0 +1,22 @@
+# The jupyterhub_config.py that benchmarks/bench_api.py starts the platform with: TiHub's packaged defaults,
+# plus PYTHONPATH for the ti service, so that the service runs the code being benchmarked. (The hub gives a
+# managed service only the environment its config names; without this, the service would import whatever
+# `pip install -e` points at, which need not be this checkout.)
+import os
+
+from ti_hub.hub_config import configure
+
+configure(c)  # noqa: F821 (c is provided by the config loader)
+
+_root = os.environ.get("TI_HUB_BENCH_CODE_ROOT")
+for _svc in c.JupyterHub.services:  # noqa: F821
+    if _svc["name"] == "ti":
+        _env = _svc.setdefault("environment", {})
+        if _root:
+            _env["PYTHONPATH"] = _root
+        # the service loads this file too: it must see the experiment settings below
+        _env.update({k: v for k, v in os.environ.items() if k.startswith("TI_HUB_BENCH_")})
+
+# optional service settings for experiments (bench_api.py --db-threads N)
+if os.environ.get("TI_HUB_BENCH_DB_THREADS"):
+    c.TiService.db_threads = int(os.environ["TI_HUB_BENCH_DB_THREADS"])  # noqa: F821
