@@ -6,29 +6,15 @@ import time
 from pathlib import Path
 
 import pytest
+from tihub_client import processes_with_env
 
 pytestmark = pytest.mark.e2e
 
 
 def process_env_of(**wanted: str) -> dict[str, str] | None:
-    """The environment of the local process whose variables match ``wanted`` (the workspace server)."""
-    for p in Path("/proc").iterdir():
-        if not p.name.isdigit():
-            continue
-        try:
-            raw = (p / "environ").read_bytes()
-        except OSError:
-            continue
-        env = dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
-        if all(env.get(k) == v for k, v in wanted.items()):
-            return env
-    return None
-
-
-def process_env_of_all(**wanted: str) -> dict[int, dict[str, str]]:
-    from tihub_client import processes_with_env
-
-    return processes_with_env(**wanted)
+    """The environment of one local process whose variables match ``wanted`` (the workspace server)."""
+    found = processes_with_env(**wanted)
+    return next(iter(found.values())) if found else None
 
 
 def wait_server(session, server: str, ready: bool = True, timeout: float = 90) -> dict:
@@ -132,7 +118,7 @@ def test_spawn_form_offers_only_runnable_plans_and_my_volumes(hub, new_user):
     vol_dir = hub.data_dir / "volumes" / str(ws["volumes"][0]["volume_id"])
     (vol_dir / "hello.txt").write_text("from the host")
     seen = []
-    for pid in process_env_of_all(JUPYTERHUB_USER=u.name, TI_WORKSPACE="form-box"):
+    for pid in processes_with_env(JUPYTERHUB_USER=u.name, TI_WORKSPACE="form-box"):
         try:
             seen.append(Path(f"/proc/{pid}/root/mnt/form-data/hello.txt").read_text())
         except OSError:
