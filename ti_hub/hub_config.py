@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from . import scopes as S
+from .secretfile import read_or_create
 
 SERVICE = "ti"
 SPAWNER_SERVICE = "ti-spawner"
@@ -20,14 +21,7 @@ SPAWNER_SERVICE = "ti-spawner"
 
 def _secret_file(path: Path, nbytes: int = 32) -> str:
     """A token kept in a 0600 file so that the hub and the ti service agree across restarts."""
-    if not path.exists():
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as f:
-                f.write(secrets.token_hex(nbytes))
-        except FileExistsError:
-            pass
-    return path.read_text().strip()
+    return read_or_create(path, lambda: secrets.token_hex(nbytes).encode()).decode()
 
 
 def data_dir() -> Path:

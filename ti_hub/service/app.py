@@ -28,6 +28,7 @@ from ..backends.base import ExecutionBackend
 from ..db import models as m
 from ..db.session import make_engine, make_sessionmaker, sqlite_url, upgrade
 from ..ops.settings import OpsSettings
+from ..secretfile import read_or_create
 from ..storage.local import LocalVolumeDriver
 from .loop import JobRunner
 from .web import handlers
@@ -131,12 +132,11 @@ class TiService(Application):
         self._seed()
 
     def _secret(self) -> bytes:
-        path = Path(self.secret_file or Path(self.data_dir) / "ti_secret")
-        if not path.exists():
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as f:
-                f.write(Fernet.generate_key())
-        return path.read_bytes().strip()
+        return read_or_create(self.secret_file or Path(self.data_dir) / "ti_secret", Fernet.generate_key)
+
+    def _cookie_secret(self) -> bytes:
+        """Kept in the data dir: a restarted service still reads its browsers' login cookies."""
+        return read_or_create(Path(self.data_dir) / "ti_cookie_secret", lambda: os.urandom(32).hex().encode())
 
     def _seed(self) -> None:
         from sqlalchemy import func, select
@@ -172,7 +172,7 @@ class TiService(Application):
         hub_auth = HubOAuth(parent=self, cache_max_age=60)
         settings = {
             "ti": self, "hub_auth": hub_auth, "api_prefix": api_prefix,
-            "cookie_secret": os.urandom(32), "static_path": str(Path(__file__).parent.parent / "static"),
+            "cookie_secret": self._cookie_secret(), "static_path": str(Path(__file__).parent.parent / "static"),
         }
         return web.Application(handlers(api_prefix, prefix), **settings)
 
