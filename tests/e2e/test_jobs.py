@@ -48,12 +48,16 @@ def alive_processes(job_id: int) -> set[int]:
 
 def test_single_job_runs_and_fails_with_a_reason(hub, new_user):
     u = new_user("jobber")
-    ok = u.ok("POST", "/jobs", json=job("says-hello", "echo hello from $TI_JOB_ID"))
+    ok = u.ok("POST", "/jobs", json=job("says-hello", "echo one; echo two; echo hello from $TI_JOB_ID"))
     assert ok["status"] == "queued" and ok["queue"]["position"] >= 1
     done = u.wait_job(ok["id"])
     assert done["status"] == "completed" and done["exit_code"] == 0
     logs = u.ok("GET", f"/jobs/{ok['id']}/logs")
-    assert logs["text"].strip() == f"hello from {ok['id']}" and logs["finished"]
+    assert logs["text"].splitlines() == ["one", "two", f"hello from {ok['id']}"] and logs["finished"]
+    tail = u.ok("GET", f"/jobs/{ok['id']}/logs?tail=1")
+    assert tail["text"] == f"hello from {ok['id']}\n" and tail["offset"] == logs["offset"]
+    r = u.api("GET", f"/jobs/{ok['id']}/logs?tail=5000")
+    assert r.status_code == 400 and r.json()["field"] == "tail"
     bad = u.ok("POST", "/jobs", json=job("exits-three", "exit 3"))
     done = u.wait_job(bad["id"])
     assert done["status"] == "failed" and done["exit_code"] == 3 and "code 3" in done["reason"]

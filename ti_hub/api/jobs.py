@@ -62,8 +62,7 @@ class JobLogsHandler(APIHandler):
         text, nxt = "", offset
         if state:
             if tail is not None:
-                text, nxt = await self.ti.backend.logs(job["id"], state, instance, 0, 8 << 20)
-                text = "\n".join(text.splitlines()[-tail:]) + ("\n" if text.endswith("\n") else "")
+                text, nxt = await self.ti.backend.tail_lines(job["id"], state, instance, tail)
             else:
                 text, nxt = await self.ti.backend.logs(job["id"], state, instance, offset, 1 << 20)
         self.send({"text": text, "offset": nxt, "instance": instance, "instances": job["instances"],

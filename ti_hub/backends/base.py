@@ -108,6 +108,16 @@ class ExecutionBackend(LoggingConfigurable):
         """Log text of one instance from byte ``offset``; returns (text, next offset)."""
         raise NotImplementedError
 
+    async def tail_lines(self, job_id: int, state: dict[str, Any], instance: int = 0,
+                         n: int = 2000) -> tuple[str, int]:
+        """The last ``n`` lines of one instance's log and the offset where its log ends now.
+
+        Backends that can seek (files) override this; the default reads the log from the start.
+        """
+        text, end = await self.logs(job_id, state, instance, 0, 64 << 20)
+        lines = text.splitlines(keepends=True)
+        return "".join(lines[-n:]), end
+
     async def cleanup(self, job_id: int, state: dict[str, Any]) -> None:
         """Release what outlives the processes (scratch space, ...); logs are kept."""
         raise NotImplementedError
