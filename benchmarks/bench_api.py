@@ -685,7 +685,9 @@ def main(argv=None) -> None:
     p.add_argument("--warmup", type=float, default=2, help="seconds of load not counted at each run's start")
     p.add_argument("--profile", action="store_true", help="py-spy the ti service during extra runs")
     p.add_argument("--db-threads", type=int, default=None,
-                   help="experiment: c.TiService.db_threads (the service's default is 4)")
+                   help="experiment: c.TiService.db_threads (the service's default is 1)")
+    p.add_argument("--api-processes", type=int, default=None,
+                   help="experiment: c.TiService.api_processes (the service's default is 1)")
     p.add_argument("--hub-without-rfc3987", action="store_true",
                    help="experiment: keep jsonschema's optional rfc3987_syntax out of the hub process (a "
                         "sitecustomize in the workdir, on the hub's PYTHONPATH)")
@@ -698,6 +700,8 @@ def main(argv=None) -> None:
     CODE_ROOT = str(Path(a.code_root).resolve())
     if a.db_threads:
         SERVICE_ENV["TI_HUB_BENCH_DB_THREADS"] = str(a.db_threads)
+    if a.api_processes:
+        SERVICE_ENV["TI_HUB_BENCH_API_PROCESSES"] = str(a.api_processes)
     if a.hub_without_rfc3987:
         site = Path(a.workdir) / "no-rfc3987"
         site.mkdir(parents=True, exist_ok=True)

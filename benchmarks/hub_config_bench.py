@@ -20,3 +20,6 @@ for _svc in c.JupyterHub.services:  # noqa: F821
 # optional service settings for experiments (bench_api.py --db-threads N)
 if os.environ.get("TI_HUB_BENCH_DB_THREADS"):
     c.TiService.db_threads = int(os.environ["TI_HUB_BENCH_DB_THREADS"])  # noqa: F821
+# (bench_api.py --api-processes N; or TI_HUB_BENCH_API_PROCESSES in the environment)
+if os.environ.get("TI_HUB_BENCH_API_PROCESSES"):
+    c.TiService.api_processes = int(os.environ["TI_HUB_BENCH_API_PROCESSES"])  # noqa: F821

@@ -13,7 +13,7 @@ class JobsHandler(APIHandler):
 
     async def post(self):
         out = await self.op(jobs.submit, self.actor, self.body(), self.ti.ops_settings)
-        self.ti.runner.poke()
+        self.ti.poke()
         self.send(out, 201)
 
 
@@ -33,11 +33,11 @@ class JobActionHandler(APIHandler):
             out = await self.op(jobs.resume, actor, ref, self.ti.ops_settings)
         elif action == "clone":
             out = await self.op(jobs.clone, actor, ref, self.body(), self.ti.ops_settings)
-            self.ti.runner.poke()
+            self.ti.poke()
             return self.send(out, 201)
         else:
             raise ValidationError(f"unknown action {action!r}; one of: kill, pause, resume, clone", field="action")
-        self.ti.runner.poke()
+        self.ti.poke()
         self.send(out)
 
 

@@ -23,7 +23,7 @@ class WorkspaceHandler(APIHandler):
             raise v.ValidationError("groups must be a list of group names", field="groups")
         options = body.get("options") or {}
         out = await self.op(workspaces.start, self.actor, owner, name, groups, options, self.ti.ops_settings)
-        self.ti.runner.poke()
+        self.ti.poke()
         self.send(out, 201)
 
 
@@ -39,7 +39,7 @@ class WorkspaceStopHandler(APIHandler):
         body = self.body()
         v.check_fields(body, ("reason",))
         out = await self.op(workspaces.stop, self.actor, owner, name, v.text(body.get("reason", ""), "reason", 500))
-        self.ti.runner.poke()
+        self.ti.poke()
         self.send(out)
 
 

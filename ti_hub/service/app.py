@@ -20,6 +20,7 @@ from cryptography.fernet import Fernet
 from jupyterhub.services.auth import HubOAuth
 from tornado import web
 from tornado.httpserver import HTTPServer
+from tornado.netutil import bind_sockets
 from traitlets import Dict, Float, Instance, Integer, List, Type, Unicode, default
 from traitlets.config import Application
 
@@ -31,6 +32,7 @@ from ..ops.settings import OpsSettings
 from ..secretfile import read_or_create
 from ..storage.local import LocalVolumeDriver
 from .loop import JobRunner
+from .processes import fork_followers, stop_followers
 from .web import handlers
 
 DEFAULT_COMPUTE_QUOTAS = {
@@ -67,6 +69,10 @@ class TiService(Application):
         return os.environ.get("TI_HUB_DATA_DIR", os.path.abspath("ti-hub-data"))
 
     db_url = Unicode("", config=True, help="SQLAlchemy URL of TiHub's database; default: SQLite (WAL) in data_dir.")
+    api_processes = Integer(
+        1, config=True,
+        help="Processes serving the API on the same port (Linux). One Python process uses one core: more "
+             "serve more requests on a machine with cores to spare. Only the first one schedules.")
     db_threads = Integer(
         1, config=True,
         help="Worker threads for the API's database work (the event loop never blocks). One is fastest for "
@@ -129,6 +135,7 @@ class TiService(Application):
                                         {k: list(v) for k, v in self.device_count_rules.items()}, self.max_workers,
                                         self.max_ps)
         self.runner = JobRunner(self)
+        self._poke_fd: int | None = None
         self._seed()
 
     def _secret(self) -> bytes:
@@ -180,16 +187,92 @@ class TiService(Application):
     def _log_level(self):
         return logging.INFO
 
-    def start(self):
-        asyncio.run(self.serve())
+    def poke(self) -> None:
+        """Something changed: the leader schedules at once (a follower tells it through the pipe)."""
+        if self._poke_fd is None:
+            self.runner.poke()
+            return
+        try:
+            os.write(self._poke_fd, b"!")
+        except (BlockingIOError, BrokenPipeError):
+            pass  # a poke is already pending, or the leader is going away
 
-    async def serve(self) -> None:
-        url = urlparse(os.environ.get("JUPYTERHUB_SERVICE_URL", "http://127.0.0.1:10101"))
-        app = self.make_app()
-        server = HTTPServer(app, xheaders=True)
-        server.listen(url.port or 80, url.hostname or "127.0.0.1")
-        self.log.info("TiHub service %s listening on %s (data in %s)", __version__, url.geturl(), self.data_dir)
+    def _url(self):
+        return urlparse(os.environ.get("JUPYTERHUB_SERVICE_URL", "http://127.0.0.1:10101"))
+
+    def start(self):
+        if self.api_processes <= 1:
+            asyncio.run(self.serve())
+            return
+        url = self._url()
+        sockets = bind_sockets(url.port or 80, url.hostname or "127.0.0.1")
+        reader, writer = os.pipe()
+        os.set_blocking(writer, False)
+
+        def follower(_index: int) -> None:
+            os.close(reader)
+            self._poke_fd = writer
+            # connections opened before the fork belong to the leader
+            self.engine.dispose(close=False)
+            self.read_engine.dispose(close=False)
+            asyncio.run(self.serve_follower(sockets))
+
+        pids = fork_followers(self.api_processes - 1, follower)
+        os.close(writer)
+        try:
+            asyncio.run(self.serve(sockets, reader))
+        finally:
+            stop_followers(pids)
+
+    def _http(self, sockets) -> HTTPServer:
+        server = HTTPServer(self.make_app(), xheaders=True)
+        if sockets:
+            server.add_sockets(sockets)
+        else:
+            url = self._url()
+            server.listen(url.port or 80, url.hostname or "127.0.0.1")
+        return server
+
+    async def serve_follower(self, sockets) -> None:
+        server = self._http(sockets)
         loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+
+        async def refresh_nodes():
+            # plans are offered by capacity: a follower reads it itself instead of asking the leader
+            while True:
+                try:
+                    self.ops_settings.nodes = await self.backend.capacity()
+                except Exception:
+                    self.log.exception("reading capacity failed")
+                await asyncio.sleep(self.scheduler_interval)
+
+        refresher = asyncio.ensure_future(refresh_nodes())
+        self.log.info("TiHub API follower %d serving", os.getpid())
+        await stop.wait()
+        refresher.cancel()
+        server.stop()
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+    async def serve(self, sockets=None, poke_reader: int | None = None) -> None:
+        server = self._http(sockets)
+        self.log.info("TiHub service %s listening on %s (data in %s, %d API process(es))", __version__,
+                      self._url().geturl(), self.data_dir, max(1, self.api_processes))
+        loop = asyncio.get_running_loop()
+        if poke_reader is not None:
+            def drain():
+                try:
+                    data = os.read(poke_reader, 4096)
+                except BlockingIOError:
+                    return
+                if not data:
+                    loop.remove_reader(poke_reader)  # every follower is gone
+                self.runner.poke()
+
+            os.set_blocking(poke_reader, False)
+            loop.add_reader(poke_reader, drain)
         task = asyncio.ensure_future(self.runner.run_forever())
         for sig in (signal.SIGTERM, signal.SIGINT):
             # jobs run under their own supervisors: stopping the service never stops them

@@ -1,0 +1,66 @@
+"""TiService.api_processes = 2: a follower shares the port, only the leader schedules, none outlives it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ADMIN, ADMIN_PASSWORD, start_hub, stop_hub
+
+pytestmark = pytest.mark.e2e
+
+
+def service_pids(data: Path) -> set[int]:
+    out = set()
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            cmd = (p / "cmdline").read_bytes()
+            env = (p / "environ").read_bytes()
+            state = (p / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if b"ti_hub.service" in cmd and str(data).encode() in env and state != "Z":
+            out.add(int(p.name))
+    return out
+
+
+def test_two_api_processes(tmp_path):
+    config = tmp_path / "jupyterhub_config.py"
+    config.write_text("from ti_hub.hub_config import configure\nconfigure(c)\nc.TiService.api_processes = 2\n")
+    data = tmp_path / "data"
+    data.mkdir()
+    proc, hub, _ports = start_hub(data, config=str(config))
+    try:
+        pids = service_pids(data)
+        assert len(pids) == 2, pids
+        admin = hub.login(ADMIN, ADMIN_PASSWORD)
+        started = time.monotonic()
+        ids = [admin.ok("POST", "/jobs", json={"name": f"multi-{i}", "plan": "cpu-small", "image": "python-cpu",
+                                               "command": "echo ok"})["id"] for i in range(6)]
+        for job_id in ids:  # whichever process took the submission, the leader admitted it
+            assert admin.wait_job(job_id, timeout=60)["status"] == "completed"
+        assert time.monotonic() - started < 30
+        # the leader dies hard: its follower follows, the hub restarts the service, the API answers again
+        parent = {pid: int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) for pid in pids}
+        (leader,) = [pid for pid in pids if parent[pid] not in pids]  # the follower is the leader's child
+        os.kill(leader, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            now = service_pids(data)
+            if len(now) == 2 and not (now & pids):
+                break
+            time.sleep(0.3)
+        assert len(service_pids(data)) == 2 and not (service_pids(data) & pids)
+        deadline = time.monotonic() + 30
+        while admin.api("GET", "/me").status_code != 200 and time.monotonic() < deadline:
+            time.sleep(0.3)
+        assert admin.ok("GET", "/jobs")["total"] == 6
+    finally:
+        stop_hub(proc)
+    time.sleep(1)
+    assert not service_pids(data), "a service process outlived the platform"
