@@ -104,18 +104,24 @@ def test_other_users_jobs_are_invisible_and_untouchable(hub, new_user):
 
 
 def _service_pid(hub) -> int:
-    marker = str(hub.data_dir)
+    """The ti service's leader process (API followers, if any, are its children)."""
+    marker = str(hub.data_dir).encode()
+    found: dict[int, int] = {}
     for p in Path("/proc").iterdir():
         if not p.name.isdigit():
             continue
         try:
             cmd = (p / "cmdline").read_bytes().split(b"\0")
             env = (p / "environ").read_bytes()
+            fields = (p / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if b"ti_hub.service" in cmd and marker.encode() in env:
-            return int(p.name)
-    raise LookupError("ti service process not found")
+        if b"ti_hub.service" in cmd and marker in env and fields[0] != "Z":
+            found[int(p.name)] = int(fields[1])
+    leaders = [pid for pid, parent in found.items() if parent not in found]
+    if len(leaders) != 1:
+        raise LookupError(f"ti service leader not found among {found}")
+    return leaders[0]
 
 
 def test_service_restart_readopts_running_jobs(hub, new_user):

@@ -70,9 +70,15 @@ class TiService(Application):
 
     db_url = Unicode("", config=True, help="SQLAlchemy URL of TiHub's database; default: SQLite (WAL) in data_dir.")
     api_processes = Integer(
-        1, config=True,
-        help="Processes serving the API on the same port (Linux). One Python process uses one core: more "
-             "serve more requests on a machine with cores to spare. Only the first one schedules.")
+        config=True,
+        help="Processes serving the API on the same port (Linux). One Python process uses one core; two "
+             "nearly double list throughput on a 2-core machine (docs/benchmarks.md). Only the first one "
+             "schedules. Default: 2 on machines with 2 or more cores, else 1. A follower that dies is not "
+             "replaced until the service restarts (the leader keeps serving).")
+
+    @default("api_processes")
+    def _api_processes(self):
+        return 2 if (os.cpu_count() or 1) >= 2 and hasattr(os, "fork") else 1
     db_threads = Integer(
         1, config=True,
         help="Worker threads for the API's database work (the event loop never blocks). One is fastest for "
