@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 
 def read_or_create(path: str | os.PathLike, make: Callable[[], bytes]) -> bytes:
+    """Several processes may ask at once: the file appears whole or not at all (written aside, then linked)."""
     path = Path(path)
     if not path.exists():
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as f:
+            with os.fdopen(fd, "wb") as f:  # mkstemp makes it 0600
                 f.write(make())
-        except FileExistsError:
-            pass  # another process made it first: use theirs
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                pass  # another process published first: use theirs
+        finally:
+            os.unlink(tmp)
     return path.read_bytes().strip()

@@ -7,17 +7,18 @@ file as the hub, so one file configures everything.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 import signal
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 from cryptography.fernet import Fernet
-from jupyterhub.services.auth import HubOAuth
 from tornado import web
 from tornado.httpserver import HTTPServer
 from tornado.netutil import bind_sockets
@@ -32,6 +33,7 @@ from ..ops.settings import OpsSettings
 from ..secretfile import read_or_create
 from ..storage.local import LocalVolumeDriver
 from .loop import JobRunner
+from .oauth import SealedStateHubOAuth
 from .processes import fork_followers, stop_followers
 from .web import handlers
 
@@ -135,6 +137,7 @@ class TiService(Application):
         # the scheduler's reads and decisions never queue API requests behind them, nor the reverse
         self.loop_executor = ThreadPoolExecutor(1, thread_name_prefix="ti-sched")
         self.fernet = Fernet(self._secret())
+        self.cookie_secret = self._cookie_secret()
         self.backend = self.backend_class(parent=self, log=self.log)
         self.volume_driver = LocalVolumeDriver(parent=self, root_dir=self.data_dir)
         self.ops_settings = OpsSettings(dict(self.compute_quota_defaults), dict(self.storage_quota_defaults),
@@ -182,10 +185,11 @@ class TiService(Application):
     def make_app(self) -> web.Application:
         prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/services/ti/")
         api_prefix = prefix.rstrip("/") + "/api/v1"
-        hub_auth = HubOAuth(parent=self, cache_max_age=60)
+        # the singleton every HubOAuthenticated handler (and the OAuth callback) uses via .instance()
+        hub_auth = SealedStateHubOAuth.instance(parent=self, cache_max_age=300, state_key=self.fernet)
         settings = {
             "ti": self, "hub_auth": hub_auth, "api_prefix": api_prefix,
-            "cookie_secret": self._cookie_secret(), "static_path": str(Path(__file__).parent.parent / "static"),
+            "cookie_secret": self.cookie_secret, "static_path": str(Path(__file__).parent.parent / "static"),
         }
         return web.Application(handlers(api_prefix, prefix), **settings)
 
@@ -210,8 +214,7 @@ class TiService(Application):
         if self.api_processes <= 1:
             asyncio.run(self.serve())
             return
-        url = self._url()
-        sockets = bind_sockets(url.port or 80, url.hostname or "127.0.0.1")
+        sockets = self._bind()
         reader, writer = os.pipe()
         os.set_blocking(writer, False)
 
@@ -230,13 +233,21 @@ class TiService(Application):
         finally:
             stop_followers(pids)
 
+    def _bind(self, attempts: int = 50) -> list:
+        """The listening sockets; a previous instance may still be letting go of the port after a crash."""
+        url = self._url()
+        for i in range(attempts):
+            try:
+                return bind_sockets(url.port or 80, url.hostname or "127.0.0.1")
+            except OSError as e:
+                if e.errno != errno.EADDRINUSE or i == attempts - 1:
+                    raise
+                time.sleep(0.2)
+        raise AssertionError("unreachable")
+
     def _http(self, sockets) -> HTTPServer:
         server = HTTPServer(self.make_app(), xheaders=True)
-        if sockets:
-            server.add_sockets(sockets)
-        else:
-            url = self._url()
-            server.listen(url.port or 80, url.hostname or "127.0.0.1")
+        server.add_sockets(sockets or self._bind())
         return server
 
     async def serve_follower(self, sockets) -> None:

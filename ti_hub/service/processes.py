@@ -2,7 +2,7 @@
 
 One Python process is bound by one core (docs/benchmarks.md). Followers serve the same API from the same
 database; they tell the leader about submissions through a pipe so that admission still happens at once.
-A follower dies with the leader (PR_SET_PDEATHSIG), so a killed service never leaves a port held.
+A follower is killed with the leader (PR_SET_PDEATHSIG), so a killed service never leaves a port held.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ PR_SET_PDEATHSIG = 1
 
 def die_with_parent() -> None:
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        # SIGKILL: a follower must let go of the port before the hub starts the next service
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):
         pass  # not Linux: followers are still stopped by the leader on a clean exit
 
