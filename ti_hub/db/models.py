@@ -198,6 +198,8 @@ class Job(Base):
         UniqueConstraint("owner", "name"),
         Index("ix_ti_jobs_owner_id", "owner", "id"),
         Index("ix_ti_jobs_status_id", "status", "id"),
+        # queue positions: COUNT of queued jobs ahead in one queue, at every submission and detail view
+        Index("ix_ti_jobs_queue", "status", "pool", "device_type", "kind", "priority", "id"),
     )
     id: Mapped[int] = mapped_column(primary_key=True)
     owner: Mapped[str] = mapped_column(String(255))

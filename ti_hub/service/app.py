@@ -74,13 +74,16 @@ class TiService(Application):
     api_processes = Integer(
         config=True,
         help="Processes serving the API on the same port (Linux). One Python process uses one core; two "
-             "nearly double list throughput on a 2-core machine (docs/benchmarks.md). Only the first one "
-             "schedules. Default: 2 on machines with 2 or more cores, else 1. A follower that dies is not "
-             "replaced until the service restarts (the leader keeps serving).")
+             "nearly double list throughput on a 2-core machine, but with SQLite every write then waits for "
+             "the file's single write lock across processes (submission p99 0.2 s -> 1.1 s, "
+             "docs/benchmarks.md). Default: 2 with PostgreSQL on a machine with 2 or more cores, else 1. "
+             "Only the first process schedules; a follower that dies is replaced at the next restart.")
 
     @default("api_processes")
     def _api_processes(self):
-        return 2 if (os.cpu_count() or 1) >= 2 and hasattr(os, "fork") else 1
+        multi_core = (os.cpu_count() or 1) >= 2 and hasattr(os, "fork")
+        return 2 if multi_core and self.db_url.startswith("postgresql") else 1
+
     db_threads = Integer(
         1, config=True,
         help="Worker threads for the API's database work (the event loop never blocks). One is fastest for "
