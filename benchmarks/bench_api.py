@@ -147,14 +147,7 @@ def cpu_seconds(pid: int) -> float:
 def stop_tree(proc: subprocess.Popen) -> None:
     """Like conftest.stop_hub, but ends only the processes this benchmark started, by their ids."""
     pids = descendants(proc.pid)
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)  # ti-hub forwards it; the hub stops its proxy and services
-        proc.wait(20)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    conftest.terminate_group(proc)  # ti-hub forwards it; the hub stops its proxy and services
     deadline = time.monotonic() + 10
     for pid in pids:
         while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:

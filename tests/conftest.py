@@ -53,15 +53,20 @@ def start_hub(data_dir: Path, extra_env: dict[str, str] | None = None, config: s
     return proc, hub, ports
 
 
-def stop_hub(proc: subprocess.Popen) -> None:
+def terminate_group(proc: subprocess.Popen, grace: float = 20) -> None:
+    """SIGTERM to `ti-hub start`'s process group (it forwards to the hub), SIGKILL after the grace period."""
     try:
         os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(20)
+        proc.wait(grace)
     except (ProcessLookupError, subprocess.TimeoutExpired):
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def stop_hub(proc: subprocess.Popen) -> None:
+    terminate_group(proc)
     # workspaces and job supervisors run in sessions of their own: end whatever works inside this data dir
     data = proc.args[proc.args.index("--data-dir") + 1]
     for pid_dir in Path("/proc").iterdir():

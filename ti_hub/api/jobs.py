@@ -44,7 +44,8 @@ class JobActionHandler(APIHandler):
 class JobLogsHandler(APIHandler):
     async def get(self, ref: str):
         args = self.args()
-        job = await self.op(jobs.show, self.actor, ref)
+        # `ti job logs -f` polls this every second: one light read, not the job's detail and history
+        job = await self.op(jobs.log_source, self.actor, ref)
         try:
             instance = int(args.get("instance", "0"))
             offset = int(args.get("offset", "0"))
@@ -57,8 +58,7 @@ class JobLogsHandler(APIHandler):
             raise ValidationError("offset must be >= 0", field="offset")
         if tail is not None and not 1 <= tail <= 2000:
             raise ValidationError("tail must be between 1 and 2000 lines", field="tail")
-        finished = job["status"] in ("completed", "failed", "killed", "error", "paused", "stopped")
-        state = await self.op(_backend_state, job["id"])
+        state = job["backend_state"]
         text, nxt = "", offset
         if state:
             if tail is not None:
@@ -66,13 +66,7 @@ class JobLogsHandler(APIHandler):
             else:
                 text, nxt = await self.ti.backend.logs(job["id"], state, instance, offset, 1 << 20)
         self.send({"text": text, "offset": nxt, "instance": instance, "instances": job["instances"],
-                   "status": job["status"], "finished": finished})
-
-
-def _backend_state(session, job_id: int):
-    from ..db import models as m
-
-    return session.get(m.Job, job_id).backend_state
+                   "status": job["status"], "finished": job["finished"]})
 
 
 class QueueHandler(APIHandler):

@@ -151,6 +151,13 @@ def show(session: Session, actor: Actor, ref: Any) -> dict[str, Any]:
     return out
 
 
+def log_source(session: Session, actor: Actor, ref: Any) -> dict[str, Any]:
+    """What a log read needs, with the same visibility check as show(): no history, no rendering."""
+    job = find(session, actor, ref)
+    return {"id": job.id, "instances": job.instances, "status": job.status,
+            "finished": job.status in st.FINAL or job.status == st.PAUSED, "backend_state": job.backend_state}
+
+
 def kill(session: Session, actor: Actor, ref: Any) -> dict[str, Any]:
     job = find(session, actor, ref, manage=True)
     who = "" if job.owner == actor.name else f" by {actor.name}"
