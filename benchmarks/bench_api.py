@@ -36,15 +36,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
-import signal
-import sqlite3
-import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -56,221 +51,13 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 
-import conftest  # noqa: E402
 import seed_jobs  # noqa: E402
-from conftest import ADMIN, ADMIN_PASSWORD, start_hub  # noqa: E402
+from conftest import ADMIN, ADMIN_PASSWORD  # noqa: E402
 from tihub_client import Hub  # noqa: E402
 
-API = "/services/ti/api/v1"
-CODE_ROOT = str(ROOT)  # the ti_hub the platform runs (--code-root); PYTHONPATH points hub and service at it
-SERVICE_ENV: dict[str, str] = {}  # experiment settings read by hub_config_bench.py (--db-threads)
-EXTRA_PYTHONPATH: list[str] = []  # experiment: --hub-without-rfc3987
-TARGETS = {"list_rps": 500, "list_p99_ms": 50, "submit_p99_ms": 100, "cold_start_s": 5}
-
-
-# ---- machine and processes -------------------------------------------------------------------------
-def machine_info() -> dict:
-    import aiohttp
-    import jupyterhub
-    import sqlalchemy
-    import tornado
-
-    cpu = ""
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    mem_kib = 0
-    with open("/proc/meminfo") as f:
-        for line in f:
-            if line.startswith("MemTotal"):
-                mem_kib = int(line.split()[1])
-    return {"nproc": os.cpu_count(), "memory_gib": round(mem_kib / 1024 / 1024, 1), "cpu_model": cpu,
-            "kernel": platform.release(), "python": platform.python_version(),
-            "packages": {"jupyterhub": jupyterhub.__version__, "tornado": tornado.version,
-                         "sqlalchemy": sqlalchemy.__version__, "aiohttp": aiohttp.__version__,
-                         "sqlite": sqlite3.sqlite_version}}
-
-
-def code_version(code_root: str | None = None) -> dict:
-    """The code measured: the commit and whether ti_hub/ had uncommitted changes, and where the platform's
-    processes import ti_hub from."""
-    code_root = code_root or CODE_ROOT
-
-    def git(*args):
-        r = subprocess.run(["git", *args], cwd=code_root, capture_output=True, text=True)
-        return r.stdout.strip() if r.returncode == 0 else None
-
-    imported = subprocess.run([sys.executable, "-c", "import ti_hub; print(ti_hub.__file__)"], capture_output=True,
-                              text=True, cwd=tempfile.gettempdir(), env=dict(os.environ, PYTHONPATH=code_root))
-    return {"code_root": code_root, "commit": git("rev-parse", "--short", "HEAD"),
-            "subject": git("log", "-1", "--format=%s"),
-            "ti_hub_dirty": bool(git("status", "--porcelain", "--", "ti_hub")) if git("rev-parse", "HEAD") else None,
-            "ti_hub_imported_from": imported.stdout.strip()}
-
-
-def loadavg() -> list[float]:
-    with open("/proc/loadavg") as f:
-        return [float(x) for x in f.read().split()[:3]]
-
-
-def descendants(pid: int) -> list[int]:
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            for task in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{task}/children") as f:
-                    kids = [int(x) for x in f.read().split()]
-                out += kids
-                todo += kids
-        except (FileNotFoundError, ProcessLookupError):
-            pass
-    return out
-
-
-def cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace")
-    except FileNotFoundError:
-        return ""
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def stop_tree(proc: subprocess.Popen) -> None:
-    """Like conftest.stop_hub, but ends only the processes this benchmark started, by their ids."""
-    pids = descendants(proc.pid)
-    conftest.terminate_group(proc)  # ti-hub forwards it; the hub stops its proxy and services
-    deadline = time.monotonic() + 10
-    for pid in pids:
-        while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
-            time.sleep(0.1)
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-
-class _ServiceWatch:
-    """Learns the ports start_hub picks (it calls conftest.free_port for port, hub, proxy, service in that
-    order) and polls the ti service's own port, so a cold start shows when the service itself answered."""
-
-    def __init__(self, t0: float):
-        self.t0, self.ports, self.service_up_s = t0, [], None
-        self._orig = conftest.free_port
-        self._stop = False
-        conftest.free_port = self._free_port
-        self._thread = threading.Thread(target=self._poll, daemon=True)
-        self._thread.start()
-
-    def _free_port(self) -> int:
-        port = self._orig()
-        self.ports.append(port)
-        return port
-
-    def _poll(self) -> None:
-        while not self._stop and len(self.ports) < 4:
-            time.sleep(0.005)
-        s = requests.Session()
-        while not self._stop:
-            try:
-                if s.get(f"http://127.0.0.1:{self.ports[3]}{API}/openapi.json", timeout=1).status_code == 200:
-                    self.service_up_s = time.monotonic() - self.t0
-                    return
-            except requests.RequestException:
-                pass
-            time.sleep(0.02)
-
-    def close(self) -> None:
-        self._stop = True
-        conftest.free_port = self._orig
-        self._thread.join(2)
-
-
-HUB_EVENTS = [("hub_first_log_s", "Running JupyterHub version"), ("proxy_started_s", "Proxy API at"),
-              ("service_spawned_s", "Starting managed service ti"),
-              ("hub_saw_service_s", "Adding service ti to proxy"), ("hub_running_s", "JupyterHub is now running")]
-
-
-class Platform:
-    """One running ti-hub on a data dir, with its processes named."""
-
-    def __init__(self, data: Path, extra_env: dict | None = None):
-        t0 = time.monotonic()
-        self.t0_wall = time.time()
-        watch = _ServiceWatch(t0)
-        try:
-            pythonpath = os.pathsep.join([CODE_ROOT, *EXTRA_PYTHONPATH])
-            env = {"PYTHONPATH": pythonpath, "TI_HUB_BENCH_CODE_ROOT": CODE_ROOT, **SERVICE_ENV, **(extra_env or {})}
-            self.proc, self.hub, self.ports = start_hub(data, env, str(HERE / "hub_config_bench.py"))
-            self.ready_s = time.monotonic() - t0
-            deadline = time.monotonic() + 2
-            while watch.service_up_s is None and time.monotonic() < deadline:
-                time.sleep(0.01)
-            self.service_up_s = watch.service_up_s
-        finally:
-            watch.close()
-        self.data = data
-        self.pids = {}
-        for pid in descendants(self.proc.pid):
-            cl = cmdline(pid)
-            if "ti_hub.service" in cl:
-                self.pids["service"] = pid
-            elif "configurable-http-proxy" in cl:
-                self.pids["proxy"] = pid
-            elif "jupyterhub" in cl:
-                self.pids["hub"] = pid
-        svc_env = Path(f"/proc/{self.pids['service']}/environ").read_bytes().split(b"\0")
-        if f"PYTHONPATH={CODE_ROOT}".encode() not in svc_env or any(
-                f"{k}={v}".encode() not in svc_env for k, v in SERVICE_ENV.items()):
-            self.stop()
-            raise RuntimeError(f"the ti service does not run the code in {CODE_ROOT} with {SERVICE_ENV}")
-
-    def self_reported_ready_s(self) -> float | None:
-        """`ti-hub start` prints 'started in X s' (measured from just before it launches JupyterHub)."""
-        import re
-
-        text = Path(f"{self.data.parent}/{self.data.name}.log").read_text(errors="replace")
-        m = re.search(r"started in ([0-9.]+) s", text)
-        return float(m.group(1)) if m else None
-
-    def timeline(self) -> dict:
-        """Seconds from launching `ti-hub start` to each step (hub log timestamps are wall clock, ms)."""
-        import datetime as dt
-        import re
-
-        out = {}
-        text = Path(f"{self.data.parent}/{self.data.name}.log").read_text(errors="replace")
-        for key, needle in HUB_EVENTS:
-            for line in text.splitlines():
-                if needle in line:
-                    m = re.search(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)[.,](\d{3})", line)
-                    if m:
-                        t = dt.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S").timestamp() + int(m.group(2)) / 1000
-                        out[key] = round(t - self.t0_wall, 2)
-                    break
-        out["service_answered_s"] = round(self.service_up_s, 2) if self.service_up_s else None
-        out["ready_via_proxy_s"] = round(self.ready_s, 2)
-        return out
-
-    def cpu(self) -> dict[str, float]:
-        out = {}
-        for name, pid in self.pids.items():
-            try:
-                out[name] = cpu_seconds(pid)
-            except FileNotFoundError:
-                pass
-        return out
-
-    def stop(self) -> None:
-        stop_tree(self.proc)
+import benchplatform  # noqa: E402
+from benchplatform import API, Platform, code_version, loadavg, machine_info  # noqa: E402
+from report import TARGETS, med, summarize_runs, table, verdicts  # noqa: E402
 
 
 # ---- data ----------------------------------------------------------------------------------------
@@ -356,24 +143,14 @@ def list_spec(base: str, user_tokens: dict[str, str], admin_token: str, n_admin:
     return {"duration": duration, "warmup": warmup, "clients": clients}
 
 
-def submit_spec(base: str, tokens: dict[str, str], duration: float, warmup: float, tag: str) -> dict:
+def submit_spec(base: str, tokens: dict[str, str], duration: float, warmup: float, tag: str,
+                rate: float | None = None) -> dict:
+    """Closed loop, or paced at ``rate`` submissions/s in all (spread over the clients)."""
     body = {"plan": "cpu-small", "image": "python-cpu", "command": "true"}
     clients = [{"class": "submit", "method": "POST", "url": f"{base}{API}/jobs", "submit": body,
-                "headers": {"Authorization": f"token {tok}"}} for tok in tokens.values()]
+                "headers": {"Authorization": f"token {tok}"}, "rate": rate / len(tokens) if rate else None}
+               for tok in tokens.values()]
     return {"duration": duration, "warmup": warmup, "clients": clients, "tag": tag}
-
-
-def med(values):
-    values = [v for v in values if v is not None]
-    return round(statistics.median(values), 2) if values else None
-
-
-def summarize_runs(runs: list[dict], cls: str | None = None) -> dict:
-    pick = [(r["by_class"].get(cls) if cls else r["total"]) for r in runs]
-    pick = [p for p in pick if p]
-    return {k: med([p[k] for p in pick]) for k in ("rps", "p50_ms", "p95_ms", "p99_ms", "max_ms")} | {
-        "errors": sum(p["errors"] for p in pick), "dropped": sum(p.get("dropped", 0) for p in pick),
-        "runs": len(pick)}
 
 
 # ---- phases --------------------------------------------------------------------------------------
@@ -420,15 +197,16 @@ def idle_cpu(plat: Platform, seconds: float = 10) -> dict:
 
 
 def profile_service(plat: Platform, spec: dict, raw: Path, log) -> dict:
-    """py-spy samples the ti service (only the thread holding the GIL: the process is GIL-bound) during one
-    more load run; returns where the CPU goes."""
+    """py-spy samples the ti service, leader and API processes (only the thread holding the GIL: each
+    process is GIL-bound), during one more load run; returns where the CPU goes."""
     spy = shutil.which("py-spy")
     if not spy:
         log("py-spy not installed (pip install py-spy): no profile")
         return {}
     dur = int(spec["duration"] + spec["warmup"])
     p = subprocess.Popen([spy, "record", "--pid", str(plat.pids["service"]), "--duration", str(dur),
-                          "--rate", "250", "--format", "raw", "--output", str(raw), "--nonblocking", "--gil"],
+                          "--rate", "250", "--format", "raw", "--output", str(raw), "--nonblocking", "--gil",
+                          "--subprocesses"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     time.sleep(1.0)
     res = run_load(spec)
@@ -577,10 +355,21 @@ def phase_load(workdir: Path, template: Path, a, log) -> dict:
             spec = submit_spec(bases["proxy"], sub_tokens, a.submit_duration, a.warmup, "sp")
             proxy_res = measured(plat, spec)
             log(f"submit proxy  run 1: {proxy_res['total']['rps']} req/s p99 {proxy_res['total']['p99_ms']} ms")
+            spaced: dict[str, list] = {}
+            for rate in [float(r) for r in a.submit_rates.split(",") if r]:
+                for i in range(a.runs):
+                    spec = submit_spec(bases["direct"], sub_tokens, a.submit_duration, a.warmup, f"sr{rate:g}{i}",
+                                       rate)
+                    res = measured(plat, spec)
+                    spaced.setdefault(f"{rate:g}", []).append(res)
+                    t = res["total"]
+                    log(f"submit direct paced at {rate:g}/s run {i + 1}: got {t['rps']} req/s p50 {t['p50_ms']} "
+                        f"p95 {t['p95_ms']} p99 {t['p99_ms']} ms, errors {t['errors']}, dropped {t['dropped']}")
             queued = admin.ok("GET", "/queue?all=1&limit=1")["total"]
             out["submit"] = {"direct": {"total": summarize_runs(sruns), "runs": sruns},
                              "proxy": {"total": summarize_runs([proxy_res]), "runs": [proxy_res]},
                              "queued_after": queued}
+            out["submit_paced"] = {rate: {"total": summarize_runs(r), "runs": r} for rate, r in spaced.items()}
         if a.profile:
             spec = list_spec(bases["direct"], tokens, admin.token, a.admin_clients, a.duration, a.warmup)
             out["profile_list"] = profile_service(plat, spec, workdir / f"{a.name}-list.collapsed", log)
@@ -590,68 +379,6 @@ def phase_load(workdir: Path, template: Path, a, log) -> dict:
     finally:
         plat.stop()
     return out
-
-
-# ---- report --------------------------------------------------------------------------------------
-def verdicts(res: dict) -> dict:
-    v = {}
-    lst = res.get("load", {}).get("list", {}).get("direct")
-    if lst:
-        v["list_rps"] = {"value": lst["total"]["rps"], "target": f">= {TARGETS['list_rps']}",
-                         "pass": (lst["total"]["rps"] or 0) >= TARGETS["list_rps"]}
-        v["list_p99_ms_closed_loop"] = {"value": lst["total"]["p99_ms"], "target": f"<= {TARGETS['list_p99_ms']}",
-                                        "pass": (lst["total"]["p99_ms"] or 1e9) <= TARGETS["list_p99_ms"]}
-    paced = res.get("load", {}).get("list_paced", {}).get(str(TARGETS["list_rps"]))
-    if paced:
-        ok = (paced["total"]["p99_ms"] or 1e9) <= TARGETS["list_p99_ms"] and not paced["total"]["dropped"] \
-            and (paced["total"]["rps"] or 0) >= 0.98 * TARGETS["list_rps"]
-        v["list_p99_ms_at_500_rps"] = {"value": paced["total"]["p99_ms"], "achieved_rps": paced["total"]["rps"],
-                                       "target": f"<= {TARGETS['list_p99_ms']} while serving 500 req/s",
-                                       "pass": ok}
-    sub = res.get("load", {}).get("submit", {}).get("direct")
-    if sub:
-        v["submit_p99_ms"] = {"value": sub["total"]["p99_ms"], "target": f"<= {TARGETS['submit_p99_ms']}",
-                              "pass": (sub["total"]["p99_ms"] or 1e9) <= TARGETS["submit_p99_ms"]}
-    cold = res.get("cold_start")
-    if cold:
-        worst = max(cold[m]["median_s"] for m in cold)
-        v["cold_start_s"] = {"value": worst, "target": f"<= {TARGETS['cold_start_s']}",
-                             "pass": worst <= TARGETS["cold_start_s"]}
-    return v
-
-
-def table(res: dict) -> str:
-    rows = [("measure", "via", "req/s", "p50 ms", "p95 ms", "p99 ms", "err/drop")]
-    load = res.get("load", {})
-    if load.get("floor"):
-        s = load["floor"]["total"]
-        rows.append((f"GET {API}/ (floor)", "direct", s["rps"], s["p50_ms"], s["p95_ms"], s["p99_ms"],
-                     f"{s['errors']}/{s['dropped']}"))
-    for via in ("direct", "proxy"):
-        for cls in ("total", "user", "admin_all"):
-            s = load.get("list", {}).get(via, {}).get(cls)
-            if s:
-                rows.append((f"GET /jobs ({cls})", via, s["rps"], s["p50_ms"], s["p95_ms"], s["p99_ms"],
-                             f"{s['errors']}/{s['dropped']}"))
-    for rate, d in load.get("list_paced", {}).items():
-        for cls in ("total", "user", "admin_all"):
-            s = d.get(cls)
-            if s:
-                rows.append((f"GET /jobs ({cls})", f"@{rate}/s", s["rps"], s["p50_ms"], s["p95_ms"], s["p99_ms"],
-                             f"{s['errors']}/{s['dropped']}"))
-    for via in ("direct", "proxy"):
-        s = load.get("submit", {}).get(via, {}).get("total")
-        if s:
-            rows.append(("POST /jobs", via, s["rps"], s["p50_ms"], s["p95_ms"], s["p99_ms"],
-                         f"{s['errors']}/{s['dropped']}"))
-    lines = ["  ".join(f"{str(c):>28s}" if i == 0 else f"{str(c):>9s}" for i, c in enumerate(r)) for r in rows]
-    for mode, c in res.get("cold_start", {}).items():
-        lines.append(f"cold start ({mode}): median {c['median_s']} s over {len(c['runs'])} runs "
-                     f"(ti-hub's own figure {c['median_self_reported_s']} s)")
-    for k, v in res.get("verdicts", {}).items():
-        extra = f", achieved {v['achieved_rps']} req/s" if "achieved_rps" in v else ""
-        lines.append(f"{k}: {v['value']}{extra} (target {v['target']}) -> {'PASS' if v['pass'] else 'FAIL'}")
-    return "\n".join(lines)
 
 
 def main(argv=None) -> None:
@@ -675,6 +402,8 @@ def main(argv=None) -> None:
     p.add_argument("--paced-duration", type=float, default=10, help="seconds per paced list run")
     p.add_argument("--submit-clients", type=int, default=8)
     p.add_argument("--submit-duration", type=float, default=10, help="seconds per submit run")
+    p.add_argument("--submit-rates", default="50",
+                   help="paced submit runs: comma-separated total submissions/s over the submit clients")
     p.add_argument("--warmup", type=float, default=2, help="seconds of load not counted at each run's start")
     p.add_argument("--profile", action="store_true", help="py-spy the ti service during extra runs")
     p.add_argument("--db-threads", type=int, default=None,
@@ -689,18 +418,17 @@ def main(argv=None) -> None:
                         "commit unpacked with `git archive <commit> ti_hub | tar -x -C DIR` for a before/after")
     a = p.parse_args(argv)
     a.only = set(a.only.split(","))
-    global CODE_ROOT
-    CODE_ROOT = str(Path(a.code_root).resolve())
+    benchplatform.CODE_ROOT = str(Path(a.code_root).resolve())
     if a.db_threads:
-        SERVICE_ENV["TI_HUB_BENCH_DB_THREADS"] = str(a.db_threads)
+        benchplatform.SERVICE_ENV["TI_HUB_BENCH_DB_THREADS"] = str(a.db_threads)
     if a.api_processes:
-        SERVICE_ENV["TI_HUB_BENCH_API_PROCESSES"] = str(a.api_processes)
+        benchplatform.SERVICE_ENV["TI_HUB_BENCH_API_PROCESSES"] = str(a.api_processes)
     if a.hub_without_rfc3987:
         site = Path(a.workdir) / "no-rfc3987"
         site.mkdir(parents=True, exist_ok=True)
         (site / "sitecustomize.py").write_text(
             "import sys\nsys.modules['rfc3987_syntax'] = None  # jsonschema then skips its IRI format check\n")
-        EXTRA_PYTHONPATH.append(str(site))
+        benchplatform.EXTRA_PYTHONPATH.append(str(site))
     a.rates = [float(x) if "." in x else int(x) for x in a.rates.split(",") if x]
     t0 = time.monotonic()
 
@@ -715,7 +443,7 @@ def main(argv=None) -> None:
                  "settings": {"users": a.users, "jobs": a.jobs, "concurrency": a.concurrency, "paced_rates": a.rates,
                               "paced_duration_s": a.paced_duration,
                               "admin_clients": a.admin_clients, "duration_s": a.duration, "warmup_s": a.warmup,
-                              "submit_clients": a.submit_clients, "submit_duration_s": a.submit_duration,
+                              "submit_clients": a.submit_clients, "submit_duration_s": a.submit_duration, "submit_rates": a.submit_rates,
                               "runs": a.runs, "db": "SQLite (WAL) in the data dir", "targets": TARGETS,
                               "seed_queued": a.queued, "seed_running": a.running,
                               "db_threads": a.db_threads or "service default (4)",

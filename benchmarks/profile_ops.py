@@ -91,7 +91,7 @@ def main(argv=None) -> None:
     engine = make_engine(url)
     sm = make_sessionmaker(engine)
     R = a.repeat
-    from bench_api import code_version, machine_info
+    from benchplatform import code_version, machine_info
 
     out: dict = {"db": str(src), "code": code_version(), "machine": machine_info()}
 

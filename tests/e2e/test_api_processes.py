@@ -1,4 +1,5 @@
-"""TiService.api_processes = 2: a follower shares the port, only the leader schedules, none outlives it."""
+"""TiService.api_processes = 2: two API processes listen on the port, a leader that serves no HTTP schedules,
+none outlives it."""
 
 from __future__ import annotations
 
@@ -29,15 +30,40 @@ def service_pids(data: Path) -> set[int]:
     return out
 
 
+def listeners(port: int) -> dict[int, int]:
+    """pid -> listening sockets on 127.0.0.1:port it holds (from /proc/net/tcp and the fds' inodes)."""
+    inodes = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        f = line.split()
+        if f[1].endswith(f":{port:04X}") and f[3] == "0A":  # 0A: LISTEN
+            inodes.add(f[9])
+    out: dict[int, int] = {}
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            links = [os.readlink(fd) for fd in (p / "fd").iterdir()]
+        except OSError:
+            continue
+        n = sum(1 for link in links if link.startswith("socket:[") and link[8:-1] in inodes)
+        if n:
+            out[int(p.name)] = n
+    return out
+
+
 def test_two_api_processes(tmp_path):
     config = tmp_path / "jupyterhub_config.py"
     config.write_text("from ti_hub.hub_config import configure\nconfigure(c)\nc.TiService.api_processes = 2\n")
     data = tmp_path / "data"
     data.mkdir()
-    proc, hub, _ports = start_hub(data, config=str(config))
+    proc, hub, ports = start_hub(data, config=str(config))
     try:
         pids = service_pids(data)
-        assert len(pids) == 2, pids
+        assert len(pids) == 3, pids
+        parent = {pid: int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) for pid in pids}
+        (leader,) = [pid for pid in pids if parent[pid] not in pids]  # API processes are the leader's children
+        # each API process has a listening socket of its own (SO_REUSEPORT); the leader has none
+        assert listeners(ports["service"]) == {pid: 1 for pid in pids - {leader}}
         admin = hub.login(ADMIN, ADMIN_PASSWORD)
         started = time.monotonic()
         ids = [admin.ok("POST", "/jobs", json={"name": f"multi-{i}", "plan": "cpu-small", "image": "python-cpu",
@@ -45,17 +71,15 @@ def test_two_api_processes(tmp_path):
         for job_id in ids:  # whichever process took the submission, the leader admitted it
             assert admin.wait_job(job_id, timeout=60)["status"] == "completed"
         assert time.monotonic() - started < 30
-        # the leader dies hard: its follower follows, the hub restarts the service, the API answers again
-        parent = {pid: int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) for pid in pids}
-        (leader,) = [pid for pid in pids if parent[pid] not in pids]  # the follower is the leader's child
+        # the leader dies hard: its API processes follow, the hub restarts the service, the API answers again
         os.kill(leader, signal.SIGKILL)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             now = service_pids(data)
-            if len(now) == 2 and not (now & pids):
+            if len(now) == 3 and not (now & pids):
                 break
             time.sleep(0.3)
-        assert len(service_pids(data)) == 2 and not (service_pids(data) & pids)
+        assert len(service_pids(data)) == 3 and not (service_pids(data) & pids)
         deadline = time.monotonic() + 30
         while admin.api("GET", "/me").status_code != 200 and time.monotonic() < deadline:
             time.sleep(0.3)

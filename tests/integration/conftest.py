@@ -46,3 +46,22 @@ def settings():
     node = NodeCapacity("n1", "default", {"demo-gpu": [0, 1, 2, 3]}, 16.0, 65536)
     return OpsSettings({k: dict(v) for k, v in DEFAULT_COMPUTE_QUOTAS.items()}, dict(DEFAULT_STORAGE_QUOTAS),
                        {"npu": [0, 1, 2, 4, 8]}, 64, 16, [node])
+
+
+@pytest.fixture
+def seeded(db, settings):
+    """The default plans and one public image."""
+    from ti_hub import scopes as S
+    from ti_hub.db import models as m
+    from ti_hub.domain.actor import Actor
+    from ti_hub.ops import plans
+    from ti_hub.ops.common import utcnow
+    from ti_hub.service.app import DEFAULT_PLANS
+
+    admin = Actor("root1", frozenset(S.ADMIN_SCOPES))
+    with db.begin() as s:
+        for p in DEFAULT_PLANS:
+            plans.create(s, admin, p, settings.device_rules)
+        s.add(m.Image(name="python-cpu", address="quay.io/jupyter/scipy-notebook:latest", version="",
+                      accelerator="cpu", description="", created_at=utcnow()))
+    return db

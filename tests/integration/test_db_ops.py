@@ -12,24 +12,12 @@ from ti_hub.db import models as m
 from ti_hub.domain.actor import Actor
 from ti_hub.domain.errors import Conflict, QuotaExceeded, TiError, ValidationError
 from ti_hub.ops import jobs, plans, quotas, volumes
-from ti_hub.ops.common import utcnow
-from ti_hub.service.app import DEFAULT_PLANS
 
 ADMIN = Actor("root1", frozenset(S.ADMIN_SCOPES))
 
 
 def user(name: str, groups=()) -> Actor:
     return Actor(name, frozenset(S.USER_SCOPES), tuple(groups))
-
-
-@pytest.fixture
-def seeded(db, settings):
-    with db.begin() as s:
-        for p in DEFAULT_PLANS:
-            plans.create(s, ADMIN, p, settings.device_rules)
-        s.add(m.Image(name="python-cpu", address="quay.io/jupyter/scipy-notebook:latest", version="",
-                      accelerator="cpu", description="", created_at=utcnow()))
-    return db
 
 
 def job(job_name: str, **kw) -> dict:

@@ -9,7 +9,7 @@ from .base import APIHandler
 
 class JobsHandler(APIHandler):
     async def get(self):
-        self.send(await self.op(jobs.list_jobs, self.actor, self.args()))
+        self.send(await self.op(jobs.list_jobs, self.actor, self.args(), cache=self.ti.render_cache))
 
     async def post(self):
         out = await self.op(jobs.submit, self.actor, self.body(), self.ti.ops_settings)

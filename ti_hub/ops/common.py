@@ -43,8 +43,9 @@ def ensure_user(session: Session, name: str, now: dt.datetime) -> m.User:
 
 def lock_user(session: Session, name: str, now: dt.datetime) -> m.User:
     """Serialize one user's quota-checked writes: a row lock on PostgreSQL, the write lock on SQLite."""
-    ensure_user(session, name, now)
     user = session.scalar(select(m.User).where(m.User.name == name).with_for_update())
+    if user is None:
+        user = ensure_user(session, name, now)
     user.quota_version += 1
     session.flush()
     return user

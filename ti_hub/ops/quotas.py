@@ -31,9 +31,10 @@ class Limits:
 def compute_limit(session: Session, user: str, kind: str, device_type: str,
                   defaults: dict[str, dict[str, Any]]) -> Limits:
     """Most specific wins: user+type > user+'*' > default+type > default+'*' > configured default."""
-    rows = session.scalars(
-        select(m.Quota).where(m.Quota.user.in_([user, "*"]), m.Quota.kind == kind,
-                              m.Quota.device_type.in_([device_type, "*"]))
+    # Core rows on the session's connection: this runs in every submission, under the write lock
+    rows = session.connection().execute(
+        select(m.Quota.user, m.Quota.device_type, m.Quota.devices, m.Quota.cpu, m.Quota.memory_mib)
+        .where(m.Quota.user.in_([user, "*"]), m.Quota.kind == kind, m.Quota.device_type.in_([device_type, "*"]))
     ).all()
     rank = {(user, device_type): 0, (user, "*"): 1, ("*", device_type): 2, ("*", "*"): 3}
     if rows:
@@ -45,7 +46,8 @@ def compute_limit(session: Session, user: str, kind: str, device_type: str,
 
 def compute_usage(session: Session, user: str, kind: str, device_type: str) -> Limits:
     inst = m.Job.workers + m.Job.ps
-    row = session.execute(
+    session.flush()  # the Core read below must see this transaction's pending jobs
+    row = session.connection().execute(
         select(
             func.coalesce(func.sum(m.Job.devices_per_instance * inst), 0),
             func.coalesce(func.sum(m.Job.cpu_per_instance * inst), 0.0),

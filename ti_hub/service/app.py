@@ -22,19 +22,21 @@ from cryptography.fernet import Fernet
 from tornado import web
 from tornado.httpserver import HTTPServer
 from tornado.netutil import bind_sockets
-from traitlets import Dict, Float, Instance, Integer, List, Type, Unicode, default
+from traitlets import Dict, Float, Instance, Integer, List, TraitError, Type, Unicode, default, validate
 from traitlets.config import Application
 
 from .. import __version__
 from ..backends.base import ExecutionBackend
 from ..db import models as m
 from ..db.session import make_engine, make_sessionmaker, sqlite_url, upgrade
+from ..db.writelock import NoLock, WriteLock
+from ..ops.rendercache import RenderCache
 from ..ops.settings import OpsSettings
 from ..secretfile import read_or_create
 from ..storage.local import LocalVolumeDriver
 from .loop import JobRunner
 from .oauth import SealedStateHubOAuth
-from .processes import fork_followers, stop_followers
+from .processes import fork_followers, hold_instance_lock, stop_followers
 from .web import handlers
 
 DEFAULT_COMPUTE_QUOTAS = {
@@ -73,27 +75,36 @@ class TiService(Application):
     db_url = Unicode("", config=True, help="SQLAlchemy URL of TiHub's database; default: SQLite (WAL) in data_dir.")
     api_processes = Integer(
         config=True,
-        help="Processes serving the API on the same port (Linux). One Python process uses one core; two "
-             "nearly double list throughput on a 2-core machine, but with SQLite every write then waits for "
-             "the file's single write lock across processes (submission p99 0.2 s -> 1.1 s, "
-             "docs/benchmarks.md). Default: 2 with PostgreSQL on a machine with 2 or more cores, else 1. "
-             "Only the first process schedules; a follower that dies is replaced at the next restart.")
+        help="Processes serving the API on the same port (Linux). One Python process uses one core; with 2 "
+             "or more, the API processes each listen on their own socket (SO_REUSEPORT) and a separate leader "
+             "process schedules and supervises jobs without serving HTTP. With 1, one process does all. "
+             "SQLite writers of all processes queue on one lock file, handed over without sleeping. "
+             "Default: 2 on a machine with 2 or more cores, else 1 (docs/benchmarks.md). An API process "
+             "that dies is replaced at the next restart.")
 
     @default("api_processes")
     def _api_processes(self):
-        multi_core = (os.cpu_count() or 1) >= 2 and hasattr(os, "fork")
-        return 2 if multi_core and self.db_url.startswith("postgresql") else 1
+        return 2 if (os.cpu_count() or 1) >= 2 and hasattr(os, "fork") else 1
 
     db_threads = Integer(
         1, config=True,
         help="Worker threads for the API's database work (the event loop never blocks). One is fastest for "
              "SQLite on a small machine: more threads make the event loop queue for Python's GIL "
              "(docs/benchmarks.md); the scheduler has a thread of its own.")
+    list_cache_size = Integer(
+        20_000, config=True,
+        help="Finished jobs whose rendered JSON each API process keeps for job lists (about 1 KB each; 0 "
+             "turns the cache off). Finished jobs never change, so the cache is never stale.")
     scheduler_interval = Float(1.0, config=True,
                                help="Seconds between cycles that stop, watch and admit jobs (submissions wake it).")
     scheduler_min_interval = Float(
         0.2, config=True,
         help="Fewest seconds between two cycles: a burst of submissions is admitted in one cycle, not one each.")
+    scheduler_max_share = Float(
+        0.15, config=True,
+        help="Most of the leader process's time that scheduling cycles may take: after a cycle of d seconds "
+             "the next starts no sooner than d / share seconds after it (long queues then wait a little longer "
+             "for admission instead of slowing every API request).")
     scheduler_resync_interval = Float(
         30.0, config=True,
         help="Admission runs when something changed (a submission, a kill, a job ending, a capacity change) "
@@ -136,6 +147,7 @@ class TiService(Application):
         self.sessionmaker = make_sessionmaker(self.engine)
         self.read_engine = make_engine(url, readonly=True) if url.startswith("sqlite") else self.engine
         self.read_sessionmaker = make_sessionmaker(self.read_engine)
+        self.write_lock = self._write_lock()
         self.executor = ThreadPoolExecutor(self.db_threads, thread_name_prefix="ti-db")
         # the scheduler's reads and decisions never queue API requests behind them, nor the reverse
         self.loop_executor = ThreadPoolExecutor(1, thread_name_prefix="ti-sched")
@@ -146,9 +158,19 @@ class TiService(Application):
         self.ops_settings = OpsSettings(dict(self.compute_quota_defaults), dict(self.storage_quota_defaults),
                                         {k: list(v) for k, v in self.device_count_rules.items()}, self.max_workers,
                                         self.max_ps)
+        self.render_cache = RenderCache(self.list_cache_size)
         self.runner = JobRunner(self)
         self._poke_fd: int | None = None
         self._seed()
+
+    def _lock_path(self, what: str) -> Path:
+        """Lock files sit beside an SQLite database, else in the data dir."""
+        path = self.engine.url.database if self.engine.dialect.name == "sqlite" else None
+        return Path(f"{path}.{what}") if path and path != ":memory:" else Path(self.data_dir) / f"ti.{what}"
+
+    def _write_lock(self) -> WriteLock | NoLock:
+        """SQLite: every process writing this database queues on one lock file."""
+        return WriteLock(self._lock_path("write-lock")) if self.engine.dialect.name == "sqlite" else NoLock()
 
     def _secret(self) -> bytes:
         return read_or_create(self.secret_file or Path(self.data_dir) / "ti_secret", Fernet.generate_key)
@@ -179,7 +201,10 @@ class TiService(Application):
         maker = self.read_sessionmaker if readonly else self.sessionmaker
 
         def run():
-            with maker.begin() as session:
+            if readonly:
+                with maker.begin() as session:
+                    return fn(session, *args, **kwargs)
+            with self.write_lock, maker.begin() as session:
                 return fn(session, *args, **kwargs)
 
         executor = self.loop_executor if scheduler else self.executor
@@ -195,6 +220,12 @@ class TiService(Application):
             "cookie_secret": self.cookie_secret, "static_path": str(Path(__file__).parent.parent / "static"),
         }
         return web.Application(handlers(api_prefix, prefix), **settings)
+
+    @validate("scheduler_max_share")
+    def _check_share(self, proposal):
+        if not 0 < proposal["value"] <= 1:
+            raise TraitError("TiService.scheduler_max_share must be above 0 and at most 1")
+        return proposal["value"]
 
     @default("log_level")
     def _log_level(self):
@@ -214,10 +245,16 @@ class TiService(Application):
         return urlparse(os.environ.get("JUPYTERHUB_SERVICE_URL", "http://127.0.0.1:10101"))
 
     def start(self):
+        self._instance_lock = hold_instance_lock(self._lock_path("service-lock"), self.log)
         if self.api_processes <= 1:
             asyncio.run(self.serve())
             return
-        sockets = self._bind()
+        # the leader schedules and serves no HTTP: a scheduling cycle is seconds of Python on a long queue,
+        # and every request of the process running it would queue behind it for the GIL. The API
+        # processes each listen on a socket of their own (SO_REUSEPORT): the kernel spreads connections
+        # evenly, where processes sharing one socket race to accept and one of them takes most. The
+        # leader binds first only to hold the port until they listen.
+        sockets = self._bind(reuse_port=True)
         reader, writer = os.pipe()
         os.set_blocking(writer, False)
 
@@ -227,21 +264,25 @@ class TiService(Application):
             # connections opened before the fork belong to the leader
             self.engine.dispose(close=False)
             self.read_engine.dispose(close=False)
-            asyncio.run(self.serve_follower(sockets))
+            for sock in sockets:
+                sock.close()
+            asyncio.run(self.serve_follower(self._bind(reuse_port=True)))
 
-        pids = fork_followers(self.api_processes - 1, follower)
+        pids = fork_followers(self.api_processes, follower)
         os.close(writer)
+        for sock in sockets:
+            sock.close()
         try:
-            asyncio.run(self.serve(sockets, reader))
+            asyncio.run(self.serve(None, reader, http=False))
         finally:
             stop_followers(pids)
 
-    def _bind(self, attempts: int = 50) -> list:
+    def _bind(self, attempts: int = 50, reuse_port: bool = False) -> list:
         """The listening sockets; a previous instance may still be letting go of the port after a crash."""
         url = self._url()
         for i in range(attempts):
             try:
-                return bind_sockets(url.port or 80, url.hostname or "127.0.0.1")
+                return bind_sockets(url.port or 80, url.hostname or "127.0.0.1", reuse_port=reuse_port)
             except OSError as e:
                 if e.errno != errno.EADDRINUSE or i == attempts - 1:
                     raise
@@ -276,8 +317,9 @@ class TiService(Application):
         server.stop()
         self.executor.shutdown(wait=False, cancel_futures=True)
 
-    async def serve(self, sockets=None, poke_reader: int | None = None) -> None:
-        server = self._http(sockets)
+    async def serve(self, sockets=None, poke_reader: int | None = None, http: bool = True) -> None:
+        """The leader: schedules and supervises; serves the API too unless API processes do."""
+        server = self._http(sockets) if http else None
         self.log.info("TiHub service %s listening on %s (data in %s, %d API process(es))", __version__,
                       self._url().geturl(), self.data_dir, max(1, self.api_processes))
         loop = asyncio.get_running_loop()
@@ -302,7 +344,8 @@ class TiService(Application):
         except asyncio.CancelledError:
             self.log.info("TiHub service stopping; running jobs keep running and are re-adopted at the next start")
         finally:
-            server.stop()
+            if server is not None:
+                server.stop()
             self.executor.shutdown(wait=False, cancel_futures=True)
             self.loop_executor.shutdown(wait=False, cancel_futures=True)
             self.engine.dispose()

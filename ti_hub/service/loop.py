@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 
 # what admission reads: only the columns the cycle needs (queues can hold thousands of jobs)
 QUEUE_COLUMNS = (m.Job.id, m.Job.owner, m.Job.kind, m.Job.pool, m.Job.device_type, m.Job.devices_per_instance,
-                 m.Job.cpu_per_instance, m.Job.memory_mib_per_instance, m.Job.workers, m.Job.ps, m.Job.priority)
+                 m.Job.cpu_per_instance, m.Job.memory_mib_per_instance, m.Job.workers, m.Job.ps, m.Job.priority,
+                 m.Job.reason)
 HELD_COLUMNS = (m.Job.id, m.Job.owner, m.Job.name, m.Job.kind, m.Job.device_type, m.Job.placement, m.Job.spec)
 
 
@@ -106,12 +107,15 @@ class JobRunner:
                 await self.step()
             except Exception:
                 self.log.exception("scheduler cycle %d failed", self.cycles)
+            spent = loop.time() - started
             try:
                 await asyncio.wait_for(self.wake.wait(), timeout=self.svc.scheduler_interval)
             except asyncio.TimeoutError:
                 pass
-            # a burst of pokes (many submissions) is served by one cycle, not one cycle each
-            await asyncio.sleep(max(0.0, self.svc.scheduler_min_interval - (loop.time() - started)))
+            # a burst of pokes (many submissions) is served by one cycle, not one cycle each; and a cycle
+            # made slow by a long queue spaces the next ones out, so that the API keeps most of the process
+            period = max(self.svc.scheduler_min_interval, spent / self.svc.scheduler_max_share)
+            await asyncio.sleep(max(0.0, period - (loop.time() - started)))
             self.wake.clear()
 
     async def recover(self) -> None:
@@ -207,7 +211,9 @@ class JobRunner:
         if not queued:
             return [], {}, {}
         result = core.cycle(nodes, allocations_of(holding), requests_of(queued))
-        reasons = {p.job_id: p.reason for p in result.pending}
+        shown = {j.id: j.reason for j in queued}
+        # only reasons that changed are written (most cycles: none, and then no write transaction at all)
+        reasons = {p.job_id: p.reason for p in result.pending if shown[p.job_id] != p.reason}
         ids = [a.job_id for a in result.admitted]
         full = {r.id: r for r in s.execute(select(*LIST_COLUMNS).where(m.Job.id.in_(ids)))} if ids else {}
         held = held_mounts(holding)
@@ -217,7 +223,8 @@ class JobRunner:
             try:
                 check_conflicts(mount_requests(job), held)
             except Conflict as e:
-                reasons[job.id] = f"waiting: {e.detail}"
+                if shown[job.id] != f"waiting: {e.detail}":
+                    reasons[job.id] = f"waiting: {e.detail}"
                 continue
             held.extend(held_mounts([job]))
             admitted.append(adm)
@@ -244,7 +251,7 @@ class JobRunner:
                 continue  # killed or paused while we decided
             j.placement = placement_json(adm.placement)
             record(s, j, st.SCHEDULING, "admitted: starting on " + ", ".join(sorted({a.node for a in adm.placement})))
-        # one read of the current reasons, then writes only where a reason changed (most cycles: none)
+        # `reasons` differ from what _decide read; re-read them under the write lock (a kill may have raced)
         changed = []
         for chunk in _chunks(list(reasons), 500):
             for job_id, status, reason in s.execute(select(m.Job.id, m.Job.status, m.Job.reason)

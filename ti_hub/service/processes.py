@@ -64,3 +64,29 @@ def stop_followers(pids: list[int], grace: float = 5.0) -> None:
             os.waitpid(pid, 0)
         except (ProcessLookupError, ChildProcessError):
             pass
+
+
+def hold_instance_lock(path, log, wait: float = 15.0) -> int:
+    """One ti service per database: two would admit the same queue twice.
+
+    The lock is held (an flock, released by the kernel when the process dies) for the process's life; a
+    service restarted by the hub waits here until its predecessor is gone. The fd is close-on-exec so
+    that job supervisors, which outlive the service, never hold it."""
+    import fcntl
+
+    fd = os.open(str(path), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    deadline = time.monotonic() + wait
+    waited = False
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                raise SystemExit(f"another ti service is running on this database (it holds {path}); "
+                                 "stop it first") from None
+            if not waited:
+                log.info("waiting for the previous ti service to exit (%s)", path)
+                waited = True
+            time.sleep(0.1)
