@@ -47,12 +47,3 @@ class WriteLock:
         finally:
             self._mutex.release()
 
-
-class NoLock:
-    """For databases that lock rows themselves."""
-
-    def __enter__(self) -> NoLock:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        return None

@@ -86,6 +86,13 @@ class Capacity:
                 self.by_pool_type[(fn.pool, dtype)].append(fn)
             self._reindex(fn)
         self.failed: set[tuple] = set()
+        # (pool, device type or "" for CPU-only) -> (devices, cores, memory) of each empty node: ever_fits
+        self.shapes: dict[tuple[str, str], list[tuple[int, float, int]]] = defaultdict(list)
+        for n in self.total:
+            if n.schedulable:
+                self.shapes[(n.pool, "")].append((0, n.cpu, n.memory_mib))
+                for dtype, devs in n.devices.items():
+                    self.shapes[(n.pool, dtype)].append((len(devs), n.cpu, n.memory_mib))
 
     def _move(self, buckets: dict[int, dict[str, FreeNode]], fn: FreeNode, tag: str | None, k: int) -> None:
         old = self._at.get((fn.name, tag))
@@ -112,8 +119,9 @@ class Capacity:
             self.failed.add(shape)
         return got
 
-    def fits_now(self, req: Request, free: dict[str, FreeNode]) -> bool:
-        return self._place(req, free, commit=False) is not None
+    def place_on(self, req: Request, trial: dict[str, FreeNode]) -> tuple[Allocation, ...] | None:
+        """Where ``req`` would go on scratch capacity (see ``trial_give``); nothing is taken."""
+        return self._place(req, trial, commit=False)
 
     def _best_indexed(self, req: Request, inst: Instance, overlay: dict[str, FreeNode]) -> FreeNode | None:
         """Smallest bucket first; nodes changed by this gang (overlay) are judged by their new state."""
@@ -196,12 +204,5 @@ class Capacity:
     def ever_fits(self, req: Request) -> bool:
         """Could an empty node of the pool hold one instance? (Else the job can never run: say so.)"""
         per = req.instances[0]
-        if not hasattr(self, "_largest"):
-            self._largest: dict[tuple[str, str], list[tuple[int, float, int]]] = defaultdict(list)
-            for n in self.total:
-                if n.schedulable:
-                    self._largest[(n.pool, "")].append((0, n.cpu, n.memory_mib))
-                    for dtype, devs in n.devices.items():
-                        self._largest[(n.pool, dtype)].append((len(devs), n.cpu, n.memory_mib))
-        shapes = self._largest.get((req.pool, req.device_type if per.devices else ""), [])
+        shapes = self.shapes.get((req.pool, req.device_type if per.devices else ""), [])
         return any(d >= per.devices and c + 1e-9 >= per.cpu and m >= per.memory_mib for d, c, m in shapes)

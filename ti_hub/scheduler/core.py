@@ -31,10 +31,13 @@ __all__ = ["Admit", "Allocation", "CycleResult", "FreeNode", "Instance", "Pendin
 QuotaKey = tuple[str, str, str]  # (user, kind, device type)
 
 
-def order_key(r: Request, scores: Scores | None = None) -> tuple:
-    pin = -r.pinned_at if r.pinned_at is not None else float("inf")
-    score = scores.of(r.owner, r.device_type) if scores is not None else 0.0
-    return (pin, -r.priority, score, r.user_rank, r.order, r.job_id)
+_LAST = float("inf")
+
+
+def order_key(r: Request, scores: dict | None = None) -> tuple:
+    """Q2. ``scores``: Scores.values, (user, device type) -> score."""
+    return (-r.pinned_at if r.pinned_at is not None else _LAST, -r.priority,
+            scores.get((r.owner, r.device_type), 0.0) if scores else 0.0, r.user_rank, r.order, r.job_id)
 
 
 def demand(r: Request) -> Usage:
@@ -103,7 +106,7 @@ class _Cycle:
             freed += sum(len(a.devices) for a in v.placement) if need else 0
             if freed < need:
                 continue  # not enough devices yet: no placement can succeed
-            placement = self.cap._place(r, trial, commit=False)
+            placement = self.cap.place_on(r, trial)
             if placement is not None:
                 return chosen, placement
         self.no_preempt.add(shape)  # until capacity is freed, the same shape cannot preempt its way in
@@ -139,7 +142,7 @@ class _Cycle:
         trial: dict = {}
         for v in ends:
             self.cap.trial_give(trial, v.placement)
-            if self.cap.fits_now(head, trial):
+            if self.cap.place_on(head, trial) is not None:
                 return max(self.now, v.ends_at or self.now)
         return None
 
@@ -221,15 +224,9 @@ def cycle(nodes: Sequence[NodeCapacity], held: Iterable[Allocation], requests: I
         queues: dict[tuple[str, str, str], list[Request]] = defaultdict(list)
         for r in requests:
             queues[r.queue].append(r)
-        values = scores.values if scores is not None else {}
-        inf = float("inf")
-
-        def key_of(r: Request) -> tuple:  # order_key, inlined: it runs once per pending job
-            return (-r.pinned_at if r.pinned_at is not None else inf, -r.priority,
-                    values.get((r.owner, r.device_type), 0.0), r.user_rank, r.order, r.job_id)
-
+        values = scores.values if scores is not None else None
         for key in sorted(queues):
-            c.run_queue(key, sorted(queues[key], key=key_of))
+            c.run_queue(key, sorted(queues[key], key=lambda r: order_key(r, values)))
         return c.result
     finally:
         if was_enabled:

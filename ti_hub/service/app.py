@@ -7,6 +7,7 @@ file as the hub, so one file configures everything.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
 import os
@@ -29,7 +30,7 @@ from .. import __version__
 from ..backends.base import ExecutionBackend
 from ..db import models as m
 from ..db.session import make_engine, make_sessionmaker, sqlite_url, upgrade
-from ..db.writelock import NoLock, WriteLock
+from ..db.writelock import WriteLock
 from ..ops.rendercache import RenderCache
 from ..ops.settings import OpsSettings
 from ..secretfile import read_or_create
@@ -168,9 +169,11 @@ class TiService(Application):
         path = self.engine.url.database if self.engine.dialect.name == "sqlite" else None
         return Path(f"{path}.{what}") if path and path != ":memory:" else Path(self.data_dir) / f"ti.{what}"
 
-    def _write_lock(self) -> WriteLock | NoLock:
-        """SQLite: every process writing this database queues on one lock file."""
-        return WriteLock(self._lock_path("write-lock")) if self.engine.dialect.name == "sqlite" else NoLock()
+    def _write_lock(self) -> WriteLock | contextlib.nullcontext:
+        """SQLite: every process writing this database queues on one lock file (PostgreSQL locks rows)."""
+        if self.engine.dialect.name == "sqlite":
+            return WriteLock(self._lock_path("write-lock"))
+        return contextlib.nullcontext()
 
     def _secret(self) -> bytes:
         return read_or_create(self.secret_file or Path(self.data_dir) / "ti_secret", Fernet.generate_key)
