@@ -1,4 +1,5 @@
-"""More than one API process: forked followers share the listening socket; the leader alone schedules.
+"""More than one API process: forked API processes ("followers") each listen on a socket of their own
+(SO_REUSEPORT) and serve the API; the leader schedules and supervises jobs and serves no HTTP.
 
 One Python process is bound by one core (docs/benchmarks.md). Followers serve the same API from the same
 database; they tell the leader about submissions through a pipe so that admission still happens at once.
