@@ -83,16 +83,25 @@ def stop_hub(proc: subprocess.Popen) -> None:
                 pass
 
 
-@pytest.fixture(scope="session")
-def hub(tmp_path_factory):
-    data = tmp_path_factory.mktemp("tihub") / "data"
+def own_hub(tmp_path_factory, name: str, config_lines: str = ""):
+    """A hub of its own (a generator for fixtures), with lines added to the packaged config if given."""
+    data = tmp_path_factory.mktemp(name) / "data"
     data.mkdir()
-    proc, hub, _ports = start_hub(data)
+    config = None
+    if config_lines:
+        config = data.parent / "jupyterhub_config.py"
+        config.write_text("from ti_hub.hub_config import configure\nconfigure(c)\n" + config_lines)
+    proc, hub, _ports = start_hub(data, config=str(config) if config else None)
     hub.data_dir = data
     hub.admin = hub.login(ADMIN, ADMIN_PASSWORD)
     yield hub
     stop_hub(proc)
     shutil.rmtree(data, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def hub(tmp_path_factory):
+    yield from own_hub(tmp_path_factory, "tihub")
 
 
 _counter = iter(range(1, 10_000))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..domain.errors import ValidationError
-from ..ops import jobs
+from ..ops import jobs, queue
 from .base import APIHandler
 
 
@@ -22,6 +22,9 @@ class JobHandler(APIHandler):
         self.send(await self.op(jobs.show, self.actor, ref))
 
 
+ACTIONS = ("kill", "pause", "resume", "clone", "pin", "unpin", "priority", "move", "cancel")
+
+
 class JobActionHandler(APIHandler):
     async def post(self, ref: str, action: str):
         actor = self.actor
@@ -31,12 +34,20 @@ class JobActionHandler(APIHandler):
             out = await self.op(jobs.pause, actor, ref)
         elif action == "resume":
             out = await self.op(jobs.resume, actor, ref, self.ti.ops_settings)
+        elif action in ("pin", "unpin"):
+            out = await self.op(queue.pin, actor, ref, action == "pin")
+        elif action == "priority":
+            out = await self.op(queue.set_priority, actor, ref, self.body())
+        elif action == "move":
+            out = await self.op(queue.move, actor, ref, self.body())
+        elif action == "cancel":
+            out = await self.op(queue.cancel, actor, ref)
         elif action == "clone":
             out = await self.op(jobs.clone, actor, ref, self.body(), self.ti.ops_settings)
             self.ti.poke()
             return self.send(out, 201)
         else:
-            raise ValidationError(f"unknown action {action!r}; one of: kill, pause, resume, clone", field="action")
+            raise ValidationError(f"unknown action {action!r}; one of: {', '.join(ACTIONS)}", field="action")
         self.ti.poke()
         self.send(out)
 
@@ -71,4 +82,16 @@ class JobLogsHandler(APIHandler):
 
 class QueueHandler(APIHandler):
     async def get(self):
-        self.send(await self.op(jobs.queue_view, self.actor, self.args()))
+        self.send(await self.op(queue.queue_view, self.actor, self.args()))
+
+
+class ScoresHandler(APIHandler):
+    async def get(self):
+        from ..service.scoring import list_scores
+
+        self.send(await self.op(list_scores, self.actor, self.args(), self.ti.usage_settling_time))
+
+
+class PanelHandler(APIHandler):
+    async def get(self):
+        self.send(await self.op(queue.panel, self.actor, self.ti.ops_settings.nodes))

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from .. import __version__
-from . import account, images, jobs, misc, storage
+from . import account, images, jobs, misc, queue, storage
 from .client import ApiError, TiConnectionError
 from .common import Formatter, add_global_options, wrap
 from .config import Aborted, NotLoggedIn, UsageError
@@ -50,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     root = parser.add_subparsers(title="commands", metavar="COMMAND")
     jobs.register(root)
     misc.register(root)
+    queue.register(root)
     storage.register(root)
     images.register(root)
     account.register(root)

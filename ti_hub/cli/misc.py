@@ -67,8 +67,13 @@ def _position(r: Mapping[str, Any]) -> str:
     return cell(pick(r, "position", "queue_position"))
 
 
+def _estimate(r: Mapping[str, Any]) -> str:
+    q = r.get("queue")
+    return cell(q.get("estimated_start")) if isinstance(q, Mapping) and q.get("estimated_start") else "?"
+
+
 QUEUE_COLUMNS = [("QUEUE", _queue_name), ("POS", _position), ("ID", "id"), ("NAME", "name"), ("OWNER", "owner"),
-                 ("KIND", "kind"), ("PLAN", plan_of), ("QUEUED", "queued_at"), ("REASON", "reason")]
+                 ("PRIO", "priority"), ("PLAN", plan_of), ("EST. START", _estimate), ("REASON", "reason")]
 
 
 def cmd_queue(args: argparse.Namespace) -> int:
@@ -198,10 +203,6 @@ def cmd_template_delete(args: argparse.Namespace) -> int:
 
 
 def register(root: Any) -> None:
-    p = command(root, "queue", cmd_queue, "queued jobs and their positions",
-                examples("ti queue", "ti queue --all", "ti queue --json"))
-    p.add_argument("--all", action="store_true", help="everyone's queued jobs (needs jobs:view-all)")
-    add_json(p)
     p = command(root, "quota", cmd_quota, "my compute and storage quota, with usage", examples("ti quota"))
     add_json(p)
 

@@ -224,6 +224,16 @@ class Job(Base):
     spec: Mapped[dict[str, Any]]  # the validated submission (env, volumes, ports, endpoints, ...)
     preemptible: Mapped[bool] = mapped_column(Boolean, default=False)
     priority: Mapped[int] = mapped_column(Integer, default=100)
+    # Q2: an admin pin (a later pin goes first); the owner's own order (None: creation order, the id)
+    pinned_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    queue_order: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    estimated_duration: Mapped[int | None] = mapped_column(Integer, nullable=True)  # declared, seconds
+    # Q6, written by the scheduler when they change: where a queued job stands and when it may start
+    queue_position: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    estimated_start: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    wait_alerted: Mapped[bool] = mapped_column(Boolean, default=False)
+    # JOB8: the job that preempts this one (set while it is being stopped, then it goes back to its queue)
+    preempted_by: Mapped[int | None] = mapped_column(Integer, nullable=True)
     placement: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     backend_state: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
@@ -235,6 +245,17 @@ class Job(Base):
     @property
     def instances(self) -> int:
         return self.workers + self.ps
+
+
+class UsageScore(Base):
+    """Q3: a user's decayed usage of one device type, as of ``updated_at`` (saved by the scheduler)."""
+
+    __tablename__ = "ti_usage_scores"
+    user: Mapped[str] = mapped_column(String(255), primary_key=True)
+    device_type: Mapped[str] = mapped_column(String(63), primary_key=True)
+    score: Mapped[float] = mapped_column(Float)
+    held: Mapped[float] = mapped_column(Float, default=0.0)  # g when saved: weighted devices held
+    updated_at: Mapped[dt.datetime]
 
 
 class JobEvent(Base):

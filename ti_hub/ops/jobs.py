@@ -15,7 +15,7 @@ from ..domain import validation as v
 from ..domain.actor import Actor
 from ..domain.errors import Conflict, Forbidden, NotFound
 from . import jobspec, quotas
-from .common import iso, lock_user, page, utcnow
+from .common import iso, lock_user, utcnow
 from .rendercache import RenderCache
 from .settings import OpsSettings
 
@@ -35,11 +35,12 @@ PLAIN = ("id", "name", "display_name", "owner", "kind", "strategy", "status", "r
 SPEC_FIELDS = (("env", dict), ("volumes", list), ("ports", list), ("endpoints", list),
                ("estimated_duration", lambda: None), ("warnings", list))
 TIMES = ("created_at", "queued_at", "started_at", "finished_at")
+QUEUE = ("queue_position", "estimated_start", "pinned_at")
 
 
 def render(j: m.Job | Any, queue: dict[str, Any] | None = None) -> dict[str, Any]:
     """A job as the API shows it; ``j`` is a Job or a row of LIST_COLUMNS (lists render thousands)."""
-    d = j._mapping if hasattr(j, "_mapping") else {k: getattr(j, k) for k in (*PLAIN, *TIMES, "spec")}
+    d = j._mapping if hasattr(j, "_mapping") else {k: getattr(j, k) for k in (*PLAIN, *TIMES, *QUEUE, "spec")}
     out = {k: d[k] for k in PLAIN}
     out["instances"] = d["workers"] + d["ps"]
     spec = d["spec"]
@@ -47,6 +48,10 @@ def render(j: m.Job | Any, queue: dict[str, Any] | None = None) -> dict[str, Any
         out[key] = spec.get(key) if key in spec else empty()
     for key in TIMES:
         out[key] = iso(d[key])
+    if queue is None and d["status"] == st.QUEUED and d["queue_position"] is not None:
+        queue = {"queue": f"{d['pool']}/{d['device_type']}/{d['kind']}", "position": d["queue_position"],
+                 "ahead": d["queue_position"] - 1, "estimated_start": iso(d["estimated_start"]),
+                 "pinned": d["pinned_at"] is not None}
     if queue is not None:
         out["queue"] = queue
     return out
@@ -82,14 +87,30 @@ def find(session: Session, actor: Actor, ref: Any, manage: bool = False) -> m.Jo
 
 
 def queue_position(session: Session, job: m.Job) -> dict[str, Any] | None:
-    """Q6 (first cut): position inside the job's queue (pool x device type x kind) and who is ahead."""
+    """Q6: where a queued job stands, as the scheduler last wrote it; a job it has not seen yet gets a
+    provisional count (priority, then creation) until the next cycle."""
     if job.status != st.QUEUED:
         return None
+    out: dict[str, Any] = {"queue": f"{job.pool}/{job.device_type}/{job.kind}",
+                           "estimated_start": iso(job.estimated_start), "pinned": job.pinned_at is not None}
+    if job.queue_position is not None:
+        return {**out, "position": job.queue_position, "ahead": job.queue_position - 1}
     same = and_(m.Job.status == st.QUEUED, m.Job.pool == job.pool, m.Job.device_type == job.device_type,
                 m.Job.kind == job.kind)
     ahead_cond = or_(m.Job.priority > job.priority, and_(m.Job.priority == job.priority, m.Job.id < job.id))
     ahead = session.scalar(select(func.count()).where(same, ahead_cond)) or 0
-    return {"queue": f"{job.pool}/{job.device_type}/{job.kind}", "position": ahead + 1, "ahead": ahead}
+    return {**out, "position": ahead + 1, "ahead": ahead, "provisional": True}
+
+
+def jobs_ahead(session: Session, job: m.Job, n: int = 10) -> list[dict[str, Any]]:
+    """The ``n`` jobs right ahead of a queued one (Q6), nearest last."""
+    if job.status != st.QUEUED or not job.queue_position:
+        return []
+    rows = session.execute(select(m.Job.id, m.Job.name, m.Job.owner, m.Job.queue_position).where(
+        m.Job.status == st.QUEUED, m.Job.pool == job.pool, m.Job.device_type == job.device_type,
+        m.Job.kind == job.kind, m.Job.queue_position < job.queue_position)
+        .order_by(m.Job.queue_position.desc()).limit(n)).all()
+    return [{"id": r.id, "name": r.name, "owner": r.owner, "position": r.queue_position} for r in reversed(rows)]
 
 
 def submit(session: Session, actor: Actor, data: dict[str, Any], settings: OpsSettings) -> dict[str, Any]:
@@ -112,7 +133,7 @@ def _insert(session: Session, owner: str, fields: dict[str, Any], settings: OpsS
     )
     # born queued, its history written in one statement (as record() would: created, then queued)
     job = m.Job(owner=owner, status=st.QUEUED, reason="waiting for the scheduler", created_at=now, queued_at=now,
-                **fields)
+                estimated_duration=fields["spec"].get("estimated_duration"), **fields)
     session.add(job)
     session.flush()
     session.connection().execute(insert(m.JobEvent), [
@@ -180,6 +201,8 @@ def _list_conditions(actor: Actor, args: dict[str, str]) -> list[Any]:
 def show(session: Session, actor: Actor, ref: Any) -> dict[str, Any]:
     job = find(session, actor, ref)
     out = render(job, queue_position(session, job))
+    if out.get("queue"):
+        out["queue"]["jobs_ahead"] = jobs_ahead(session, job)
     out["events"] = [{"at": iso(e.at), "status": e.status, "message": e.message} for e in session.scalars(
         select(m.JobEvent).where(m.JobEvent.job_id == job.id).order_by(m.JobEvent.id).limit(200))]
     return out
@@ -273,14 +296,3 @@ def _free_name(session: Session, owner: str, base: str) -> str:
         if not jobspec.name_taken(session, owner, cand):
             return cand
     raise Conflict("no free name for the clone; give one", field="name")
-
-
-def queue_view(session: Session, actor: Actor, args: dict[str, str]) -> dict[str, Any]:
-    """Q6/Q7 first cut: every queued job with its position; others' jobs only with view-all."""
-    v.check_fields(args, ("all", "limit", "offset"))
-    limit, offset = v.pagination(args, 200, 1000)
-    stmt = select(m.Job).where(m.Job.status == st.QUEUED)
-    if not (actor.can(S.VIEW_ALL_JOBS) or actor.can(S.MANAGE_ALL_JOBS)) or args.get("all") not in ("1", "true"):
-        stmt = stmt.where(m.Job.owner == actor.name)
-    stmt = stmt.order_by(m.Job.pool, m.Job.device_type, m.Job.kind, m.Job.priority.desc(), m.Job.id)
-    return page(session, stmt, limit, offset, lambda j: render(j, queue_position(session, j)))

@@ -23,7 +23,7 @@ from cryptography.fernet import Fernet
 from tornado import web
 from tornado.httpserver import HTTPServer
 from tornado.netutil import bind_sockets
-from traitlets import Dict, Float, Instance, Integer, List, TraitError, Type, Unicode, default, validate
+from traitlets import Bool, Dict, Float, Instance, Integer, List, TraitError, Type, Unicode, default, validate
 from traitlets.config import Application
 
 from .. import __version__
@@ -110,6 +110,33 @@ class TiService(Application):
         30.0, config=True,
         help="Admission runs when something changed (a submission, a kill, a job ending, a capacity change) "
              "and at least this often in any case, in seconds.")
+    scheduler_backfill = Bool(
+        False, config=True,
+        help="Q1 backfill: a job behind a blocked queue head may start if its declared duration "
+             "(estimated_duration) ends before the head's reserved start. Off by default: it trades strict "
+             "order for utilization, and `ti-hub simulate` measures that trade on a trace first.")
+    usage_settling_time = Float(
+        6 * 3600.0, config=True,
+        help="Q3 settling time T of the usage scores, in seconds: after a change in what a user holds, the "
+             "score has moved 63% of the way after T, 86% after 2T, 98% after 4T. Default 6 hours: a day of "
+             "heavy use fades within about a day.")
+    usage_sample_interval = Float(
+        15.0, config=True,
+        help="Q3 sampling period (the longest dt between two score updates), in seconds. Scores are also "
+             "updated at every scheduling decision, when what users hold changes, so they are exact whatever "
+             "this is; it sets how fresh the saved scores that the API shows and restarts catch up from are.")
+    usage_device_weights = Dict(
+        {}, config=True,
+        help="Q3 weight per device type in the usage scores, e.g. {'A100': 2.0, 'T4': 0.5}: an A100-hour "
+             "then counts as much as four T4-hours. Missing types weigh 1.")
+    history_refresh_interval = Float(
+        300.0, config=True,
+        help="Q6 how often, in seconds, the owners' typical run times (medians of their completed jobs) are "
+             "re-read for start estimates of jobs without a declared duration.")
+    wait_alert_grace = Float(
+        60.0, config=True,
+        help="MON3/Q6 a queued job whose wait passes its shown estimated start by this many seconds gets an "
+             "alert in its history (once).")
     config_file = Unicode("", config=True, help="Config file (the hub's jupyterhub_config.py) to load.")
     backend_class = Type(
         "ti_hub.backends.local.LocalBackend", klass=ExecutionBackend, config=True,
@@ -228,6 +255,19 @@ class TiService(Application):
     def _check_share(self, proposal):
         if not 0 < proposal["value"] <= 1:
             raise TraitError("TiService.scheduler_max_share must be above 0 and at most 1")
+        return proposal["value"]
+
+    @validate("usage_settling_time", "usage_sample_interval")
+    def _check_positive(self, proposal):
+        if not proposal["value"] > 0:
+            raise TraitError(f"TiService.{proposal['trait'].name} must be above 0 seconds")
+        return proposal["value"]
+
+    @validate("usage_device_weights")
+    def _check_weights(self, proposal):
+        for dtype, w in proposal["value"].items():
+            if not isinstance(w, (int, float)) or not w > 0:
+                raise TraitError(f"TiService.usage_device_weights[{dtype!r}] must be a number above 0")
         return proposal["value"]
 
     @default("log_level")

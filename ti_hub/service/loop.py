@@ -8,64 +8,24 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ..backends.base import InstanceSpec, LaunchSpec, Mount, NodeCapacity
 from ..db import models as m
 from ..domain import states as st
-from ..domain.errors import Conflict
-from ..domain.mounts import HeldMount, MountRequest, check_conflicts
-from ..ops.jobs import LIST_COLUMNS, record
+from ..ops.jobs import record
 from ..scheduler import core
+from ..scheduler.estimate import typical_durations
+from . import queueing
+from .scoring import ScoreKeeper
 
 if TYPE_CHECKING:
     from .app import TiService
-
-
-# what admission reads: only the columns the cycle needs (queues can hold thousands of jobs)
-QUEUE_COLUMNS = (m.Job.id, m.Job.owner, m.Job.kind, m.Job.pool, m.Job.device_type, m.Job.devices_per_instance,
-                 m.Job.cpu_per_instance, m.Job.memory_mib_per_instance, m.Job.workers, m.Job.ps, m.Job.priority,
-                 m.Job.reason)
-HELD_COLUMNS = (m.Job.id, m.Job.owner, m.Job.name, m.Job.kind, m.Job.device_type, m.Job.placement, m.Job.spec)
-
-
-def requests_of(jobs: Sequence[m.Job]) -> list[core.Request]:
-    return [core.Request(j.id, j.owner, j.kind, j.pool, j.device_type,
-                         tuple(core.Instance(j.devices_per_instance, j.cpu_per_instance, j.memory_mib_per_instance)
-                               for _ in range(j.workers + j.ps)), j.priority, j.id) for j in jobs]
-
-
-def allocations_of(jobs: Sequence[m.Job]) -> list[core.Allocation]:
-    out = []
-    for j in jobs:
-        for a in (j.placement or {}).get("instances", []):
-            out.append(core.Allocation(a["node"], j.device_type, tuple(a["devices"]), a["cpu"], a["memory_mib"]))
-    return out
-
-
-def placement_json(p: Sequence[core.Allocation]) -> dict[str, Any]:
-    return {"instances": [{"node": a.node, "devices": list(a.devices), "cpu": a.cpu, "memory_mib": a.memory_mib}
-                          for a in p]}
-
-
-def held_mounts(jobs: Sequence[m.Job]) -> list[HeldMount]:
-    return [HeldMount(vol["volume_id"], vol["read_only"],
-                      f"{'workspace' if j.kind == 'workspace' else 'job'} {j.id} ({j.owner}/{j.name})")
-            for j in jobs for vol in j.spec.get("volumes", [])]
-
-
-def mount_requests(job: m.Job) -> list[MountRequest]:
-    return [MountRequest(vol["volume_id"], vol["volume"], vol["kind"], vol["read_only"])
-            for vol in job.spec.get("volumes", [])]
-
-
-def _chunks(items: list, n: int):
-    for i in range(0, len(items), n):
-        yield items[i:i + n]
 
 
 def free_ports(n: int) -> list[int]:
@@ -83,9 +43,14 @@ def free_ports(n: int) -> list[int]:
 
 
 class JobRunner:
-    def __init__(self, service: TiService):
+    def __init__(self, service: TiService, clock: Callable[[], float] = time.time):
         self.svc = service
         self.log = service.log
+        self.clock = clock  # wall clock (epoch seconds): scores, estimates and alerts use it
+        self.scores = ScoreKeeper(service.usage_settling_time, service.usage_device_weights)
+        self.typical: dict[tuple[str, ...], float] = {}
+        self.typical_at = float("-inf")
+        self.last_preempted: list[int] = []
         self.wake = asyncio.Event()
         self.cycles = 0
         # scheduling reads every queued and running job: do it only when something changed
@@ -135,6 +100,18 @@ class JobRunner:
         self.log.info("re-adopted %d running job(s); %d ended while the service was down",
                       sum(alive.values()), len(alive) - sum(alive.values()))
 
+        def load_scores(s: Session) -> str:
+            holdings = [(j.owner, j.device_type, j.devices_per_instance * (j.workers + j.ps),
+                         queueing.epoch(j.started_at))
+                        for j in s.execute(select(m.Job.owner, m.Job.device_type, m.Job.devices_per_instance,
+                                                  m.Job.workers, m.Job.ps, m.Job.started_at)
+                                           .where(m.Job.status.in_(st.HOLDING)))]
+            said = self.scores.load(s, holdings, self.clock())
+            self.scores.save(s, self.clock())
+            return said
+
+        self.log.info(await self.svc.db(load_scores, scheduler=True))
+
     async def step(self) -> None:
         self.cycles += 1
         nodes = await self.svc.backend.capacity()
@@ -149,11 +126,17 @@ class JobRunner:
         if self.dirty or now - self.last_schedule >= self.svc.scheduler_resync_interval:
             self.dirty, self.last_schedule = False, now
             await self.schedule(nodes)
+        elif self.clock() - (self.scores.last_saved or 0.0) >= self.svc.usage_sample_interval:
+            await self.svc.db(self._save_scores, self.clock(), scheduler=True)
+
+    def _save_scores(self, s: Session, now: float) -> None:
+        self.scores.advance(now)
+        self.scores.save(s, now)
 
     async def stop_requested(self) -> int:
         jobs = await self.svc.db(lambda s: s.execute(select(m.Job.id, m.Job.backend_state).where(
-            m.Job.kind != "workspace", m.Job.status.in_((st.KILLING, st.PAUSING)))).all(), readonly=True,
-            scheduler=True)
+            m.Job.kind != "workspace", (m.Job.status.in_((st.KILLING, st.PAUSING)) | m.Job.preempted_by.is_not(None))
+        )).all(), readonly=True, scheduler=True)
         for j in jobs:
             if j.backend_state:
                 await self.svc.backend.stop(j.id, j.backend_state)
@@ -164,7 +147,9 @@ class JobRunner:
     @staticmethod
     def _finish_stop(s: Session, job_id: int) -> None:
         j = s.get(m.Job, job_id)
-        if j.status == st.KILLING:
+        if j.preempted_by is not None and j.status in (st.RUNNING, st.SCHEDULING):
+            queueing.requeue_preempted(s, job_id)
+        elif j.status == st.KILLING:
             record(s, j, st.KILLED, j.reason.replace("kill requested", "killed") or "killed")
         elif j.status == st.PAUSING:
             j.placement = None
@@ -177,7 +162,8 @@ class JobRunner:
 
         jobs = await self.svc.db(lambda s: s.execute(
             select(m.Job.id, m.Job.strategy, m.Job.workers, m.Job.ps, m.Job.backend_state).where(
-                m.Job.kind != "workspace", m.Job.status == st.RUNNING, m.Job.backend_state.is_not(None))).all(),
+                m.Job.kind != "workspace", m.Job.status == st.RUNNING, m.Job.backend_state.is_not(None),
+                m.Job.preempted_by.is_(None))).all(),
             readonly=True, scheduler=True)
         ended = 0
         for j in jobs:
@@ -204,62 +190,41 @@ class JobRunner:
         j.exit_code = code
         record(s, j, status, reason)
 
-    def _decide(self, s: Session, nodes: list[NodeCapacity]):
-        """Read what scheduling needs and run the pure cycle, in the scheduler's thread."""
-        holding = s.execute(select(*HELD_COLUMNS).where(m.Job.status.in_(st.HOLDING))).all()
-        queued = s.execute(select(*QUEUE_COLUMNS).where(m.Job.status == st.QUEUED)).all()
-        if not queued:
-            return [], {}, {}
-        result = core.cycle(nodes, allocations_of(holding), requests_of(queued))
-        shown = {j.id: j.reason for j in queued}
-        # only reasons that changed are written (most cycles: none, and then no write transaction at all)
-        reasons = {p.job_id: p.reason for p in result.pending if shown[p.job_id] != p.reason}
-        ids = [a.job_id for a in result.admitted]
-        full = {r.id: r for r in s.execute(select(*LIST_COLUMNS).where(m.Job.id.in_(ids)))} if ids else {}
-        held = held_mounts(holding)
-        admitted = []
-        for adm in result.admitted:
-            job = full[adm.job_id]
-            try:
-                check_conflicts(mount_requests(job), held)
-            except Conflict as e:
-                if shown[job.id] != f"waiting: {e.detail}":
-                    reasons[job.id] = f"waiting: {e.detail}"
-                continue
-            held.extend(held_mounts([job]))
-            admitted.append(adm)
-        return admitted, reasons, full
-
     async def schedule(self, nodes: list[NodeCapacity]) -> None:
-        admitted, reasons, full = await self.svc.db(self._decide, nodes, readonly=True, scheduler=True)
-        if not admitted and not reasons:
+        now = self.clock()
+        if now - self.typical_at >= self.svc.history_refresh_interval:
+            owners = await self.svc.db(lambda s: set(s.scalars(select(m.Job.owner).distinct().where(
+                m.Job.status == st.QUEUED)).all()), readonly=True, scheduler=True)
+            hist = await self.svc.db(queueing.history, owners, readonly=True, scheduler=True)
+            self.typical, self.typical_at = typical_durations(hist), now
+        scores = self.scores.advance(now)
+        inp = queueing.Inputs(nodes, scores, self.typical, self.svc.compute_quota_defaults, now,
+                              self.svc.scheduler_backfill, self.svc.wait_alert_grace)
+        dec = await self.svc.db(queueing.decide, inp, readonly=True, scheduler=True)
+        # from now on the scores advance with what is held after this decision
+        admitted_holdings = [(dec.full[a.job_id].owner, dec.full[a.job_id].device_type,
+                              sum(len(x.devices) for x in a.placement), now) for a in dec.admitted]
+        self.scores.g = self.scores.g_of(dec.holdings + admitted_holdings)
+        # (preempted victims leave g at the next decision, once they are stopped)
+        save = now - (self.scores.last_saved or 0.0) >= self.svc.usage_sample_interval
+        if dec.empty and not save:
             return
-        await self.svc.db(self._record_decisions, admitted, reasons, scheduler=True)
-        for adm in admitted:
-            job = full[adm.job_id]
+        await self.svc.db(self._apply, dec, save, now, scheduler=True)
+        if dec.preempt:
+            self.log.info("preempting job(s) %s", ", ".join(f"{v} for {j}" for v, j in dec.preempt.items()))
+            # victims release their devices before anything launches on them
+            await self.stop_requested()
+            self.dirty = True
+        for adm in dec.admitted:
+            job = dec.full[adm.job_id]
             if job.kind == "workspace":
                 continue  # the hub's spawner launches it once it sees the placement
             await self.launch(job, adm.placement)
 
-    @staticmethod
-    def _record_decisions(s: Session, admitted: list[core.Admit], reasons: dict[int, str]) -> None:
-        ids = [a.job_id for a in admitted]
-        jobs = {j.id: j for j in s.scalars(select(m.Job).where(m.Job.id.in_(ids)))} if ids else {}
-        for adm in admitted:
-            j = jobs[adm.job_id]
-            if j.status != st.QUEUED:
-                continue  # killed or paused while we decided
-            j.placement = placement_json(adm.placement)
-            record(s, j, st.SCHEDULING, "admitted: starting on " + ", ".join(sorted({a.node for a in adm.placement})))
-        # `reasons` differ from what _decide read; re-read them under the write lock (a kill may have raced)
-        changed = []
-        for chunk in _chunks(list(reasons), 500):
-            for job_id, status, reason in s.execute(select(m.Job.id, m.Job.status, m.Job.reason)
-                                                    .where(m.Job.id.in_(chunk))):
-                if status == st.QUEUED and reason != reasons[job_id]:
-                    changed.append({"id": job_id, "reason": reasons[job_id]})
-        if changed:
-            s.execute(update(m.Job), changed)
+    def _apply(self, s: Session, dec: queueing.Decisions, save: bool, now: float) -> None:
+        queueing.apply(s, dec)
+        if save:
+            self.scores.save(s, now)
 
     def launch_spec(self, job: m.Job, placement: Sequence[core.Allocation]) -> LaunchSpec:
         from ..backends.envs import instance_envs

@@ -27,8 +27,13 @@ ROUTES: list[tuple[str, type, dict[str, str]]] = [
                                  "post": "Submit a training job"}),
     (f"/jobs/{ID}", jobs.JobHandler, {"get": "A job's detail, queue position and history"}),
     (f"/jobs/{ID}/logs", jobs.JobLogsHandler, {"get": "Log text of one instance (?instance=&offset=&tail=)"}),
-    (f"/jobs/{ID}/(kill|pause|resume|clone)", jobs.JobActionHandler, {"post": "Kill, pause, resume or clone"}),
-    ("/queue", jobs.QueueHandler, {"get": "Queued jobs with their positions"}),
+    (f"/jobs/{ID}/(kill|pause|resume|clone|pin|unpin|priority|move|cancel)", jobs.JobActionHandler,
+     {"post": "Kill, pause, resume or clone; pin, unpin, priority {priority} (admins); move {to|before|after} "
+              "(owners); cancel (queued)"}),
+    ("/queue", jobs.QueueHandler, {"get": "Queued jobs in queue order: position, reason, estimated start "
+                                          "(?all=1&queue=POOL/TYPE/KIND)"}),
+    ("/queue/scores", jobs.ScoresHandler, {"get": "Usage scores (mine; ?all=1 or ?user= with view-all)"}),
+    ("/queue/panel", jobs.PanelHandler, {"get": "Resource panel: mine per kind and type; cluster per type"}),
     ("/volumes", resources.VolumesHandler, {"get": "My volumes and those shared with me", "post": "Create"}),
     (f"/volumes/{ID}", resources.VolumeHandler, {"get": "Detail with usage and holders",
                                                  "patch": "Expand (capacity_gib) or describe", "delete": "Delete"}),
@@ -63,7 +68,7 @@ def openapi(prefix: str) -> dict[str, Any]:
         while ID in oa_path:
             n += 1
             oa_path = oa_path.replace(ID, "{id}" if n == 1 else f"{{id{n}}}", 1)
-        oa_path = oa_path.replace("(kill|pause|resume|clone)", "{action}")
+        oa_path = oa_path.replace("(kill|pause|resume|clone|pin|unpin|priority|move|cancel)", "{action}")
         params = [{"name": p.strip("{}"), "in": "path", "required": True, "schema": {"type": "string"}}
                   for p in oa_path.split("/") if p.startswith("{")]
         ops = {}

@@ -1,0 +1,213 @@
+"""Q2-Q8, JOB8 on the embedded platform: a dedicated hub with 2 demo GPUs, so that the queue is real."""
+
+from __future__ import annotations
+
+import datetime as dt
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import own_hub
+
+pytestmark = pytest.mark.e2e
+
+GPUS = 2
+
+
+@pytest.fixture(scope="module")
+def qhub(tmp_path_factory):
+    yield from own_hub(tmp_path_factory, "qhub", f"c.LocalBackend.devices = {{'demo-gpu': {GPUS}}}\n"
+                       "c.TiService.scheduler_interval = 0.3\n"
+                       "c.TiService.wait_alert_grace = 1.0\n"
+                       "c.TiService.usage_sample_interval = 0.5\n")
+
+
+_n = iter(range(1, 1000))
+
+
+def user(hub, prefix: str):
+    name = f"{prefix}{next(_n):02d}"
+    password = f"pw-{name}-long-enough"
+    hub.signup(name, password)
+    hub.admin.authorize(name)
+    return hub.login(name, password)
+
+
+def gpu_job(name: str, command: str = "sleep 60", **kw) -> dict:
+    return {"name": name, "plan": "demo-gpu-1", "image": "python-cpu", "command": command, **kw}
+
+
+def wait(pred, timeout: float = 60, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = pred()
+        if got:
+            return got
+        time.sleep(0.2)
+    raise TimeoutError(f"timed out waiting for {what}")
+
+
+def kill_all(u, ids):
+    for i in ids:
+        u.api("POST", f"/jobs/{i}/kill")
+    for i in ids:
+        u.wait_job(i, states=("killed", "completed", "failed", "error"))
+
+
+def positions(u, ids):
+    """Positions as the scheduler wrote them (None while provisional)."""
+    q = {j["id"]: j["queue"] or {} for j in u.ok("GET", "/queue?all=1")["items"]}
+    return {i: None if q[i].get("provisional") else q[i].get("position") for i in ids if i in q}
+
+
+def test_queue_management_validates_and_reorders(qhub):
+    admin, alice, bob = qhub.admin, user(qhub, "qa"), user(qhub, "qb")
+    blockers = [alice.ok("POST", "/jobs", json=gpu_job(f"block{i}"))["id"] for i in range(GPUS)]
+    wait(lambda: all(alice.ok("GET", f"/jobs/{b}")["status"] == "running" for b in blockers), what="blockers run")
+    a1, a2, a3 = (alice.ok("POST", "/jobs", json=gpu_job(f"wait{i}"))["id"] for i in range(3))
+    b1 = bob.ok("POST", "/jobs", json=gpu_job("bob-wait"))["id"]
+    ids = [a1, a2, a3, b1]
+    try:
+        # the scheduler writes positions, reasons and estimated starts
+        wait(lambda: all(p is not None for p in positions(alice, ids).values()) and len(positions(alice, ids)) == 4,
+             what="positions")
+        # bob holds nothing, alice holds both GPUs: bob's lower usage score puts him first
+        head = bob.ok("GET", f"/jobs/{b1}")
+        assert head["queue"]["position"] == 1 and head["queue"]["queue"] == "default/demo-gpu/single", head
+        assert head["reason"].startswith("waiting for 1 x 1 x demo-gpu in pool default"), head["reason"]
+        second = alice.ok("GET", f"/jobs/{a1}")
+        assert second["queue"]["position"] == 2 and f"behind job {b1}" in second["reason"], second
+        assert head["queue"]["estimated_start"] is None  # sleep 60 has no declared duration, no history yet
+
+        # bad input: named field, nothing changed
+        for body, field in (({"priority": 0}, "priority"), ({"priority": 1001}, "priority"),
+                            ({"priority": "high"}, "priority"), ({}, "priority"), ({"priority": 5, "x": 1}, "x")):
+            r = admin.api("POST", f"/jobs/{a3}/priority", json=body)
+            assert r.status_code == 400 and r.json()["field"] == field, (body, r.text)
+        assert alice.api("POST", f"/jobs/{a3}/priority", json={"priority": 900}).status_code == 403
+        assert alice.api("POST", f"/jobs/{a3}/pin").status_code == 403
+        assert admin.api("POST", "/jobs/99999999/pin").status_code == 404
+        assert bob.api("POST", f"/jobs/{a2}/move", json={"to": "top"}).status_code == 403
+        assert alice.api("POST", f"/jobs/{a2}/move", json={"to": "middle"}).json()["field"] == "to"
+        assert alice.api("POST", f"/jobs/{a2}/move", json={"before": b1}).json()["field"] == "before"
+        assert alice.api("POST", f"/jobs/{a2}/move", json={"to": "top", "after": a1}).status_code == 400
+        r = admin.api("POST", f"/jobs/{blockers[0]}/pin")
+        assert r.status_code == 409 and "only queued" in r.json()["detail"]
+        assert alice.ok("GET", f"/jobs/{a3}")["priority"] == 100
+
+        # the owner's order: a3 to the top of alice's jobs -> it takes a1's slot, never bob's
+        alice.ok("POST", f"/jobs/{a3}/move", json={"to": "top"})
+        wait(lambda: positions(alice, ids) == {b1: 1, a3: 2, a1: 3, a2: 4}, what="a3 moved up")
+        # an admin pin goes first; a later pin before an earlier one
+        admin.ok("POST", f"/jobs/{a2}/pin")
+        wait(lambda: positions(alice, ids)[a2] == 1, what="pin")
+        admin.ok("POST", f"/jobs/{a1}/pin")
+        wait(lambda: positions(alice, ids) == {a1: 1, a2: 2, b1: 3, a3: 4}, what="later pin first")
+        admin.ok("POST", f"/jobs/{a1}/unpin")
+        admin.ok("POST", f"/jobs/{a2}/unpin")
+        # priority beats usage scores
+        admin.ok("POST", f"/jobs/{a1}/priority", json={"priority": 500})
+        wait(lambda: positions(alice, ids) == {a1: 1, b1: 2, a3: 3, a2: 4}, what="priority")
+        detail = bob.ok("GET", f"/jobs/{b1}")
+        assert [j["id"] for j in detail["queue"]["jobs_ahead"]] == [a1]
+        assert any("priority 100 -> 500" in e["message"] for e in alice.ok("GET", f"/jobs/{a1}")["events"])
+        # the panel: alice runs 2 and queues 3 demo-gpu jobs
+        panel = alice.ok("GET", "/queue/panel")
+        mine = next(p for p in panel["mine"] if p["kind"] == "single" and p["device_type"] == "demo-gpu")
+        assert (mine["running"], mine["queued"], mine["devices"], mine["gap"]) == (2, 3, 2, 3)
+        gpu = next(c for c in panel["cluster"] if c["device_type"] == "demo-gpu")
+        assert (gpu["total"], gpu["occupied"], gpu["free"], gpu["gap"]) == (GPUS, 2, 0, 4)
+        # scores: mine only, everyone's with view-all (users have it by default); admins see all
+        mine_scores = alice.ok("GET", "/queue/scores")["items"]
+        assert {s["user"] for s in mine_scores} == {alice.name} and mine_scores[0]["held"] == 2
+        everyone = admin.ok("GET", "/queue/scores?all=1")["items"]
+        assert alice.name in {s["user"] for s in everyone}
+        # cancel queued work
+        assert bob.ok("POST", f"/jobs/{b1}/cancel")["status"] == "killed"
+        r = bob.api("POST", f"/jobs/{b1}/cancel")
+        assert r.status_code == 409
+    finally:
+        kill_all(alice, blockers + [a1, a2, a3])
+
+
+def test_preemption_requeues_the_most_recent_preemptible_job(qhub):
+    low, high = user(qhub, "pl"), user(qhub, "ph")
+    first = low.ok("POST", "/jobs", json=gpu_job("pre1", preemptible=True))["id"]
+    low.wait_job(first, states=("running",))
+    second = low.ok("POST", "/jobs", json=gpu_job("pre2", preemptible=True))["id"]
+    low.wait_job(second, states=("running",))
+    boss = high.ok("POST", "/jobs", json=gpu_job("boss"))["id"]
+    try:
+        high.wait_job(boss, states=("running",), timeout=30)
+        victim = low.wait_job(second, states=("queued",), timeout=30)
+        assert "preempted by job" in victim["reason"], victim
+        events = [e["message"] for e in low.ok("GET", f"/jobs/{second}")["events"]]
+        assert any(f"preempted by job {boss}" in m for m in events)
+        assert victim["started_at"] is None and victim["placement"] is None
+        assert low.ok("GET", f"/jobs/{first}")["status"] == "running"  # the older one keeps running
+        # it gets its GPU back once the preempting job ends
+        high.ok("POST", f"/jobs/{boss}/kill")
+        low.wait_job(second, states=("running",), timeout=30)
+    finally:
+        kill_all(low, [first, second])
+        kill_all(high, [boss])
+
+
+def test_two_users_with_equal_demand_get_equal_device_time(qhub):
+    """Alice submits 8 jobs, then Bob 8 jobs of the same size: a plain FIFO would run all of Alice's first.
+    With usage scores they alternate: when half of the work is done, each has had half (within 25%)."""
+    alice, bob = user(qhub, "fa"), user(qhub, "fb")
+    n, secs = 8, 2
+    ids = {alice.name: [], bob.name: []}
+    for u in (alice, bob):
+        for i in range(n):
+            ids[u.name].append(u.ok("POST", "/jobs", json=gpu_job(f"equal{i}", f"sleep {secs}"))["id"])
+    done = {}
+    for u in (alice, bob):
+        for i in ids[u.name]:
+            done[i] = u.wait_job(i, timeout=180)
+    assert all(j["status"] == "completed" for j in done.values())
+
+    def t(s):
+        return dt.datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
+
+    finishes = sorted(t(j["finished_at"]) for j in done.values())
+    mid = finishes[len(finishes) // 2 - 1]  # when half of the jobs are done
+    share = {}
+    for name, jobs in ids.items():
+        share[name] = sum(max(0.0, min(mid, t(done[i]["finished_at"])) - t(done[i]["started_at"]))
+                          for i in jobs if done[i]["started_at"] and t(done[i]["started_at"]) < mid)
+    total = sum(share.values())
+    assert total > 0
+    assert abs(share[alice.name] - share[bob.name]) / total <= 0.25, share
+
+
+def test_queue_cli_lists_and_manages(qhub, tmp_path):
+    u = user(qhub, "qc")
+    blockers = [u.ok("POST", "/jobs", json=gpu_job(f"cblock{i}"))["id"] for i in range(GPUS)]
+    waiting = [u.ok("POST", "/jobs", json=gpu_job(f"cwait{i}"))["id"] for i in range(2)]
+    env = {"TI_API_URL": qhub.url, "TI_TOKEN": u.token, "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+
+    def ti(*args):
+        return subprocess.run([sys.executable, "-m", "ti_hub.cli.main", *args], env=env, capture_output=True,
+                              text=True, timeout=60)
+
+    try:
+        wait(lambda: all(p is not None for p in positions(u, waiting).values()), what="positions")
+        r = ti("queue", "--json")
+        assert r.returncode == 0, r.stderr
+        r = ti("queue")
+        assert "cwait0" in r.stdout and "waiting for" in r.stdout
+        r = ti("queue", "move", str(waiting[1]), "--top")
+        assert r.returncode == 0, r.stderr
+        wait(lambda: positions(u, waiting) == {waiting[1]: 1, waiting[0]: 2}, what="cli move")
+        r = ti("queue", "pin", str(waiting[0]))
+        assert r.returncode != 0 and "permission" in r.stderr
+        r = ti("queue", "scores", "--json")
+        assert r.returncode == 0 and u.name in r.stdout
+        r = ti("queue", "cancel", str(waiting[0]))
+        assert r.returncode == 0, r.stderr
+        assert u.ok("GET", f"/jobs/{waiting[0]}")["status"] == "killed"
+    finally:
+        kill_all(u, blockers + waiting)

@@ -1,0 +1,221 @@
+"""The live queue against real databases: decide/apply, estimates and alerts, preemption and requeue,
+scores saved and caught up, the owner's order, quotas at admission (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+
+import pytest
+from sqlalchemy import select
+
+from ti_hub import scopes as S
+from ti_hub.backends.base import NodeCapacity
+from ti_hub.db import models as m
+from ti_hub.domain import states as st
+from ti_hub.domain.actor import Actor
+from ti_hub.domain.errors import Conflict, Forbidden, NotFound, ValidationError
+from ti_hub.ops import jobs, queue, quotas
+from ti_hub.service import queueing
+from ti_hub.service.scoring import ScoreKeeper, list_scores
+
+ADMIN = Actor("root1", frozenset(S.ADMIN_SCOPES))
+NOW = 1_800_000_000.0  # the injected clock
+NODE = NodeCapacity("n1", "default", {"demo-gpu": [0, 1, 2, 3]}, 16.0, 65536)
+
+
+def user(name: str) -> Actor:
+    return Actor(name, frozenset(S.USER_SCOPES))
+
+
+def submit(db, settings, who: str, name: str, **kw) -> int:
+    with db.begin() as s:
+        return jobs.submit(s, user(who), {"name": name, "plan": "demo-gpu-1", "image": "python-cpu",
+                                          "command": "true", **kw}, settings)["id"]
+
+
+def make_running(db, job_id: int, devices: list[int], started: float, preemptible: bool = False) -> None:
+    with db.begin() as s:
+        j = s.get(m.Job, job_id)
+        j.status, j.preemptible = st.RUNNING, preemptible
+        j.started_at = queueing.from_epoch(started)
+        j.placement = {"instances": [{"node": "n1", "devices": devices, "cpu": j.cpu_per_instance,
+                                      "memory_mib": j.memory_mib_per_instance}]}
+
+
+def decide(db, settings, *, scores=None, typical=None, now=NOW, grace=60.0, apply=True):
+    inp = queueing.Inputs([NODE], scores, typical or {}, settings.compute_defaults, now, alert_grace_s=grace)
+    with db.begin() as s:
+        dec = queueing.decide(s, inp)
+    if apply:
+        with db.begin() as s:
+            queueing.apply(s, dec)
+    return dec
+
+
+def row(db, job_id: int) -> m.Job:
+    with db.begin() as s:
+        j = s.get(m.Job, job_id)
+        s.expunge(j)
+        return j
+
+
+def test_positions_reasons_and_estimates_from_declared_durations(seeded, settings):
+    db = seeded
+    big = [submit(db, settings, "ann", f"run{i}", estimated_duration=300) for i in range(4)]
+    for i, jid in enumerate(big):
+        make_running(db, jid, [i], NOW - 100 * (i + 1))  # they end at NOW+200, +100, 0, -100 (overdue)
+    a = submit(db, settings, "bea", "wait-a", estimated_duration=60)
+    b = submit(db, settings, "bea", "wait-b")  # no declared duration, no history: unknown
+    c = submit(db, settings, "bea", "wait-c")
+    dec = decide(db, settings)
+    assert not dec.admitted
+    ja, jb, jc = row(db, a), row(db, b), row(db, c)
+    assert (ja.queue_position, jb.queue_position, jc.queue_position) == (1, 2, 3)
+    assert ja.reason == "waiting for 1 x 1 x demo-gpu in pool default: 0 demo-gpu free"
+    assert jb.reason.startswith(f"behind job {a} in queue default/demo-gpu/single (1 job ahead)")
+    # the overdue job counts as ending now: a starts now, b at the next end (NOW), c at NOW+100
+    assert queueing.epoch(ja.estimated_start) == pytest.approx(NOW)
+    assert queueing.epoch(jb.estimated_start) == pytest.approx(NOW)
+    assert queueing.epoch(jc.estimated_start) == pytest.approx(NOW + 100)
+    # a second decision with nothing changed writes nothing
+    assert decide(db, settings, apply=False).changes == {}
+    # the running jobs' owner's history stands in for durations they did not declare
+    d = submit(db, settings, "bea", "wait-d")
+    dec = decide(db, settings, typical={("bea", "single", "demo-gpu"): 1000.0}, apply=False)
+    # d waits for the 4th device to free: a (60 s, from NOW) ends first -> NOW + 60
+    assert queueing.epoch(dec.changes[d]["estimated_start"]) == pytest.approx(NOW + 60)
+
+
+def test_wait_past_the_estimate_raises_one_alert(seeded, settings):
+    db = seeded
+    holder = submit(db, settings, "cid", "holder", estimated_duration=50)
+    make_running(db, holder, [0, 1, 2, 3], NOW - 10)  # the whole node, due to end at NOW + 40
+    waiting = submit(db, settings, "dee", "late-one")
+    decide(db, settings)
+    shown = queueing.epoch(row(db, waiting).estimated_start)
+    assert shown == pytest.approx(NOW + 40)
+    decide(db, settings, now=shown + 30)  # past the estimate, but within the grace
+    assert not row(db, waiting).wait_alerted
+    dec = decide(db, settings, now=shown + 61)
+    assert list(dec.alerts) == [waiting] and "waiting longer than estimated" in dec.alerts[waiting]
+    assert row(db, waiting).wait_alerted
+    with db.begin() as s:
+        alerts = s.scalars(select(m.JobEvent).where(m.JobEvent.job_id == waiting, m.JobEvent.status == "alert")).all()
+        assert len(alerts) == 1
+    assert decide(db, settings, now=shown + 500, apply=False).alerts == {}
+
+
+def test_preemption_marks_the_victim_and_requeues_it_keeping_its_place(seeded, settings):
+    db = seeded
+    old = submit(db, settings, "eve", "old-pre", preemptible=True)
+    new = submit(db, settings, "eve", "new-pre", preemptible=True)
+    other = submit(db, settings, "fay", "plain")
+    make_running(db, old, [0, 1], NOW - 500, preemptible=True)
+    make_running(db, new, [2, 3], NOW - 100, preemptible=True)
+    make_running(db, other, [], NOW - 100)  # holds no device: never a useful victim
+    boss = submit(db, settings, "gus", "boss")
+    dec = decide(db, settings)
+    assert [a.job_id for a in dec.admitted] == [boss] and dec.preempt == {new: boss}
+    j = row(db, new)
+    assert j.preempted_by == boss and j.status == st.RUNNING and "being preempted" in j.reason
+    assert row(db, boss).status == st.SCHEDULING
+    with db.begin() as s:
+        queueing.requeue_preempted(s, new)
+    j = row(db, new)
+    assert (j.status, j.preempted_by, j.placement, j.started_at) == (st.QUEUED, None, None, None)
+    assert j.reason == f"preempted by job {boss}: back in its queue"
+    assert row(db, old).status == st.RUNNING
+    # still counted against the owner's quota while queued (it asked for the devices again)
+    with db.begin() as s:
+        assert quotas.compute_usage(s, "eve", "single", "demo-gpu").devices == 2
+
+
+def test_scores_are_saved_caught_up_after_a_restart_and_rebuilt_on_first_run(seeded):
+    db = seeded
+    T = 3600.0
+    holdings = [("hal", "demo-gpu", 2, NOW - 1800.0), ("ivy", "demo-gpu", 1, NOW - 60.0)]
+    k = ScoreKeeper(T)
+    with db.begin() as s:
+        assert k.load(s, holdings, NOW).startswith("usage scores rebuilt")
+        k.save(s, NOW)
+    assert k.scores.of("hal", "demo-gpu") == pytest.approx(2 * (1 - math.exp(-0.5)), abs=1e-9)
+    # a restart 2 hours later, hal still holding 2: one exact catch-up step
+    k2 = ScoreKeeper(T)
+    with db.begin() as s:
+        assert "caught up over 7200 s" in k2.load(s, holdings, NOW + 7200)
+    s0 = 2 * (1 - math.exp(-0.5))
+    assert k2.scores.of("hal", "demo-gpu") == pytest.approx(2 + (s0 - 2) * math.exp(-2.0), abs=1e-9)
+    # what the API shows is brought forward to now from the saved row with its g
+    with db.begin() as s:
+        k.advance(NOW, holdings)
+        k.save(s, NOW)
+        shown = list_scores(s, user("hal"), {}, T, now=queueing.from_epoch(NOW + 3600))["items"]
+        assert [x["user"] for x in shown] == ["hal"]
+        assert shown[0]["score"] == pytest.approx(2 + (s0 - 2) * math.exp(-1.0), abs=1e-6)
+        with pytest.raises(Forbidden):
+            list_scores(s, Actor("nobody", frozenset({S.SUBMIT})), {"all": "1"}, T)
+        assert len(list_scores(s, ADMIN, {"all": "1"}, T)["items"]) == 2
+
+
+def test_the_owners_order_never_jumps_another_users_job(seeded, settings):
+    db = seeded
+    # a job holding the whole node, so that everything below waits
+    make_running(db, submit(db, settings, "jay", "hogger"), [0, 1, 2, 3], NOW)
+    a1 = submit(db, settings, "kim", "kim-first")
+    b1 = submit(db, settings, "lee", "lee-first")
+    a2 = submit(db, settings, "kim", "kim-second")
+    with db.begin() as s:
+        queue.move(s, user("kim"), a2, {"to": "top"})
+    decide(db, settings)
+    assert [row(db, i).queue_position for i in (a2, b1, a1)] == [1, 2, 3]
+    with db.begin() as s:
+        queue.move(s, user("kim"), a2, {"after": a1})
+    decide(db, settings)
+    assert [row(db, i).queue_position for i in (a1, b1, a2)] == [1, 2, 3]
+    bad = [({"to": "top"}, user("lee"), Forbidden), ({"before": b1}, user("kim"), ValidationError),
+           ({}, user("kim"), ValidationError), ({"to": "up"}, user("kim"), ValidationError),
+           ({"to": "top", "nope": 1}, user("kim"), ValidationError)]
+    for body, who, exc in bad:
+        with pytest.raises(exc), db.begin() as s:
+            queue.move(s, who, a2, body)
+    with pytest.raises(NotFound), db.begin() as s:
+        queue.pin(s, ADMIN, 10**9, True)
+    with pytest.raises(Conflict), db.begin() as s:
+        queue.pin(s, ADMIN, row(db, a1).id, False)  # not pinned
+    assert [row(db, i).queue_order for i in (a1, b1, a2)] == [a1, None, a2]
+
+
+def test_a_lowered_quota_holds_queued_work_with_a_quota_reason(seeded, settings):
+    db = seeded
+    first = submit(db, settings, "max", "max-one")
+    second = submit(db, settings, "max", "max-two")
+    make_running(db, first, [0], NOW)
+    with db.begin() as s:
+        quotas.set_quota(s, ADMIN, {"user": "max", "kind": "single", "device_type": "demo-gpu", "devices": 1,
+                                    "cpu": 64, "memory_mib": 1 << 20})
+    dec = decide(db, settings)
+    assert not dec.admitted
+    assert row(db, second).reason == "quota: single-node demo-gpu devices 1/1, this job needs 1"
+
+
+def test_priority_and_pin_validation(seeded, settings):
+    db = seeded
+    jid = submit(db, settings, "ned", "prio-me")
+    for body in ({"priority": 0}, {"priority": 1001}, {"priority": True}, {}, {"priority": 5, "x": 1}):
+        with pytest.raises(ValidationError), db.begin() as s:
+            queue.set_priority(s, ADMIN, jid, body)
+    with pytest.raises(Forbidden), db.begin() as s:
+        queue.set_priority(s, user("ned"), jid, {"priority": 900})
+    with pytest.raises(Forbidden), db.begin() as s:
+        queue.pin(s, user("ned"), jid, True)
+    with db.begin() as s:
+        assert queue.set_priority(s, ADMIN, jid, {"priority": 1000})["priority"] == 1000
+        assert queue.pin(s, ADMIN, jid, True)["queue"]["pinned"] is True
+    assert row(db, jid).pinned_at is not None
+    assert row(db, jid).priority == 1000
+    with db.begin() as s:
+        queue.cancel(s, user("ned"), jid)
+    with pytest.raises(Conflict), db.begin() as s:
+        queue.pin(s, ADMIN, jid, True)
+    assert dt.datetime.now(dt.timezone.utc) > row(db, jid).pinned_at
