@@ -8,7 +8,7 @@ import sys
 import time
 
 import pytest
-from conftest import own_hub
+from conftest import ADMIN, ADMIN_PASSWORD, own_hub
 
 pytestmark = pytest.mark.e2e
 
@@ -211,3 +211,25 @@ def test_queue_cli_lists_and_manages(qhub, tmp_path):
         assert u.ok("GET", f"/jobs/{waiting[0]}")["status"] == "killed"
     finally:
         kill_all(u, blockers + waiting)
+
+
+def test_queue_page_shows_users_their_own_and_admins_everyones(qhub):
+    u = user(qhub, "pg")
+    other = user(qhub, "po")
+    blockers = [other.ok("POST", "/jobs", json=gpu_job(f"pblock{i}"))["id"] for i in range(GPUS)]
+    for b in blockers:
+        other.wait_job(b, states=("running",))
+    mine = u.ok("POST", "/jobs", json=gpu_job("page-wait"))["id"]
+    try:
+        wait(lambda: positions(u, [mine]).get(mine), what="position")
+        # users hold jobs:view-all by default (SPEC ACC5): they see everyone's queue and scores, as admins do
+        # (without it, only their own: tests/integration/test_live_queue.py)
+        page = qhub.login(u.name, f"pw-{u.name}-long-enough").browser.get(f"{qhub.url}/services/ti/queue")
+        assert page.status_code == 200 and "page-wait" in page.text
+        assert f"<td>{other.name}</td>" in page.text  # other's usage score: users may view all jobs
+        admin_page = qhub.login(ADMIN, ADMIN_PASSWORD).browser.get(f"{qhub.url}/services/ti/queue")
+        assert admin_page.status_code == 200 and "page-wait" in admin_page.text
+        assert "<td>demo-gpu</td><td>2</td><td>2</td><td>0</td>" in admin_page.text  # total, occupied, free
+    finally:
+        kill_all(other, blockers)
+        kill_all(u, [mine])

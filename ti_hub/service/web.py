@@ -14,6 +14,7 @@ from .. import __version__
 from ..api import account, jobs, resources, workspaces
 from ..api.base import APIHandler
 from ..ops.jobspec import JOB_FIELDS
+from .pages import QueuePageHandler
 
 ID = r"([^/]+)"
 # (path, handler, {method: summary}) -- the OpenAPI document is derived from this table
@@ -114,6 +115,7 @@ class HomeHandler(HubOAuthenticated, web.RequestHandler):
 <p>Signed in as <b>{escape(user["name"])}</b>.</p>
 <ul>
 <li>REST API: <code>{escape(api)}</code> (<a href="{escape(api)}/openapi.json">OpenAPI document</a>)</li>
+<li><a href="queue">The queue and usage scores</a></li>
 <li>Your jobs: <a href="{escape(api)}/jobs">{escape(api)}/jobs</a>, your quota: <a href="{escape(api)}/quota">{escape(api)}/quota</a></li>
 <li>From a terminal: <code>ti login --url {escape(self.request.protocol)}://{escape(self.request.host)} --token TOKEN</code>
 (make a token at <a href="/hub/token">/hub/token</a>)</li>
@@ -135,5 +137,6 @@ def handlers(prefix: str, service_prefix: str) -> list[tuple]:
         *api,
         (service_prefix + "oauth_callback", HubOAuthCallbackHandler),
         (service_prefix.rstrip("/") + "/?", HomeHandler),
+        (service_prefix + "queue", QueuePageHandler),
         (prefix + "/(.*)", NotFoundHandler),
     ]
