@@ -11,7 +11,7 @@ from .client import quote
 from .common import add_json, command, examples, group, read_json_file, resolve_id
 from .config import UsageError, make_client
 from .jobs import plan_of
-from .output import cell, details, fmt_mib, out, pick, print_json, render_any, table
+from .output import cell, details, fmt_mib, fmt_time, out, pick, print_json, render_any, table
 
 # -- queue --------------------------------------------------------------------------------
 
@@ -69,7 +69,7 @@ def _position(r: Mapping[str, Any]) -> str:
 
 def _estimate(r: Mapping[str, Any]) -> str:
     q = r.get("queue")
-    return cell(q.get("estimated_start")) if isinstance(q, Mapping) and q.get("estimated_start") else "?"
+    return fmt_time(q["estimated_start"]) if isinstance(q, Mapping) and q.get("estimated_start") else "?"
 
 
 QUEUE_COLUMNS = [("QUEUE", _queue_name), ("POS", _position), ("ID", "id"), ("NAME", "name"), ("OWNER", "owner"),

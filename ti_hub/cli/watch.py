@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .client import ApiError, TiClient, quote
-from .output import err
+from .output import err, fmt_time
 
 # seconds between polls; tests make them short
 POLL_INTERVAL = 1.0  # logs
@@ -49,6 +49,8 @@ def queue_position(job: Mapping[str, Any], with_queue: bool = False) -> str:
             parts.append(f"position {pos}")
         if name and with_queue:
             parts.append(f"in {name}")
+        if q.get("estimated_start"):
+            parts.append(f"(estimated start {fmt_time(q['estimated_start'])})")
         return " ".join(parts)
     return str(q)
 
