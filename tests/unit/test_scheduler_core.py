@@ -166,3 +166,57 @@ def test_nothing_is_ever_over_committed():
     assert all(d in caps[n].devices["a100"] for n, d in used)
     assert all(c <= caps[n].cpu + 1e-9 for n, c in cpu.items())
     assert len(res.admitted) + len(res.pending) == len(reqs)
+
+
+# -- a capacity kept across cycles (cycle(capacity=...), the simulator's way) -----------------------------
+
+def _free_state(cap):
+    return {name: ({t: list(d) for t, d in fn.devices.items() if d}, round(fn.cpu, 6), fn.memory_mib)
+            for name, fn in cap.free.items()}
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_kept_capacity_decides_like_a_fresh_one_and_ends_with_the_result_applied(seed):
+    import random
+
+    from ti_hub.scheduler.capacity import Capacity
+
+    rnd = random.Random(seed)
+    nodes = [node(f"n{i}", gpus=rnd.choice([2, 4, 8]), cpu=16) for i in range(8)]
+    victims = [running(100 + i, f"n{i}", (0, 1), priority=50, started=float(i)) for i in range(4)]
+    held = [a for v in victims for a in v.placement]
+    reqs = []
+    for i in range(1, 60):
+        n = rnd.choice([1, 1, 2])
+        reqs.append(req(i, owner=f"u{i % 3}", gpus=rnd.choice([0, 1, 2, 4]), n=n,
+                        kind="distributed" if n > 1 else "single", preemptible=rnd.random() < 0.5))
+    fresh = cycle(nodes, held, reqs, running=victims)
+    cap = Capacity(nodes, held)
+    kept = cycle([], [], reqs, running=victims, capacity=cap)  # nodes and held are not read
+    assert (kept.admitted, kept.pending, kept.preempted, kept.positions) == \
+        (fresh.admitted, fresh.pending, fresh.preempted, fresh.positions)
+    still_held = [a for v in victims if v.job_id not in fresh.preempted for a in v.placement]
+    admitted = [a for adm in fresh.admitted for a in adm.placement]
+    assert _free_state(cap) == _free_state(Capacity(nodes, still_held + admitted))
+
+
+def test_a_kept_capacity_admits_again_once_the_caller_releases():
+    from ti_hub.scheduler.capacity import Capacity
+
+    cap = Capacity([node("n1", gpus=2)], [])
+    first = cycle([], [], [req(1, gpus=2), req(2, gpus=2)], capacity=cap)
+    assert admitted(first) == [1]
+    again = cycle([], [], [req(2, gpus=2)], capacity=cap)  # nothing released: job 1 still holds both
+    assert admitted(again) == [] and "0 a100 free" in again.pending[0].reason
+    cap.release(first.admitted[0].placement)
+    assert admitted(cycle([], [], [req(2, gpus=2)], capacity=cap)) == [2]
+
+
+def test_a_kept_capacity_tries_failed_shapes_again_next_cycle():
+    from ti_hub.scheduler.capacity import Capacity
+
+    cap = Capacity([node("n1", gpus=2)], [Allocation("n1", "a100", (0, 1), 1.0, 1024)])
+    assert admitted(cycle([], [], [req(1, gpus=1)], capacity=cap)) == []
+    cap.release([Allocation("n1", "a100", (0,), 0.0, 0)])
+    cap.failed.add(("p1", "a100", req(1, gpus=1).instances))  # as if a shape failed after the release
+    assert admitted(cycle([], [], [req(1, gpus=1)], capacity=cap)) == [1]

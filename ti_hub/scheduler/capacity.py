@@ -5,16 +5,24 @@ A request is placed all instances or none, each instance on one node of the requ
 cores), which keeps whole machines free for big jobs. Placement works on copy-on-write overlays, so a failed gang leaves
 nothing behind; a shape (pool, device type, instances) that failed stays failed for the rest of the cycle
 unless capacity is freed (preemption), which turns 200 blocked queue heads into 200 dictionary lookups.
+
+A caller that replays many cycles (the simulator) may keep one Capacity across them: ``cycle(capacity=...)``
+takes admissions from it and gives back what preemption frees; the caller ``release``s finished work and
+``hold``s work placed outside the cycle. ``begin_cycle`` forgets the previous cycle's failed shapes.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ..backends.base import NodeCapacity
 from .model import Allocation, Instance, Request
+
+
+_NO_OVERLAY: dict[str, FreeNode] = {}  # read-only: a placement that changed no node yet
 
 
 @dataclass(slots=True)
@@ -39,6 +47,13 @@ class FreeNode:
         got, self.devices[dtype] = free[: inst.devices], free[inst.devices:]
         return tuple(got)
 
+    def hold(self, a: Allocation) -> None:
+        self.cpu -= a.cpu
+        self.memory_mib -= a.memory_mib
+        if a.devices:
+            taken = set(a.devices)
+            self.devices[a.device_type] = [d for d in self.devices.get(a.device_type, []) if d not in taken]
+
     def give(self, a: Allocation) -> None:
         self.cpu += a.cpu
         self.memory_mib += a.memory_mib
@@ -55,18 +70,55 @@ def snapshot(nodes: Sequence[NodeCapacity], held: Iterable[Allocation]) -> dict[
             for n in nodes if n.schedulable}
     for a in held:
         fn = free.get(a.node)
-        if fn is None:
-            continue
-        fn.cpu -= a.cpu
-        fn.memory_mib -= a.memory_mib
-        if a.devices:
-            taken = set(a.devices)
-            fn.devices[a.device_type] = [d for d in fn.devices.get(a.device_type, []) if d not in taken]
+        if fn is not None:
+            fn.hold(a)
     return free
 
 
+class Buckets:
+    """Nodes by a whole-number size (free devices of one type, or whole free cores), smallest size first.
+
+    ``sizes`` lists the non-empty buckets only: a search visits those, not every size up to the largest
+    (CPU buckets span ~100 core counts, mostly empty). ``total`` is the sum of the sizes (free devices)."""
+
+    __slots__ = ("by_size", "sizes", "at", "total")
+
+    def __init__(self) -> None:
+        self.by_size: dict[int, dict[str, FreeNode]] = {}
+        self.sizes: list[int] = []
+        self.at: dict[str, int] = {}  # node -> its bucket
+        self.total = 0
+
+    def put(self, fn: FreeNode, k: int) -> None:
+        name = fn.name
+        old = self.at.get(name)
+        if old == k:
+            return
+        if old is not None:
+            was = self.by_size[old]
+            del was[name]
+            if not was:
+                del self.sizes[bisect_left(self.sizes, old)]
+            self.total -= old
+        bucket = self.by_size.get(k)
+        if bucket is None:
+            bucket = self.by_size[k] = {}
+        if not bucket:
+            insort(self.sizes, k)
+        bucket[name] = fn
+        self.at[name] = k
+        self.total += k
+
+    def from_size(self, lo: int) -> list[int]:
+        """The sizes of the non-empty buckets >= lo, smallest first."""
+        return self.sizes[bisect_left(self.sizes, lo):]
+
+
+_NO_BUCKETS = Buckets()  # read-only: a pool or device type the cluster does not have
+
+
 class Capacity:
-    """The cluster's free capacity during one cycle, indexed for best fit.
+    """The cluster's free capacity during a cycle (or, kept by the caller, across cycles), indexed for best fit.
 
     Nodes sit in buckets by free devices per (pool, device type) and by whole free cores per pool, so a
     search starts at the smallest bucket that could hold an instance instead of scanning every node."""
@@ -76,48 +128,100 @@ class Capacity:
         self.free = snapshot(nodes, held)
         self.by_pool: dict[str, list[FreeNode]] = defaultdict(list)
         self.by_pool_type: dict[tuple[str, str], list[FreeNode]] = defaultdict(list)
-        self.dev_buckets: dict[tuple[str, str], dict[int, dict[str, FreeNode]]] = defaultdict(dict)
-        self.cpu_buckets: dict[str, dict[int, dict[str, FreeNode]]] = defaultdict(dict)
-        self._at: dict[tuple[str, str | None], int] = {}  # (node, device type or None for cores) -> bucket
-        self._top: dict[int, int] = {}
-        for fn in self.free.values():
-            self.by_pool[fn.pool].append(fn)
-            for dtype in fn.devices:
-                self.by_pool_type[(fn.pool, dtype)].append(fn)
-            self._reindex(fn)
+        self.dev_buckets: dict[tuple[str, str], Buckets] = defaultdict(Buckets)
+        self.cpu_buckets: dict[str, Buckets] = defaultdict(Buckets)
+        by_pool, by_pool_type, dev_buckets, cpu_buckets = (self.by_pool, self.by_pool_type, self.dev_buckets,
+                                                           self.cpu_buckets)
+        for fn in self.free.values():  # the loop of _reindex, inlined: it runs for every node every cycle
+            pool = fn.pool
+            by_pool[pool].append(fn)
+            for dtype, devs in fn.devices.items():
+                by_pool_type[(pool, dtype)].append(fn)
+                dev_buckets[(pool, dtype)].put(fn, len(devs))
+            cpu_buckets[pool].put(fn, max(0, int(fn.cpu + 1e-9)))
+        self._pool_type_names: dict[tuple[str, str], frozenset[str]] = {}
         self.failed: set[tuple] = set()
-        # (pool, device type or "" for CPU-only) -> (devices, cores, memory) of each empty node: ever_fits
-        self.shapes: dict[tuple[str, str], list[tuple[int, float, int]]] = defaultdict(list)
+        # (pool, device type or "" for CPU-only) -> (devices, cores, memory) of the empty nodes: ever_fits
+        # (a set: a cluster has few machine shapes)
+        self.shapes: dict[tuple[str, str], set[tuple[int, float, int]]] = defaultdict(set)
+        shapes = self.shapes
         for n in self.total:
             if n.schedulable:
-                self.shapes[(n.pool, "")].append((0, n.cpu, n.memory_mib))
+                shape = (n.cpu, n.memory_mib)
+                shapes[(n.pool, "")].add((0, *shape))
                 for dtype, devs in n.devices.items():
-                    self.shapes[(n.pool, dtype)].append((len(devs), n.cpu, n.memory_mib))
+                    shapes[(n.pool, dtype)].add((len(devs), *shape))
 
-    def _move(self, buckets: dict[int, dict[str, FreeNode]], fn: FreeNode, tag: str | None, k: int) -> None:
-        old = self._at.get((fn.name, tag))
-        if old == k:
-            return
-        if old is not None:
-            del buckets[old][fn.name]
-        buckets.setdefault(k, {})[fn.name] = fn
-        self._at[(fn.name, tag)] = k
-        if k > self._top.get(id(buckets), -1):
-            self._top[id(buckets)] = k  # an upper bound of the largest bucket: searches stop there
+    def pool_type_names(self, pool: str, dtype: str) -> frozenset[str]:
+        """The nodes of a pool that have a device type (trial placements only: built on first use)."""
+        names = self._pool_type_names.get((pool, dtype))
+        if names is None:
+            names = self._pool_type_names[(pool, dtype)] = frozenset(
+                fn.name for fn in self.by_pool_type.get((pool, dtype), ()))
+        return names
 
-    def _reindex(self, fn: FreeNode) -> None:
-        for dtype, devs in fn.devices.items():
-            self._move(self.dev_buckets[(fn.pool, dtype)], fn, dtype, len(devs))
-        self._move(self.cpu_buckets[fn.pool], fn, None, max(0, int(fn.cpu + 1e-9)))
+    def _reindex(self, fn: FreeNode, dtype: str | None = None) -> None:
+        """Re-bucket ``fn`` after a change: its cores, and its devices of ``dtype`` (None: every type)."""
+        pool = fn.pool
+        if dtype is None:
+            for t, devs in fn.devices.items():
+                self.dev_buckets[(pool, t)].put(fn, len(devs))
+        elif dtype in fn.devices:
+            self.dev_buckets[(pool, dtype)].put(fn, len(fn.devices[dtype]))
+        self.cpu_buckets[pool].put(fn, max(0, int(fn.cpu + 1e-9)))
+
+    def begin_cycle(self) -> None:
+        """A new cycle: shapes that failed in the last one are tried again (the caller may have released)."""
+        self.failed.clear()
+
+    def hold(self, allocations: Iterable[Allocation]) -> None:
+        """Take ``allocations`` (placed outside a cycle) from the free capacity, as ``held`` does at build."""
+        for a in allocations:
+            fn = self.free.get(a.node)
+            if fn is not None:
+                fn.hold(a)
+                self._reindex(fn)
 
     def place(self, req: Request) -> tuple[Allocation, ...] | None:
         shape = (req.pool, req.device_type, req.instances)
         if shape in self.failed:
             return None
-        got = self._place(req, self.free, commit=True)
+        if len(req.instances) == 1:  # most jobs: no gang to roll back, so take from the live node directly
+            inst = req.instances[0]
+            best = self._best_indexed(req, inst, _NO_OVERLAY)
+            if best is None:
+                self.failed.add(shape)
+                return None
+            devs = best.take(inst, req.device_type)
+            self._reindex(best, req.device_type)
+            return (Allocation(best.name, req.device_type, devs, inst.cpu, inst.memory_mib),)
+        got = self._place_gang(req)
         if got is None:
             self.failed.add(shape)
         return got
+
+    def _place_gang(self, req: Request) -> tuple[Allocation, ...] | None:
+        """All instances on the live nodes, or none: taken in place (nodes keep their bucket until the gang
+        is placed, so a node is judged by its new state but found where it was, as on an overlay), and put
+        back exactly as they were if an instance finds no node."""
+        dtype = req.device_type
+        before: dict[str, tuple[list[int] | None, float, int]] = {}
+        out = []
+        for inst in req.instances:
+            best = self._best_indexed(req, inst, _NO_OVERLAY)
+            if best is None:
+                for name, (devs, cpu, mem) in before.items():
+                    fn = self.free[name]
+                    if devs is not None:
+                        fn.devices[dtype] = devs  # take() replaced the list: the old one is untouched
+                    fn.cpu, fn.memory_mib = cpu, mem
+                return None
+            if best.name not in before:
+                before[best.name] = (best.devices.get(dtype), best.cpu, best.memory_mib)
+            out.append(Allocation(best.name, dtype, best.take(inst, dtype), inst.cpu, inst.memory_mib))
+        for name in before:
+            self._reindex(self.free[name], dtype)
+        return tuple(out)
 
     def place_on(self, req: Request, trial: dict[str, FreeNode]) -> tuple[Allocation, ...] | None:
         """Where ``req`` would go on scratch capacity (see ``trial_give``); nothing is taken."""
@@ -127,14 +231,12 @@ class Capacity:
         """Smallest bucket first; nodes changed by this gang (overlay) are judged by their new state."""
         dtype = req.device_type
         if inst.devices:
-            buckets, lo = self.dev_buckets.get((req.pool, dtype), {}), inst.devices
+            buckets, lo = self.dev_buckets.get((req.pool, dtype), _NO_BUCKETS), inst.devices
         else:
-            buckets, lo = self.cpu_buckets.get(req.pool, {}), int(inst.cpu)
-        for k in range(lo, self._top.get(id(buckets), -1) + 1):
-            bucket = buckets.get(k)
-            if not bucket:
-                continue
-            for name, base in bucket.items():
+            buckets, lo = self.cpu_buckets.get(req.pool, _NO_BUCKETS), int(inst.cpu)
+        by_size = buckets.by_size
+        for k in buckets.from_size(lo):
+            for name, base in by_size[k].items():
                 fn = overlay.get(name) or base
                 if fn.fits(inst, dtype):
                     return fn
@@ -142,20 +244,38 @@ class Capacity:
 
     def _best_scan(self, req: Request, inst: Instance, free: dict[str, FreeNode],
                    overlay: dict[str, FreeNode]) -> FreeNode | None:
-        """Every node of the pool (scratch capacity for preemption and backfill trials)."""
-        dtype = req.device_type
+        """Best fit on scratch capacity (preemption and backfill trials): the node with the fewest free devices
+        (then cores, then name) of the pool that fits. Only nodes the trial or this gang changed, and live
+        nodes whose bucket could hold the instance, can fit: the same node a scan of the whole pool finds."""
+        dtype, pool = req.device_type, req.pool
+        if inst.devices:
+            members = self.pool_type_names(pool, dtype)
+            buckets, lo = self.dev_buckets.get((pool, dtype), _NO_BUCKETS), inst.devices
+        else:
+            members = None  # every node of the pool
+            buckets, lo = self.cpu_buckets.get(pool, _NO_BUCKETS), int(inst.cpu)
         best, best_key = None, None
-        cands = self.by_pool_type.get((req.pool, dtype), []) if inst.devices else self.by_pool.get(req.pool, [])
-        for base in cands:
-            fn = overlay.get(base.name) or free.get(base.name) or base
-            if not fn.fits(inst, dtype):
+        changed = [fn for name, fn in free.items() if name not in overlay]
+        changed.extend(overlay.values())
+        for fn in changed:
+            if fn.pool != pool or (members is not None and fn.name not in members) or not fn.fits(inst, dtype):
                 continue
             key = (len(fn.devices.get(dtype, ())), fn.cpu, fn.name)
             if best_key is None or key < best_key:
                 best, best_key = fn, key
+        for k in buckets.from_size(lo):
+            for name, fn in buckets.by_size[k].items():
+                if name in free or name in overlay or (members is not None and name not in members):
+                    continue
+                if not fn.fits(inst, dtype):
+                    continue
+                key = (len(fn.devices.get(dtype, ())), fn.cpu, name)
+                if best_key is None or key < best_key:
+                    best, best_key = fn, key
         return best
 
     def _place(self, req: Request, free: dict[str, FreeNode], commit: bool) -> tuple[Allocation, ...] | None:
+        """On scratch capacity (``commit`` False) or, copying what it touches, on ``free``."""
         overlay: dict[str, FreeNode] = {}
         out = []
         dtype = req.device_type
@@ -172,7 +292,7 @@ class Capacity:
             for name, fn in overlay.items():
                 self._replace(free[name], fn)
                 if indexed:
-                    self._reindex(free[name])
+                    self._reindex(free[name], dtype)
         return tuple(out)
 
     @staticmethod
@@ -181,7 +301,7 @@ class Capacity:
         target.devices, target.cpu, target.memory_mib = new.devices, new.cpu, new.memory_mib
 
     def release(self, allocations: Iterable[Allocation]) -> None:
-        """Capacity freed (preempted jobs): shapes that failed may fit now."""
+        """Capacity freed (preempted or finished work): shapes that failed may fit now."""
         for a in allocations:
             fn = self.free.get(a.node)
             if fn is not None:
@@ -199,10 +319,11 @@ class Capacity:
                 trial[a.node].give(a)
 
     def free_devices(self, pool: str, dtype: str) -> int:
-        return sum(len(fn.devices.get(dtype, ())) for fn in self.by_pool_type.get((pool, dtype), []))
+        buckets = self.dev_buckets.get((pool, dtype))
+        return buckets.total if buckets is not None else 0
 
     def ever_fits(self, req: Request) -> bool:
         """Could an empty node of the pool hold one instance? (Else the job can never run: say so.)"""
         per = req.instances[0]
-        shapes = self.shapes.get((req.pool, req.device_type if per.devices else ""), [])
+        shapes = self.shapes.get((req.pool, req.device_type if per.devices else ""), ())
         return any(d >= per.devices and c + 1e-9 >= per.cpu and m >= per.memory_mib for d, c, m in shapes)
