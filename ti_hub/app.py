@@ -98,7 +98,14 @@ def cmd_help_config(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from .sim import cli
+
+    return cli.run(args)
+
+
+def build_parser(full: bool = True) -> argparse.ArgumentParser:
+    """``full=False`` leaves out the simulator's options (and its imports) when another command runs."""
     p = argparse.ArgumentParser(prog="ti-hub", description="TiHub: a deep-learning training platform on JupyterHub.",
                                 epilog="Example: ti-hub start --admin admin --data-dir ~/.local/share/ti-hub")
     p.add_argument("--version", action="version", version=__version__)
@@ -124,6 +131,16 @@ def build_parser() -> argparse.ArgumentParser:
     u.set_defaults(func=cmd_upgrade_db)
     h = sub.add_parser("help-config", help="print every configuration option with its help")
     h.set_defaults(func=cmd_help_config)
+    help_sim = "replay a job trace through the scheduler under several policies"
+    if not full:
+        sub.add_parser("simulate", help=help_sim)
+        return p
+    from .sim.cli import DESCRIPTION, EPILOG, add_arguments
+
+    m = sub.add_parser("simulate", help=help_sim, description=DESCRIPTION, epilog=EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(m)
+    m.set_defaults(func=cmd_simulate)
     return p
 
 
@@ -131,7 +148,7 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0].startswith("--") and argv[0] not in ("--help", "-h", "--version"):
         argv = ["start", *argv]  # `ti-hub` alone starts the platform
-    args = build_parser().parse_args(argv)
+    args = build_parser(full=bool(argv) and argv[0] == "simulate").parse_args(argv)
     sys.exit(args.func(args))
 
 
