@@ -219,3 +219,20 @@ def test_priority_and_pin_validation(seeded, settings):
     with pytest.raises(Conflict), db.begin() as s:
         queue.pin(s, ADMIN, jid, True)
     assert dt.datetime.now(dt.timezone.utc) > row(db, jid).pinned_at
+
+
+def test_a_burst_is_written_in_parts_with_the_same_outcome(seeded, settings):
+    db = seeded
+    ids = [submit(db, settings, f"bu{i:02d}", f"burst-{i}") for i in range(7)]
+    inp = queueing.Inputs([NodeCapacity("big", "default", {"demo-gpu": list(range(5))}, 64.0, 1 << 20)], None,
+                          {}, settings.compute_defaults, NOW)
+    with db.begin() as s:
+        dec = queueing.decide(s, inp)
+    parts = queueing.split(dec, 2)
+    assert [len(p.admitted) for p in parts] == [2, 2, 1] and parts[-1].changes == dec.changes
+    for p in parts:
+        with db.begin() as s:
+            queueing.apply(s, p)
+    statuses = [row(db, i).status for i in ids]
+    assert statuses == [st.SCHEDULING] * 5 + [st.QUEUED] * 2
+    assert [row(db, i).queue_position for i in ids[5:]] == [1, 2]

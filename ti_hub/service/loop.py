@@ -209,7 +209,9 @@ class JobRunner:
         save = now - (self.scores.last_saved or 0.0) >= self.svc.usage_sample_interval
         if dec.empty and not save:
             return
-        await self.svc.db(self._apply, dec, save, now, scheduler=True)
+        parts = queueing.split(dec)
+        for i, part in enumerate(parts):
+            await self.svc.db(self._apply, part, save and i == len(parts) - 1, now, scheduler=True)
         if dec.preempt:
             self.log.info("preempting job(s) %s", ", ".join(f"{v} for {j}" for v, j in dec.preempt.items()))
             # victims release their devices before anything launches on them

@@ -248,6 +248,22 @@ def decide(s: Session, inp: Inputs) -> Decisions:
     return out
 
 
+def split(dec: Decisions, n: int = 500) -> list[Decisions]:
+    """One decision as several write transactions of at most ``n`` admissions (a burst of thousands would
+    otherwise hold SQLite's write lock for seconds, and every API write with it); reasons, positions and
+    alerts go with the last part. Each part re-checks its rows, so the split changes no outcome."""
+    parts = []
+    for i in range(0, len(dec.admitted), n):
+        chunk = dec.admitted[i:i + n]
+        victims = {v for a in chunk for v in a.preempts}
+        parts.append(Decisions(chunk, {a.job_id: dec.full[a.job_id] for a in chunk},
+                               {v: j for v, j in dec.preempt.items() if v in victims}))
+    if not parts:
+        parts.append(Decisions())
+    parts[-1].changes, parts[-1].alerts = dec.changes, dec.alerts
+    return parts
+
+
 def apply(s: Session, dec: Decisions) -> None:
     """Write a decision back; rows that moved on meanwhile (killed, paused) are left as they are."""
     ids = [a.job_id for a in dec.admitted]
