@@ -28,20 +28,28 @@ class Limits:
         return {"devices": self.devices, "cpu": self.cpu, "memory_mib": self.memory_mib}
 
 
+def resolve_limit(table: dict[tuple[str, str, str], Limits], user: str, kind: str, device_type: str,
+                  defaults: dict[str, dict[str, Any]]) -> Limits | None:
+    """Most specific wins: user+type > user+'*' > default+type > default+'*' > configured default.
+    ``table``: (user, kind, device type) -> the quota rows' limits; None: no limit for this kind."""
+    for key in ((user, kind, device_type), (user, kind, "*"), ("*", kind, device_type), ("*", kind, "*")):
+        if key in table:
+            return table[key]
+    d = defaults.get(kind)
+    return None if d is None else Limits(int(d["devices"]), float(d["cpu"]), int(d["memory_mib"]))
+
+
 def compute_limit(session: Session, user: str, kind: str, device_type: str,
                   defaults: dict[str, dict[str, Any]]) -> Limits:
-    """Most specific wins: user+type > user+'*' > default+type > default+'*' > configured default."""
     # Core rows on the session's connection: this runs in every submission, under the write lock
     rows = session.connection().execute(
         select(m.Quota.user, m.Quota.device_type, m.Quota.devices, m.Quota.cpu, m.Quota.memory_mib)
         .where(m.Quota.user.in_([user, "*"]), m.Quota.kind == kind, m.Quota.device_type.in_([device_type, "*"]))
     ).all()
-    rank = {(user, device_type): 0, (user, "*"): 1, ("*", device_type): 2, ("*", "*"): 3}
-    if rows:
-        best = min(rows, key=lambda q: rank[(q.user, q.device_type)])
-        return Limits(best.devices, best.cpu, best.memory_mib)
-    d = defaults[kind]
-    return Limits(int(d["devices"]), float(d["cpu"]), int(d["memory_mib"]))
+    table = {(q.user, kind, q.device_type): Limits(q.devices, q.cpu, q.memory_mib) for q in rows}
+    limit = resolve_limit(table, user, kind, device_type, defaults)
+    assert limit is not None, f"no default compute quota for kind {kind!r}"
+    return limit
 
 
 def compute_usage(session: Session, user: str, kind: str, device_type: str) -> Limits:

@@ -50,7 +50,6 @@ class JobRunner:
         self.scores = ScoreKeeper(service.usage_settling_time, service.usage_device_weights)
         self.typical: dict[tuple[str, ...], float] = {}
         self.typical_at = float("-inf")
-        self.last_preempted: list[int] = []
         self.wake = asyncio.Event()
         self.cycles = 0
         # scheduling reads every queued and running job: do it only when something changed

@@ -23,6 +23,7 @@ from ..domain import states as st
 from ..domain.errors import Conflict
 from ..domain.mounts import HeldMount, MountRequest, check_conflicts
 from ..ops.jobs import LIST_COLUMNS, record
+from ..ops.quotas import Limits, resolve_limit
 from ..scheduler import core
 from ..scheduler.estimate import Holding, estimate_starts, expected_duration, units_of
 from ..scheduler.model import Running, Usage
@@ -87,20 +88,15 @@ def usage_of(j: Any) -> Usage:
 
 def quota_limits(session: Session, keys: set[tuple[str, str, str]], defaults: dict[str, dict[str, Any]]
                  ) -> dict[tuple[str, str, str], Usage]:
-    """RES3 limits for (user, kind, device type), resolved as ops.quotas does (most specific wins)."""
+    """RES3 limits for (user, kind, device type), resolved as submissions resolve them."""
     rows = session.execute(select(m.Quota.user, m.Quota.kind, m.Quota.device_type, m.Quota.devices, m.Quota.cpu,
                                   m.Quota.memory_mib)).all()
-    table = {(r.user, r.kind, r.device_type): Usage(r.devices, r.cpu, r.memory_mib) for r in rows}
+    table = {(r.user, r.kind, r.device_type): Limits(r.devices, r.cpu, r.memory_mib) for r in rows}
     out = {}
-    for user, kind, dtype in keys:
-        for cand in ((user, kind, dtype), (user, kind, "*"), ("*", kind, dtype), ("*", kind, "*")):
-            if cand in table:
-                out[(user, kind, dtype)] = table[cand]
-                break
-        else:
-            d = defaults.get(kind)
-            if d is not None:
-                out[(user, kind, dtype)] = Usage(int(d["devices"]), float(d["cpu"]), int(d["memory_mib"]))
+    for key in keys:
+        limit = resolve_limit(table, *key, defaults)
+        if limit is not None:
+            out[key] = Usage(limit.devices, limit.cpu, limit.memory_mib)
     return out
 
 
@@ -145,7 +141,6 @@ class Decisions:
     changes: dict[int, dict[str, Any]] = field(default_factory=dict)  # queued job -> reason/position/estimate
     alerts: dict[int, str] = field(default_factory=dict)
     holdings: list[tuple[str, str, int, float | None]] = field(default_factory=list)  # for usage scores
-    queued_owners: set[str] = field(default_factory=set)
 
     @property
     def empty(self) -> bool:
@@ -160,21 +155,22 @@ def decide(s: Session, inp: Inputs) -> Decisions:
                      epoch(j.started_at)) for j in holding]
     if not queued:
         return out
-    out.queued_owners = {j.owner for j in queued}
     now = inp.now
-    held_allocs = [a for j in holding for a in placement_of(j)]
+    held_allocs: list[core.Allocation] = []
     running, estimate_holding = [], []
     usage: dict[tuple[str, str, str], Usage] = defaultdict(Usage)
     for j in holding:
-        usage[(j.owner, j.kind, j.device_type)] = usage[(j.owner, j.kind, j.device_type)].plus(usage_of(j))
+        placement = placement_of(j)
+        held_allocs.extend(placement)
+        u = usage_of(j)
+        usage[(j.owner, j.kind, j.device_type)] = usage[(j.owner, j.kind, j.device_type)].plus(u)
         started = epoch(j.started_at)
         dur = expected_duration(j.estimated_duration, j.owner, j.kind, j.device_type, inp.typical)
         ends = started + dur if started is not None and dur is not None else None
         if j.status == st.RUNNING and j.preempted_by is None:
             running.append(Running(j.id, j.owner, j.kind, j.pool, j.device_type, j.priority, j.preemptible,
-                                   started or now, placement_of(j),
+                                   started or now, placement,
                                    started + j.estimated_duration if started and j.estimated_duration else None))
-        u = usage_of(j)
         estimate_holding.append(Holding(j.pool, j.device_type, u.cpu if j.device_type == "cpu" else u.devices, ends))
     requests = [request_of(j) for j in queued]
     limits = quota_limits(s, {(r.owner, r.kind, r.device_type) for r in requests}, inp.quota_defaults)
@@ -195,8 +191,6 @@ def decide(s: Session, inp: Inputs) -> Decisions:
         except Conflict as e:
             reasons[job.id] = f"waiting: {e.detail}"
             continue
-        if adm.preempts and set(adm.preempts) & set(out.preempt):
-            continue  # a victim claimed twice cannot happen in one cycle; be safe anyway
         held.extend(held_mounts([job]))
         out.admitted.append(adm)
         out.full[adm.job_id] = job
