@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import requests
@@ -90,3 +91,34 @@ def processes_with_env(**wanted: str) -> dict[int, dict[str, str]]:
         if all(env.get(k) == v for k, v in wanted.items()):
             out[int(p.name)] = env
     return out
+
+
+def service_pid(hub) -> int:
+    """The ti service's leader process (API followers, if any, are its children)."""
+    marker = str(hub.data_dir).encode()
+    found: dict[int, int] = {}
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            cmd = (p / "cmdline").read_bytes().split(b"\0")
+            env = (p / "environ").read_bytes()
+            fields = (p / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if b"ti_hub.service" in cmd and marker in env and fields[0] != "Z":
+            found[int(p.name)] = int(fields[1])
+    leaders = [pid for pid, parent in found.items() if parent not in found]
+    if len(leaders) != 1:
+        raise LookupError(f"ti service leader not found among {found}")
+    return leaders[0]
+
+
+def wait(pred, timeout: float = 60, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = pred()
+        if got:
+            return got
+        time.sleep(0.2)
+    raise TimeoutError(f"timed out waiting for {what}")

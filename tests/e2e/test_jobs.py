@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tihub_client import processes_with_env
+from tihub_client import processes_with_env, service_pid
 
 pytestmark = pytest.mark.e2e
 
@@ -103,27 +103,6 @@ def test_other_users_jobs_are_invisible_and_untouchable(hub, new_user):
     owner.wait_job(j["id"], states=("killed",))
 
 
-def _service_pid(hub) -> int:
-    """The ti service's leader process (API followers, if any, are its children)."""
-    marker = str(hub.data_dir).encode()
-    found: dict[int, int] = {}
-    for p in Path("/proc").iterdir():
-        if not p.name.isdigit():
-            continue
-        try:
-            cmd = (p / "cmdline").read_bytes().split(b"\0")
-            env = (p / "environ").read_bytes()
-            fields = (p / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if b"ti_hub.service" in cmd and marker in env and fields[0] != "Z":
-            found[int(p.name)] = int(fields[1])
-    leaders = [pid for pid, parent in found.items() if parent not in found]
-    if len(leaders) != 1:
-        raise LookupError(f"ti service leader not found among {found}")
-    return leaders[0]
-
-
 def test_service_restart_readopts_running_jobs(hub, new_user):
     u = new_user("restart")
     # one long-lived process per instance (a shell loop would fork a new `sleep` every tick)
@@ -132,12 +111,12 @@ def test_service_restart_readopts_running_jobs(hub, new_user):
     before = u.wait_job(j["id"], states=("running",))
     time.sleep(0.5)
     procs_before = alive_processes(j["id"])
-    old = _service_pid(hub)
+    old = service_pid(hub)
     os.kill(old, signal.SIGKILL)  # the hub restarts its managed service
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
-            if _service_pid(hub) != old and u.api("GET", f"/jobs/{j['id']}").status_code == 200:
+            if service_pid(hub) != old and u.api("GET", f"/jobs/{j['id']}").status_code == 200:
                 break
         except LookupError:
             pass

@@ -5,10 +5,10 @@ from __future__ import annotations
 import datetime as dt
 import subprocess
 import sys
-import time
 
 import pytest
 from conftest import ADMIN, ADMIN_PASSWORD, own_hub
+from tihub_client import wait
 
 pytestmark = pytest.mark.e2e
 
@@ -36,16 +36,6 @@ def user(hub, prefix: str):
 
 def gpu_job(name: str, command: str = "sleep 60", **kw) -> dict:
     return {"name": name, "plan": "demo-gpu-1", "image": "python-cpu", "command": command, **kw}
-
-
-def wait(pred, timeout: float = 60, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = pred()
-        if got:
-            return got
-        time.sleep(0.2)
-    raise TimeoutError(f"timed out waiting for {what}")
 
 
 def kill_all(u, ids):

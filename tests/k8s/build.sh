@@ -41,6 +41,7 @@ die() { log "ERROR: $*"; exit 1; }
 is_built() {
   local b
   for b in "${BINARIES[@]}"; do [[ -x "$BIN/$b" ]] || return 1; done
+  [[ -f "$BIN/kwok-stages/pod-ready.yaml" ]] || return 1
 }
 
 running_pid() {
@@ -221,6 +222,14 @@ EOF
   GOFLAGS= GOBIN="$STAGE" nice -n "$NICE" go install -trimpath -ldflags="-s -w" \
     "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
   log "built kwok in $(( $(date +%s) - t ))s ($(du -h "$STAGE/kwok" | cut -f1))"
+  # kwok's own stage definitions (node and pod lifecycles) travel with the binary: the test
+  # cluster uses them as released, adding only TiHub's completion stages (tests/k8s/stages/)
+  local kwok_src
+  kwok_src="$(go env GOMODCACHE)/sigs.k8s.io/kwok@$KWOK_VERSION/kustomize/stage"
+  mkdir -p "$STAGE/kwok-stages"
+  cp "$kwok_src/node/fast/node-initialize.yaml" "$kwok_src/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml" \
+     "$kwok_src"/pod/fast/pod-{ready,delete}.yaml \
+     "$STAGE/kwok-stages/"
 
   # ---- publish atomically ---------------------------------------------------
   "$STAGE/kubectl" version --client 2>/dev/null | sed 's/^/  /' || true

@@ -35,6 +35,8 @@ class Mount:
     mount_path: str
     read_only: bool
     kind: str = "filesystem"  # the storage kind, for messages
+    volume_id: int | None = None  # which TiHub volume (Kubernetes mounts its claim, not a path)
+    volume: str = ""  # "owner/name", for names and messages
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,8 @@ class LaunchSpec:
     mounts: tuple[Mount, ...] = ()
     scratch_paths: tuple[str, ...] = ()  # local-kind volumes: fresh, node-local, gone at the end
     shm_mib: int = 64
+    device_type: str = "cpu"
+    pool: str = "default"
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

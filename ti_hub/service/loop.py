@@ -249,10 +249,10 @@ class JobRunner:
                 scratch.append(vol["mount_path"])
             else:
                 mounts.append(Mount(str(self.svc.volume_driver.path(vol["volume_id"])), vol["mount_path"],
-                                    vol["read_only"], vol["kind"]))
+                                    vol["read_only"], vol["kind"], vol["volume_id"], vol.get("volume", "")))
         return LaunchSpec(job.id, job.owner, job.name, job.kind, job.strategy, job.command, job.image,
                           dict(job.spec.get("env", {})), tuple(instances), tuple(mounts), tuple(scratch),
-                          job.shm_mib)
+                          job.shm_mib, job.device_type, job.pool)
 
     async def launch(self, job: m.Job, placement: Sequence[core.Allocation]) -> None:
         try:

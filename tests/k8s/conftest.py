@@ -1,0 +1,65 @@
+"""The Kubernetes test control plane, started once per test session (see cluster.py), or any existing
+cluster named by ``TI_TEST_KUBECONFIG`` (kind, k3d, a real one: its nodes must carry TiHub's labels)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from .cluster import FakeNode, LocalCluster, bin_dir
+
+BASE_NODES = ([FakeNode(f"a100-{i}", devices=8, device_type="A100") for i in range(4)]
+              + [FakeNode(f"t4-{i}", devices=4, device_type="T4", cpu="16", memory="64Gi") for i in range(2)]
+              + [FakeNode("cpu-0", cpu="16", memory="64Gi")])
+
+
+class ExistingCluster:
+    """The same interface as LocalCluster for a cluster someone else runs."""
+
+    def __init__(self, kubeconfig: str):
+        self.kubeconfig = Path(kubeconfig)
+        self.kubectl_bin = shutil.which("kubectl") or str(bin_dir() / "kubectl")
+
+    def kubectl(self, *args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess:
+        out = subprocess.run([self.kubectl_bin, "--kubeconfig", str(self.kubeconfig), *args],
+                             capture_output=True, text=True, input=input)
+        if check and out.returncode:
+            raise RuntimeError(f"kubectl {' '.join(args)} failed ({out.returncode}): {out.stderr.strip()}")
+        return out
+
+    def namespace(self, name: str, restricted: bool = True) -> str:
+        self.kubectl("create", "namespace", name)
+        if restricted:
+            self.kubectl("label", "namespace", name, "pod-security.kubernetes.io/enforce=restricted")
+        return name
+
+    def add_nodes(self, nodes) -> None:
+        pytest.skip("this test adds fake nodes, which only the local test cluster has")
+
+    def stop(self) -> None:
+        pass
+
+
+def pytest_collection_modifyitems(items):
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(item.fspath).parents:
+            item.add_marker(pytest.mark.k8s)
+
+
+@pytest.fixture(scope="session")
+def k8s_cluster(tmp_path_factory):
+    if os.environ.get("TI_TEST_KUBECONFIG"):
+        yield ExistingCluster(os.environ["TI_TEST_KUBECONFIG"])
+        return
+    c = LocalCluster(tmp_path_factory.mktemp("k8s"))
+    try:
+        c.start()
+        c.add_nodes(BASE_NODES)
+        yield c
+    finally:
+        c.stop()

@@ -1,0 +1,193 @@
+"""KubernetesBackend against a real API server, controller-manager and scheduler with KWOK nodes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+
+from ti_hub.backends.base import InstanceSpec, LaunchSpec
+from ti_hub.backends.k8s import KubernetesBackend
+from ti_hub.backends.k8s import objects as ob
+from ti_hub.backends.outcome import job_outcome
+
+NS = "ti-backend"
+
+
+@pytest.fixture(scope="module")
+async def backend(k8s_cluster):
+    k8s_cluster.namespace(NS)  # Pod Security admission enforces "restricted" here
+    b = KubernetesBackend(kubeconfig=str(k8s_cluster.kubeconfig), namespace=NS, installation="backend-test",
+                          finished_job_ttl=600)
+    yield b
+    await b.close()
+
+
+def spec(job_id: int, nodes: list[str], *, strategy=None, workers=1, ps=0, devices=1, device_type="A100",
+         name="train", env=None) -> LaunchSpec:
+    roles = [("ps", i) for i in range(ps)] + [("worker", i) for i in range(workers)]
+    insts = tuple(InstanceSpec(i, r, ri, nodes[i % len(nodes)], tuple(range(devices if r == "worker" else 0)),
+                               2.0, 4096, {}) for i, (r, ri) in enumerate(roles))
+    return LaunchSpec(job_id, "alice", name, "distributed" if len(roles) > 1 else "single", strategy,
+                      "python train.py", "busybox:1.36", dict(env or {}), insts, device_type=device_type)
+
+
+async def wait_for(pred, timeout=30.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = pred()
+        if got:
+            return got
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def pods_of(cluster, job_id: int) -> list[dict]:
+    out = cluster.kubectl("get", "pods", "-n", NS, "-l", f"{ob.LABEL_JOB_ID}={job_id}", "-o", "json")
+    return json.loads(out.stdout)["items"]
+
+
+def signal(cluster, pod: dict, code: int) -> None:
+    cluster.kubectl("annotate", "pod", "-n", NS, pod["metadata"]["name"], f"kwok.ti-hub.io/exit-code={code}")
+
+
+async def until(fn, pred, what, timeout=30.0):
+    """Call the coroutine function ``fn`` until ``pred`` holds for its result."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = await fn()
+        if pred(got):
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}; last: {got!r}")
+        await asyncio.sleep(0.2)
+
+
+async def outcome(backend, job_id, state, strategy, roles):
+    obs = await backend.observe_job(job_id, state)
+    return job_outcome(strategy, roles, obs)
+
+
+async def test_capacity_reads_nodes_and_subtracts_other_workloads(backend, k8s_cluster):
+    nodes = {n.name: n for n in await backend.capacity()}
+    assert len(nodes["a100-0"].devices["A100"]) == 8 and nodes["a100-0"].pool == "default"
+    assert len(nodes["t4-1"].devices["T4"]) == 4 and nodes["t4-1"].cpu == 16.0
+    assert nodes["cpu-0"].devices == {} and nodes["cpu-0"].memory_mib == 64 * 1024
+    # someone else's pod on t4-1, asking for 2 devices and 3 cores
+    other = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "not-tihub", "namespace": "default"},
+             "spec": {"nodeName": "t4-1", "containers": [{"name": "c", "image": "x", "resources": {
+                 "limits": {"nvidia.com/gpu": "2"}, "requests": {"cpu": "3", "memory": "1Gi"}}}],
+                 "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]}}
+    k8s_cluster.apply([other])
+    try:
+        async def t4_1():
+            return {n.name: n for n in await backend.capacity()}["t4-1"]
+        t4 = await until(t4_1, lambda n: len(n.devices.get("T4", [])) == 2, "capacity to drop")
+        assert len(t4.devices["T4"]) == 2 and t4.cpu == 13.0 and t4.memory_mib == 63 * 1024
+    finally:
+        k8s_cluster.kubectl("delete", "pod", "not-tihub", "-n", "default", "--grace-period=0", "--force",
+                            check=False)
+    # steady state: one LIST per watch, no polling
+    assert backend.nodes.lists == 1 and backend.pods.lists == 1
+
+
+async def test_allreduce_gang_is_one_indexed_job_and_a_headless_service(backend, k8s_cluster):
+    nodes = ["a100-0", "a100-1"]
+    sp = spec(101, nodes, strategy="allreduce", workers=4, devices=2)
+    before = backend.writes
+    state = await backend.launch(sp)
+    assert backend.writes - before == 2  # the Job and the Service
+    assert state["roles"] == [{"job": ob.base_name(101, "alice", "train"), "offset": 0, "count": 4}]
+    jobs = json.loads(k8s_cluster.kubectl("get", "jobs", "-n", NS, "-l", f"{ob.LABEL_JOB_ID}=101",
+                                          "-o", "json").stdout)["items"]
+    assert len(jobs) == 1 and jobs[0]["spec"]["completionMode"] == "Indexed" and jobs[0]["spec"]["completions"] == 4
+    svc = json.loads(k8s_cluster.kubectl("get", "service", state["service"], "-n", NS, "-o", "json").stdout)
+    assert svc["spec"]["clusterIP"] == "None" and svc["metadata"]["ownerReferences"][0]["kind"] == "Job"
+
+    pods = await wait_for(lambda: (p := pods_of(k8s_cluster, 101)) and len(p) == 4 and
+                          all(x["status"].get("phase") == "Running" for x in p) and p, what="4 running pods")
+    assert {p["spec"]["nodeName"] for p in pods} <= set(nodes)
+    for p in pods:
+        c = p["spec"]["containers"][0]
+        assert c["resources"]["limits"]["nvidia.com/gpu"] == "2"
+        assert c["securityContext"]["allowPrivilegeEscalation"] is False
+        assert p["spec"]["securityContext"]["runAsNonRoot"] is True
+        assert p["spec"]["automountServiceAccountToken"] is False
+        assert p["spec"]["subdomain"] == state["service"]
+        env = {e["name"]: e.get("value") for e in c["env"]}
+        assert env["MASTER_ADDR"] == f"{state['roles'][0]['job']}-0.{state['service']}" and env["WORLD_SIZE"] == "4"
+    roles = ["worker"] * 4
+    assert await outcome(backend, 101, state, "allreduce", roles) is None
+
+    for p in pods:
+        signal(k8s_cluster, p, 0)
+    res = await until(lambda: outcome(backend, 101, state, "allreduce", roles), lambda r: r is not None, "the end")
+    assert res == ("completed", 0, "all 4 instances exited normally")
+    text, end = await backend.logs(101, state, 2)
+    assert "kwok fake container: working" in text and end == len(text.encode())
+    # finished: its objects stay (logs readable) until their TTL; stop deletes nothing
+    writes = backend.writes
+    await backend.stop(101, state)
+    assert backend.writes == writes
+
+
+async def test_a_failed_or_oom_killed_instance_fails_the_gang_and_stop_deletes_it(backend, k8s_cluster):
+    sp = spec(102, ["a100-2"], strategy="allreduce", workers=2, devices=1)
+    state = await backend.launch(sp)
+    pods = await wait_for(lambda: (p := pods_of(k8s_cluster, 102)) and len(p) == 2 and
+                          all(x["status"].get("phase") == "Running" for x in p) and p, what="2 running pods")
+    victim = next(p for p in pods if p["metadata"]["labels"][ob.COMPLETION_INDEX] == "1")
+    signal(k8s_cluster, victim, 137)
+    res = await until(lambda: outcome(backend, 102, state, "allreduce", ["worker", "worker"]),
+                      lambda r: r is not None, "the failure")
+    assert res[0] == "failed" and res[1] == 137 and "worker 1 was killed: out of memory (limit 4096 MiB)" == res[2]
+    await backend.stop(102, state, grace_seconds=2)
+    await wait_for(lambda: not pods_of(k8s_cluster, 102), what="pods deleted")
+    assert not json.loads(k8s_cluster.kubectl("get", "jobs,services", "-n", NS, "-l", f"{ob.LABEL_JOB_ID}=102",
+                                              "-o", "json").stdout)["items"]
+
+
+async def test_parameter_server_job_is_one_indexed_job_per_role(backend, k8s_cluster):
+    sp = spec(103, ["a100-3"], strategy="ps", workers=2, ps=1, devices=1)
+    before = backend.writes
+    state = await backend.launch(sp)
+    assert backend.writes - before == 3
+    assert [(r["offset"], r["count"]) for r in state["roles"]] == [(0, 1), (1, 2)]
+    pods = await wait_for(lambda: (p := pods_of(k8s_cluster, 103)) and len(p) == 3 and p, what="3 pods")
+    ps_pod = next(p for p in pods if p["metadata"]["labels"][ob.LABEL_ROLE] == "ps")
+    assert "nvidia.com/gpu" not in ps_pod["spec"]["containers"][0]["resources"]["limits"]
+    ps_env = {e["name"]: e.get("value") for e in ps_pod["spec"]["containers"][0]["env"]}
+    tf = json.loads(ps_env["TF_CONFIG"])  # one ps: its TF_CONFIG is a plain variable
+    assert tf["task"] == {"type": "ps", "index": 0} and len(tf["cluster"]["worker"]) == 2
+    assert tf["cluster"]["ps"] == [f"{state['roles'][0]['job']}-0.{state['service']}:2222"]
+    worker = next(p for p in pods if p["metadata"]["labels"][ob.LABEL_ROLE] == "worker")
+    assert "TF_CONFIG=" in worker["spec"]["containers"][0]["command"][2]  # per index, from the prelude
+    await backend.stop(103, state, grace_seconds=1)
+    await wait_for(lambda: not pods_of(k8s_cluster, 103), what="pods deleted")
+
+
+async def test_reconcile_readopts_known_jobs_and_deletes_orphans(backend, k8s_cluster):
+    known_state = await backend.launch(spec(104, ["a100-0"], name="kept"))
+    orphan_state = await backend.launch(spec(105, ["a100-1"], name="orphan"))
+    await wait_for(lambda: len(pods_of(k8s_cluster, 104)) == 1 and len(pods_of(k8s_cluster, 105)) == 1,
+                   what="pods")
+    # a new backend, as after a ti service restart
+    fresh = KubernetesBackend(kubeconfig=str(k8s_cluster.kubeconfig), namespace=NS, installation="backend-test")
+    try:
+        alive = await fresh.reconcile({104: known_state})
+        assert alive == {104: True}
+        await wait_for(lambda: not pods_of(k8s_cluster, 105), what="orphan deleted")
+        assert len(pods_of(k8s_cluster, 104)) == 1
+        # relaunching a job whose objects survived a crash replaces them instead of duplicating them
+        again = await fresh.launch(spec(104, ["a100-0"], name="kept"))
+        assert again["roles"] == known_state["roles"]
+        jobs = json.loads(k8s_cluster.kubectl("get", "jobs", "-n", NS, "-l", f"{ob.LABEL_JOB_ID}=104",
+                                              "-o", "json").stdout)["items"]
+        assert len(jobs) == 1
+        await fresh.stop(104, again, grace_seconds=1)
+    finally:
+        await fresh.close()
+    assert orphan_state["roles"][0]["job"] not in {j["metadata"]["name"] for j in json.loads(
+        k8s_cluster.kubectl("get", "jobs", "-n", NS, "-o", "json").stdout)["items"]}

@@ -1,0 +1,131 @@
+"""Kubernetes names and manifests: pure, no cluster."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import subprocess
+
+import pytest
+
+from ti_hub.backends.base import InstanceSpec, LaunchSpec, Mount
+from ti_hub.backends.envs import instance_envs
+from ti_hub.backends.k8s import objects as ob
+from ti_hub.backends.k8s.capacity import parse_quantity, pod_requests
+from ti_hub.backends.k8s.names import DNS1123_LABEL, safe_name
+
+
+@pytest.mark.parametrize("a,b", [
+    (("alice-prod",), ("alice", "prod")),
+    (("alice", "prod-x"), ("alice-prod", "x")),
+    (("Bob",), ("bob",)),
+    (("a.b",), ("a_b",)),
+    (("x" * 80,), ("x" * 81,)),
+    (("ti", 1, "u", "n"), ("ti", "1", "u-n")),
+])
+def test_safe_names_of_colliding_texts_differ(a, b):
+    na, nb = safe_name(*a), safe_name(*b)
+    assert na != nb
+    for n in (na, nb):
+        assert DNS1123_LABEL.match(n) and len(n) <= 63
+
+
+def test_safe_names_are_stable_bounded_and_unique_over_many_inputs():
+    rnd = random.Random(4)
+    alphabet = "abAB01-_.@ "
+    seen: dict[str, tuple] = {}
+    for _ in range(20000):
+        parts = tuple("".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 70))) for _ in range(rnd.randint(1, 3)))
+        n = safe_name(*parts, max_len=40)
+        assert DNS1123_LABEL.match(n) and len(n) <= 40
+        assert seen.setdefault(n, parts) == parts
+    assert safe_name("alice", "prod") == safe_name("alice", "prod")
+    with pytest.raises(ValueError):
+        safe_name("a\x00b")
+
+
+def launch(strategy, workers, ps=0, devices=2, mounts=(), scratch=()) -> LaunchSpec:
+    roles = [("ps", i) for i in range(ps)] + [("worker", i) for i in range(workers)]
+    insts = tuple(InstanceSpec(i, r, ri, f"node-{i % 2}", tuple(range(devices if r == "worker" else 0)), 4.0, 8192, {})
+                  for i, (r, ri) in enumerate(roles))
+    return LaunchSpec(7, "Alice.Smith", "my_job", "distributed", strategy, "echo hi", "img:1", {"LR": "0.1"},
+                      insts, tuple(mounts), tuple(scratch), 256, "A100", "default")
+
+
+def env_in_shell(job: dict, index: int) -> dict[str, str]:
+    """Run the container's own shell command with the index Kubernetes would give, and read its env back."""
+    c = job["spec"]["template"]["spec"]["containers"][0]
+    base = {e["name"]: e["value"] for e in c["env"]}
+    script = c["command"][2].replace("echo hi", "env -0")
+    out = subprocess.run(["/bin/sh", "-c", script], env={**base, "JOB_COMPLETION_INDEX": str(index), "PATH": "/usr/bin:/bin"},
+                         capture_output=True, check=True).stdout.decode()
+    env = dict(kv.split("=", 1) for kv in out.split("\0") if kv)
+    return {k: v for k, v in env.items() if k not in ("PWD", "SHLVL", "_", "JOB_COMPLETION_INDEX", "PATH", "LR")}
+
+
+@pytest.mark.parametrize("strategy,workers,ps", [("allreduce", 4, 0), ("ps", 3, 2), (None, 1, 0)])
+def test_each_pod_gets_exactly_the_environment_instance_envs_defines(strategy, workers, ps):
+    s = ob.KubeSettings(namespace="users")
+    spec = launch(strategy, workers, ps)
+    objs = ob.job_objects(s, spec)
+    jobs = [o for o in objs if o["kind"] == "Job"]
+    hosts = ob.instance_hosts(s, spec)
+    if strategy == "ps":
+        want = instance_envs("ps", workers, ps, hosts[0], None, [s.tf_port] * ps, [s.tf_port] * workers, hosts=hosts)
+    else:
+        want = instance_envs(strategy, workers, 0, hosts[0], s.master_port)
+    got = []
+    for job in jobs:
+        for i in range(job["spec"]["completions"]):
+            got.append(env_in_shell(job, i))
+    assert got == want
+    assert sum(1 for o in objs if o["kind"] == "Service") == (1 if workers + ps > 1 else 0)
+    assert len(objs) <= 3
+
+
+def test_pods_are_restricted_and_volumes_are_only_tihubs_own():
+    s = ob.KubeSettings(namespace="users", uid=1234, gid=100)
+    spec = launch("allreduce", 2, mounts=[Mount("/ignored", "/data", True, "dataset", 5, "bob/imagenet"),
+                                          Mount("/ignored", "/work", False, "filesystem", 6, "alice/w")],
+                  scratch=["/scratch"])
+    job = next(o for o in ob.job_objects(s, spec) if o["kind"] == "Job")
+    pod = job["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    assert pod["securityContext"] == {"runAsNonRoot": True, "runAsUser": 1234, "runAsGroup": 100, "fsGroup": 100,
+                                      "seccompProfile": {"type": "RuntimeDefault"}}
+    assert c["securityContext"]["allowPrivilegeEscalation"] is False and c["securityContext"]["privileged"] is False
+    assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert pod["automountServiceAccountToken"] is False and pod["hostNetwork"] is False
+    text = repr(job)
+    assert "hostPath" not in text and "/ignored" not in text  # a path never becomes a volume on Kubernetes
+    claims = [v["persistentVolumeClaim"] for v in pod["volumes"] if "persistentVolumeClaim" in v]
+    assert claims == [{"claimName": ob.pvc_name(5, "bob/imagenet"), "readOnly": True},
+                      {"claimName": ob.pvc_name(6, "alice/w"), "readOnly": False}]
+    mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
+    assert mounts["/data"]["readOnly"] is True and mounts["/work"]["readOnly"] is False
+    assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "256Mi"}} in pod["volumes"]
+    assert c["resources"]["limits"] == {"cpu": "4000m", "memory": "8192Mi", "nvidia.com/gpu": "2"}
+    assert c["resources"]["requests"] == c["resources"]["limits"]
+    assert pod["nodeSelector"] == {"ti-hub.io/device-type": "A100"}
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms[0]["matchExpressions"][0]["values"] == ["node-0", "node-1"]
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+
+
+def test_names_of_jobs_leave_room_for_pod_hostnames():
+    for owner, name in itertools.product(["a" * 255, "Bob"], ["n" * 63, "x"]):
+        spec = LaunchSpec(123456789, owner, name, "distributed", "ps", "true", "i", {}, ())
+        for job in ob.role_job_names(spec).values():
+            assert len(f"{job}-63") <= 63 and DNS1123_LABEL.match(job)
+
+
+def test_quantities_and_pod_requests():
+    assert parse_quantity("500m") == parse_quantity("0.5") and parse_quantity("64Gi") == 64 << 30
+    assert parse_quantity("1e3") == 1000 and parse_quantity("1k") == 1000 and parse_quantity(None) == 0
+    with pytest.raises(ValueError):
+        parse_quantity("lots")
+    pod = {"spec": {"containers": [{"resources": {"requests": {"cpu": "1", "memory": "1Gi"}}},
+                                   {"resources": {"limits": {"cpu": "500m", "nvidia.com/gpu": "2"}}}],
+                    "initContainers": [{"resources": {"requests": {"cpu": "4"}}}]}}
+    cpu, mem, dev = pod_requests(pod, "nvidia.com/gpu")
+    assert (cpu, mem, dev) == (4, 1 << 30, 2)  # init containers run alone: their max counts if larger

@@ -1,0 +1,364 @@
+"""KubernetesBackend: TiHub's jobs as batch/v1 Jobs on a real cluster.
+
+The scheduler decides; this shell only creates, watches and deletes. Per admitted job: one Indexed Job
+(single-node, all-reduce) or one per role (parameter server), plus a headless Service for gangs -- at most
+three API writes, all of a gang or none (a failed create rolls the others back). Status comes from shared
+watches (``reflector.py``), never from polling; capacity is the nodes' allocatable minus what other
+workloads request. After a restart, objects are matched to TiHub's jobs by labels: the known ones are
+re-adopted, unfinished ones nobody knows are deleted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+from typing import Any
+
+from kubernetes_asyncio import client as k8s
+from kubernetes_asyncio import config as k8s_config
+from kubernetes_asyncio.client.exceptions import ApiException
+from traitlets import Bool, Dict, Integer, List, Unicode
+
+from ..base import ExecutionBackend, InstanceStatus, JobObservation, LaunchSpec, NodeCapacity
+from ..outcome import exit_reason
+from . import objects as ob
+from .capacity import capacity
+from .reflector import Reflector
+
+FINISHED = ("Complete", "Failed", "SuccessCriteriaMet", "FailureTarget")
+
+
+class KubernetesBackend(ExecutionBackend):
+    kubeconfig = Unicode("", config=True,
+                         help="Kubeconfig file to use; empty: the in-cluster service account, else ~/.kube/config.")
+    namespace = Unicode("default", config=True, help="Namespace where TiHub creates jobs' Jobs, Services and pods.")
+    installation = Unicode("ti-hub", config=True,
+                           help="Name of this TiHub installation, labelled on everything it creates: two "
+                                "installations sharing a namespace never touch each other's objects.")
+    device_resource = Unicode("nvidia.com/gpu", config=True, help="Extended resource that counts devices.")
+    device_type_label = Unicode("ti-hub.io/device-type", config=True,
+                                help="Node label naming the node's device type (e.g. A100); nodes without it "
+                                     "offer no devices to TiHub.")
+    pool_label = Unicode("ti-hub.io/pool", config=True,
+                         help="Node label naming the node's resource pool; unlabelled nodes are in 'default'.")
+    run_as_uid = Integer(1000, config=True, help="User id every job container runs as (never 0).")
+    run_as_gid = Integer(100, config=True, help="Group id of job containers and of their volumes (fsGroup).")
+    tolerations = List(Dict(), config=True, help="Tolerations added to every job pod (device tolerations are added "
+                                                 "automatically for pods that ask for devices).")
+    image_pull_secrets = List(Unicode(), config=True, help="Image pull secrets every job pod may use.")
+    scheduler_name = Unicode("", config=True, help="schedulerName of job pods; empty: the cluster's default.")
+    pin_to_placement = Bool(True, config=True,
+                            help="Restrict each job's pods to the nodes TiHub's scheduler placed it on (node "
+                                 "affinity); off, the kube-scheduler picks among matching nodes.")
+    termination_grace_seconds = Integer(10, config=True, help="Grace period of job pods when stopped.")
+    finished_job_ttl = Integer(3600, config=True,
+                               help="Seconds Kubernetes keeps a finished job's Job and pods (and so its logs) "
+                                    "before deleting them (ttlSecondsAfterFinished).")
+    capacity_all_namespaces = Bool(True, config=True,
+                                   help="Subtract what pods in every namespace request from node capacity (needs "
+                                        "cluster-wide pod list/watch); off: only pods in TiHub's namespace.")
+    connection_limit = Integer(64, config=True, help="Most concurrent connections to the API server.")
+    extra_pod_annotations = Dict(Unicode(), config=True, help="Annotations added to every job pod (admin-set).")
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self._api: k8s.ApiClient | None = None
+        self._started: asyncio.Lock | None = None
+        self.nodes: Reflector | None = None
+        self.pods: Reflector | None = None
+        self.jobs: Reflector | None = None
+        self.pods_by_job: dict[int, dict[str, dict[str, Any]]] = defaultdict(dict)
+        self.writes = 0  # API writes so far (create/delete), for tests and benchmarks
+
+    @property
+    def settings(self) -> ob.KubeSettings:
+        return ob.KubeSettings(
+            namespace=self.namespace, installation=self.installation, device_resource=self.device_resource,
+            device_type_label=self.device_type_label, pool_label=self.pool_label, uid=self.run_as_uid,
+            gid=self.run_as_gid, termination_grace_seconds=self.termination_grace_seconds,
+            pin_to_placement=self.pin_to_placement, tolerations=tuple(self.tolerations),
+            image_pull_secrets=tuple(self.image_pull_secrets), scheduler_name=self.scheduler_name,
+            extra_pod_annotations=dict(self.extra_pod_annotations))
+
+    # -- connection and watches ----------------------------------------------------------------------------
+    async def api(self) -> k8s.ApiClient:
+        if self._api is None:
+            cfg = k8s.Configuration()
+            if self.kubeconfig:
+                await k8s_config.load_kube_config(config_file=self.kubeconfig, client_configuration=cfg)
+            else:
+                try:
+                    k8s_config.load_incluster_config(client_configuration=cfg)
+                except k8s_config.ConfigException:
+                    await k8s_config.load_kube_config(client_configuration=cfg)
+            cfg.connection_pool_maxsize = self.connection_limit
+            self._api = k8s.ApiClient(cfg)
+        return self._api
+
+    async def start_watches(self, jobs: bool = True) -> None:
+        """Start the shared watches once (nodes and pods for capacity; Jobs for launched work)."""
+        if self._started is None:
+            self._started = asyncio.Lock()
+        async with self._started:
+            api = await self.api()
+            core, batch = k8s.CoreV1Api(api), k8s.BatchV1Api(api)
+            if self.nodes is None:
+                self.nodes = Reflector("nodes", core.list_node, log=self.log, on_event=self._node_event)
+                if self.capacity_all_namespaces:
+                    lister = core.list_pod_for_all_namespaces
+                else:
+                    def lister(**kw):
+                        return core.list_namespaced_pod(self.namespace, **kw)
+                self.pods = Reflector("pods", lister, log=self.log, on_event=self._pod_event)
+                await asyncio.gather(self.nodes.start(), self.pods.start())
+            if jobs and self.jobs is None:
+                sel = ob.job_selector(self.settings)
+
+                def list_jobs(**kw):
+                    return batch.list_namespaced_job(self.namespace, label_selector=sel, **kw)
+                self.jobs = Reflector("jobs", list_jobs, log=self.log, on_event=self._job_event)
+                await self.jobs.start()
+
+    def _poke(self) -> None:
+        poke = getattr(self.parent, "poke", None)
+        if poke:
+            poke()
+
+    def _node_event(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        if kind != "MODIFIED" or (old and old.get("status", {}).get("allocatable") !=
+                                  obj.get("status", {}).get("allocatable")):
+            self._poke()
+
+    def _pod_event(self, kind: str, pod: dict[str, Any], old: dict[str, Any] | None) -> None:
+        labels = pod["metadata"].get("labels") or {}
+        job_id = labels.get(ob.LABEL_JOB_ID)
+        if job_id is None or pod["metadata"].get("namespace") != self.namespace:
+            return
+        by = self.pods_by_job[int(job_id)]
+        name = pod["metadata"]["name"]
+        if kind == "DELETED":
+            by.pop(name, None)
+            if not by:
+                self.pods_by_job.pop(int(job_id), None)
+        else:
+            by[name] = pod
+        phase, was = pod.get("status", {}).get("phase"), (old or {}).get("status", {}).get("phase")
+        if phase != was and phase in ("Succeeded", "Failed", "Running"):
+            self._poke()
+
+    def _job_event(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        if kind == "DELETED":
+            self._poke()
+
+    async def close(self) -> None:
+        for r in (self.nodes, self.pods, self.jobs):
+            if r:
+                await r.stop()
+        if self._api:
+            await self._api.close()
+            self._api = None
+
+    # -- capacity ------------------------------------------------------------------------------------------
+    async def capacity(self) -> list[NodeCapacity]:
+        await self.start_watches(jobs=False)
+        return capacity(self.nodes.items.values(), self.pods.items.values(), self.settings)
+
+    # -- launch ---------------------------------------------------------------------------------------------
+    async def launch(self, spec: LaunchSpec) -> dict[str, Any]:
+        await self.start_watches()
+        s = self.settings
+        objs = ob.job_objects(s, spec)
+        jobs = [o for o in objs if o["kind"] == "Job"]
+        service = next((o for o in objs if o["kind"] == "Service"), None)
+        for j in jobs:
+            j["spec"]["ttlSecondsAfterFinished"] = self.finished_job_ttl
+        api = await self.api()
+        batch, core = k8s.BatchV1Api(api), k8s.CoreV1Api(api)
+        created: list[str] = []
+        try:
+            first = await self._create_job(batch, jobs[0], spec.job_id)
+            created.append(jobs[0]["metadata"]["name"])
+            if service is not None:
+                # owned by the first Job: deleting the job's Jobs takes its Service with them
+                service["metadata"]["ownerReferences"] = [{
+                    "apiVersion": "batch/v1", "kind": "Job", "name": first["metadata"]["name"],
+                    "uid": first["metadata"]["uid"], "controller": False, "blockOwnerDeletion": False}]
+                self.writes += 1
+                await core.create_namespaced_service(s.namespace, service)
+            for j in jobs[1:]:
+                await self._create_job(batch, j, spec.job_id)
+                created.append(j["metadata"]["name"])
+        except BaseException:
+            # all of a gang or none: take back what was created
+            for name in created:
+                await self._delete_job(batch, name)
+            raise
+        roles = [{"job": j["metadata"]["name"], "offset": int(j["metadata"]["annotations"][ob.ANN_ROLE_OFFSET]),
+                  "count": j["spec"]["completions"]} for j in jobs]
+        return {"backend": "kubernetes", "namespace": s.namespace, "roles": roles,
+                "service": service["metadata"]["name"] if service else None,
+                "memory_mib": spec.instances[0].memory_mib}
+
+    async def _create_job(self, batch: k8s.BatchV1Api, job: dict[str, Any], job_id: int) -> dict[str, Any]:
+        for attempt in range(2):
+            self.writes += 1
+            try:
+                resp = await batch.create_namespaced_job(self.namespace, job, _preload_content=False)
+                try:
+                    return await resp.json()
+                finally:
+                    resp.release()
+            except ApiException as e:
+                if e.status != 409 or attempt:
+                    raise
+                # a leftover of this very job (the service died between creating it and recording it)
+                name = job["metadata"]["name"]
+                self.log.warning("job %d: replacing leftover Kubernetes Job %s", job_id, name)
+                await self._delete_job(batch, name)
+                await self._wait_gone(name)
+        raise AssertionError("unreachable")
+
+    async def _delete_job(self, batch: k8s.BatchV1Api, name: str) -> None:
+        self.writes += 1
+        try:
+            await batch.delete_namespaced_job(name, self.namespace, propagation_policy="Background",
+                                              grace_period_seconds=0)
+        except ApiException as e:
+            if e.status != 404:
+                raise
+
+    async def _wait_gone(self, name: str, timeout: float = 10.0) -> None:
+        key = f"{self.namespace}/{name}"
+        deadline = time.monotonic() + timeout
+        while key in self.jobs.items and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+
+    # -- observation ----------------------------------------------------------------------------------------
+    def _pods_of(self, job_id: int, job_name: str) -> dict[int, dict[str, Any]]:
+        """Newest pod of each completion index of one Kubernetes Job."""
+        out: dict[int, dict[str, Any]] = {}
+        for pod in self.pods_by_job.get(job_id, {}).values():
+            lab = pod["metadata"].get("labels") or {}
+            if lab.get("job-name") != job_name and lab.get("batch.kubernetes.io/job-name") != job_name:
+                continue
+            idx = int(lab.get(ob.COMPLETION_INDEX, pod["metadata"].get("annotations", {}).get(ob.COMPLETION_INDEX, 0)))
+            cur = out.get(idx)
+            if cur is None or pod["metadata"]["creationTimestamp"] > cur["metadata"]["creationTimestamp"]:
+                out[idx] = pod
+        return out
+
+    async def observe_job(self, job_id: int, state: dict[str, Any]) -> JobObservation:
+        await self.start_watches()
+        insts: list[InstanceStatus] = []
+        for role in state.get("roles", []):
+            job = self.jobs.items.get(f"{state['namespace']}/{role['job']}")
+            pods = self._pods_of(job_id, role["job"])
+            for i in range(role["count"]):
+                index = role["offset"] + i
+                pod = pods.get(i)
+                if pod is not None:
+                    insts.append(pod_status(index, pod, state.get("memory_mib")))
+                elif job is None:
+                    insts.append(InstanceStatus(index, "lost", None, "its Kubernetes Job was deleted"))
+                elif job_finished(job) and job_condition(job, "Failed"):
+                    insts.append(InstanceStatus(index, "exited", None, job_condition(job, "Failed")))
+                else:
+                    insts.append(InstanceStatus(index, "running"))  # the Job controller is creating it
+        return JobObservation(tuple(insts))
+
+    async def stop(self, job_id: int, state: dict[str, Any], grace_seconds: float = 5.0) -> None:
+        """Delete the job's Jobs (their pods and Service go with them) unless all of it already ended:
+        finished Jobs stay for ``finished_job_ttl`` so that their logs can still be read."""
+        await self.start_watches()
+        api = await self.api()
+        batch = k8s.BatchV1Api(api)
+        obs = await self.observe_job(job_id, state)
+        if obs.instances and all(i.state == "exited" for i in obs.instances) and \
+                all(f"{state['namespace']}/{r['job']}" in self.jobs.items for r in state.get("roles", [])):
+            return
+        for role in state.get("roles", []):
+            await self._delete_job(batch, role["job"])
+        # the devices are free once the pods are gone (or ended): wait for that, within the grace period
+        deadline = time.monotonic() + grace_seconds + 5
+        while time.monotonic() < deadline and any(
+                p.get("status", {}).get("phase") not in ("Succeeded", "Failed")
+                for p in self.pods_by_job.get(job_id, {}).values()):
+            await asyncio.sleep(0.1)
+
+    async def cleanup(self, job_id: int, state: dict[str, Any]) -> None:
+        return None  # nothing outlives the Jobs: scratch is emptyDir, claims belong to volumes
+
+    async def logs(self, job_id: int, state: dict[str, Any], instance: int = 0, offset: int = 0,
+                   limit: int = 1 << 20) -> tuple[str, int]:
+        await self.start_watches()
+        pod = None
+        for role in state.get("roles", []):
+            if role["offset"] <= instance < role["offset"] + role["count"]:
+                pod = self._pods_of(job_id, role["job"]).get(instance - role["offset"])
+        if pod is None or not pod.get("spec", {}).get("nodeName"):
+            return "", offset
+        core = k8s.CoreV1Api(await self.api())
+        try:
+            resp = await core.read_namespaced_pod_log(pod["metadata"]["name"], state["namespace"], container="main",
+                                                      _preload_content=False)
+            try:
+                data = await resp.read()
+            finally:
+                resp.release()
+        except ApiException as e:
+            if e.status in (400, 404):  # not started yet, or already gone
+                return "", offset
+            raise
+        chunk = data[offset:offset + limit]
+        return chunk.decode(errors="replace"), offset + len(chunk)
+
+    async def reconcile(self, known: dict[int, dict[str, Any]]) -> dict[int, bool]:
+        await self.start_watches()
+        batch = k8s.BatchV1Api(await self.api())
+        alive: dict[int, bool] = {}
+        for job_id, state in known.items():
+            obs = await self.observe_job(job_id, state)
+            alive[job_id] = any(i.state == "running" for i in obs.instances)
+        known_names = {r["job"] for st in known.values() for r in st.get("roles", [])}
+        for job in list(self.jobs.items.values()):
+            name = job["metadata"]["name"]
+            if name in known_names or job_finished(job):
+                continue
+            self.log.warning("deleting orphaned Kubernetes Job %s (TiHub job %s is not running)", name,
+                             job["metadata"].get("labels", {}).get(ob.LABEL_JOB_ID))
+            await self._delete_job(batch, name)
+        return alive
+
+
+def job_condition(job: dict[str, Any], kind: str) -> str:
+    for c in (job.get("status") or {}).get("conditions") or []:
+        if c.get("type") == kind and c.get("status") == "True":
+            return c.get("message") or c.get("reason") or kind
+    return ""
+
+
+def job_finished(job: dict[str, Any]) -> bool:
+    return any(job_condition(job, k) for k in FINISHED)
+
+
+def pod_status(index: int, pod: dict[str, Any], memory_mib: int | None) -> InstanceStatus:
+    status = pod.get("status") or {}
+    phase = status.get("phase")
+    if phase not in ("Succeeded", "Failed"):
+        return InstanceStatus(index, "running")
+    term = {}
+    for cs in status.get("containerStatuses") or []:
+        if cs.get("name") == "main":
+            term = (cs.get("state") or {}).get("terminated") or {}
+    code = term.get("exitCode")
+    if term.get("reason") == "OOMKilled":
+        return InstanceStatus(index, "exited", code if code is not None else 137,
+                              exit_reason(oom=True, memory_limit_mib=memory_mib))
+    if code is None:
+        if phase == "Succeeded":
+            return InstanceStatus(index, "exited", 0, "")
+        why = status.get("reason") or "Failed"
+        msg = status.get("message") or ""
+        return InstanceStatus(index, "exited", None, f"{why.lower()}: {msg}" if msg else why.lower())
+    return InstanceStatus(index, "exited", int(code), "")

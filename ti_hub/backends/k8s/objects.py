@@ -1,0 +1,274 @@
+"""Kubernetes manifests for TiHub's jobs and workspaces: pure functions from a launch to plain dicts.
+
+No I/O here (kubespawner's ``objects.py`` habit), so every rule is tested without a cluster:
+
+* restricted pods: non-root, no privilege escalation, all capabilities dropped, seccomp RuntimeDefault,
+  no service-account token, no host namespaces, and volumes only of TiHub's own making (PVCs by name,
+  emptyDir scratch and /dev/shm) -- user input never reaches a volume spec, a host path or a privilege;
+* a gang in at most three objects: a single-node job is one Job; all-reduce is one Indexed Job plus a
+  headless Service for the rendezvous; parameter-server is one Indexed Job per role plus the Service;
+* each instance's environment is exactly ``ti_hub.backends.envs.instance_envs`` with per-instance DNS
+  names: values shared by a role are plain env entries, the per-index ones (RANK, TF_CONFIG, ...) are set by
+  a short shell prelude from the completion index Kubernetes gives every pod of an Indexed Job.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..base import LaunchSpec, Mount
+from ..envs import instance_envs
+from .names import label_value, safe_name
+
+MANAGED_BY = "app.kubernetes.io/managed-by"
+LABEL_INSTALLATION = "ti-hub.io/installation"
+LABEL_JOB_ID = "ti-hub.io/job-id"
+LABEL_OWNER = "ti-hub.io/owner"
+LABEL_ROLE = "ti-hub.io/role"
+LABEL_KIND = "ti-hub.io/kind"
+ANN_OWNER = "ti-hub.io/owner"
+ANN_NAME = "ti-hub.io/name"
+ANN_ROLE_OFFSET = "ti-hub.io/role-offset"
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
+@dataclass(frozen=True)
+class KubeSettings:
+    """What an admin configures (traits of the backend and spawner), never what a user sends."""
+
+    namespace: str = "default"
+    installation: str = "ti-hub"
+    device_resource: str = "nvidia.com/gpu"
+    device_type_label: str = "ti-hub.io/device-type"
+    pool_label: str = "ti-hub.io/pool"
+    uid: int = 1000
+    gid: int = 100
+    master_port: int = 29500
+    tf_port: int = 2222
+    termination_grace_seconds: int = 10
+    pin_to_placement: bool = True
+    tolerations: tuple[dict[str, Any], ...] = ()
+    image_pull_secrets: tuple[str, ...] = ()
+    scheduler_name: str = ""
+    extra_pod_annotations: dict[str, str] = field(default_factory=dict)
+
+
+# -- names ------------------------------------------------------------------------------------------------------
+def base_name(job_id: int, owner: str, name: str) -> str:
+    # 48 leaves room for "-ps"/"-w" and the "-<index>" Kubernetes appends to an Indexed Job's pod hostnames
+    return safe_name("ti", job_id, owner, name, max_len=48)
+
+
+def pvc_name(volume_id: int, volume: str) -> str:
+    return safe_name("ti-vol", volume_id, volume)
+
+
+def job_selector(s: KubeSettings, job_id: int | None = None) -> str:
+    sel = f"{MANAGED_BY}=ti-hub,{LABEL_INSTALLATION}={label_value(s.installation)}"
+    return sel + (f",{LABEL_JOB_ID}={job_id}" if job_id is not None else "")
+
+
+def labels(s: KubeSettings, job_id: int, owner: str, kind: str = "job", role: str | None = None) -> dict[str, str]:
+    out = {MANAGED_BY: "ti-hub", LABEL_INSTALLATION: label_value(s.installation), LABEL_JOB_ID: str(job_id),
+           LABEL_OWNER: label_value(owner), LABEL_KIND: kind}
+    if role:
+        out[LABEL_ROLE] = role
+    return out
+
+
+# -- pod pieces (shared with the workspace spawner) -------------------------------------------------------------
+def pod_security_context(s: KubeSettings) -> dict[str, Any]:
+    return {"runAsNonRoot": True, "runAsUser": s.uid, "runAsGroup": s.gid, "fsGroup": s.gid,
+            "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def container_security_context(s: KubeSettings) -> dict[str, Any]:
+    return {"runAsNonRoot": True, "runAsUser": s.uid, "runAsGroup": s.gid, "privileged": False,
+            "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def quantity_cpu(cpu: float) -> str:
+    return f"{int(round(cpu * 1000))}m"
+
+
+def resources(s: KubeSettings, cpu: float, memory_mib: int, devices: int) -> dict[str, Any]:
+    """Requests equal limits: the scheduler's accounting is exact and a pod never bursts into a neighbour."""
+    limits = {"cpu": quantity_cpu(cpu), "memory": f"{int(memory_mib)}Mi"}
+    if devices:
+        limits[s.device_resource] = str(int(devices))
+    return {"requests": dict(limits), "limits": limits}
+
+
+def placement(s: KubeSettings, device_type: str, pool: str, devices: int,
+              nodes: list[str] | None) -> dict[str, Any]:
+    """nodeSelector, affinity and tolerations of one role's pods (merged into the pod spec)."""
+    selector: dict[str, str] = {}
+    if devices and device_type and device_type != "cpu":
+        selector[s.device_type_label] = device_type
+    if pool and pool != "default":
+        selector[s.pool_label] = pool
+    out: dict[str, Any] = {"nodeSelector": selector} if selector else {}
+    if nodes and s.pin_to_placement:
+        # the kube-scheduler binds within the nodes TiHub's scheduler placed this gang on
+        out["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": HOSTNAME_LABEL, "operator": "In", "values": sorted(set(nodes))}]}]}}}
+    tolerations = [dict(t) for t in s.tolerations]
+    if devices:
+        tolerations.append({"key": s.device_resource, "operator": "Exists", "effect": "NoSchedule"})
+    if tolerations:
+        out["tolerations"] = tolerations
+    return out
+
+
+def volumes(mounts: tuple[Mount, ...] | list[Mount], scratch_paths: tuple[str, ...] | list[str],
+            shm_mib: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(pod volumes, container volumeMounts): claims by TiHub's own names, scratch and /dev/shm as emptyDir."""
+    vols: list[dict[str, Any]] = []
+    vmounts: list[dict[str, Any]] = []
+    for i, mnt in enumerate(mounts):
+        if mnt.volume_id is None:
+            raise ValueError(f"mount {mnt.mount_path} has no TiHub volume: Kubernetes mounts volumes by claim")
+        name = f"vol-{i}"
+        vols.append({"name": name, "persistentVolumeClaim": {"claimName": pvc_name(mnt.volume_id, mnt.volume),
+                                                             "readOnly": bool(mnt.read_only)}})
+        vmounts.append({"name": name, "mountPath": mnt.mount_path, "readOnly": bool(mnt.read_only)})
+    for i, path in enumerate(scratch_paths):
+        name = f"scratch-{i}"
+        vols.append({"name": name, "emptyDir": {}})
+        vmounts.append({"name": name, "mountPath": path})
+    if shm_mib:
+        vols.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{int(shm_mib)}Mi"}})
+        vmounts.append({"name": "dshm", "mountPath": "/dev/shm"})
+    return vols, vmounts
+
+
+# -- jobs -------------------------------------------------------------------------------------------------------
+def _role_groups(spec: LaunchSpec) -> list[tuple[str, int, int]]:
+    """(role, first instance index, count) in index order: ps first, then workers."""
+    groups: list[tuple[str, int, int]] = []
+    for inst in spec.instances:
+        if groups and groups[-1][0] == inst.role:
+            r, first, n = groups[-1]
+            groups[-1] = (r, first, n + 1)
+        else:
+            groups.append((inst.role, inst.index, 1))
+    return groups
+
+
+def role_job_names(spec: LaunchSpec) -> dict[str, str]:
+    base = base_name(spec.job_id, spec.owner, spec.name)
+    if spec.strategy == "ps":
+        return {"ps": f"{base}-ps", "worker": f"{base}-w"}
+    return {"worker": base}
+
+
+def instance_hosts(s: KubeSettings, spec: LaunchSpec) -> list[str]:
+    """Each instance's stable DNS name: ``<job>-<index>.<service>`` (the Indexed Job's pod hostnames)."""
+    service = base_name(spec.job_id, spec.owner, spec.name)
+    names = role_job_names(spec)
+    hosts = []
+    for role, _first, n in _role_groups(spec):
+        hosts += [f"{names[role]}-{i}.{service}" for i in range(n)]
+    return hosts
+
+
+def job_envs(s: KubeSettings, spec: LaunchSpec) -> list[dict[str, str]]:
+    """The environment of every instance, as instance_envs makes it for these hosts and ports."""
+    workers = sum(1 for i in spec.instances if i.role == "worker")
+    ps = len(spec.instances) - workers
+    hosts = instance_hosts(s, spec)
+    if spec.strategy == "ps":
+        return instance_envs("ps", workers, ps, hosts[0], None, [s.tf_port] * ps, [s.tf_port] * workers,
+                             hosts=hosts)
+    return instance_envs(spec.strategy, workers, 0, hosts[0], s.master_port)
+
+
+def split_env(envs: list[dict[str, str]]) -> tuple[dict[str, str], list[dict[str, str]]]:
+    """(values every instance shares, each instance's own values)."""
+    shared = {k: v for k, v in envs[0].items() if all(e.get(k) == v for e in envs[1:])}
+    return shared, [{k: v for k, v in e.items() if k not in shared} for e in envs]
+
+
+def prelude(own: list[dict[str, str]]) -> str:
+    """Shell lines exporting each completion index's own values (empty when there are none)."""
+    if not any(own):
+        return ""
+    cases = []
+    for i, env in enumerate(own):
+        exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()))
+        cases.append(f"  {i}) export {exports} ;;")
+    return "case \"$JOB_COMPLETION_INDEX\" in\n" + "\n".join(cases) + \
+        "\n  *) echo \"ti-hub: unexpected completion index $JOB_COMPLETION_INDEX\" >&2; exit 2 ;;\nesac\n"
+
+
+def job_objects(s: KubeSettings, spec: LaunchSpec, extra_env: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """The Service (for gangs) first, then one Indexed Job per role; every object labelled for reconciliation."""
+    base = base_name(spec.job_id, spec.owner, spec.name)
+    names = role_job_names(spec)
+    envs = job_envs(s, spec)
+    groups = _role_groups(spec)
+    gang = len(spec.instances) > 1
+    objects: list[dict[str, Any]] = []
+    common_labels = labels(s, spec.job_id, spec.owner)
+    annotations = {ANN_OWNER: spec.owner, ANN_NAME: spec.name}
+    if gang:
+        objects.append({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": base, "namespace": s.namespace, "labels": common_labels, "annotations": annotations},
+            # headless and published before readiness: rank 0's name must resolve while the gang gathers
+            "spec": {"clusterIP": "None", "publishNotReadyAddresses": True,
+                     "selector": {LABEL_JOB_ID: str(spec.job_id),
+                                  LABEL_INSTALLATION: common_labels[LABEL_INSTALLATION]},
+                     "ports": [{"name": "rendezvous", "port": s.master_port}, {"name": "tf", "port": s.tf_port}]},
+        })
+    vols, vmounts = volumes(spec.mounts, spec.scratch_paths, spec.shm_mib)
+    user_env = {**spec.env, **(extra_env or {})}
+    for role, first, n in groups:
+        insts = spec.instances[first:first + n]
+        shared, own = split_env(envs[first:first + n])
+        env = {**user_env, **shared}
+        head = insts[0]
+        command = prelude(own) + spec.command
+        pod_labels = labels(s, spec.job_id, spec.owner, role=role)
+        pod_spec: dict[str, Any] = {
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "hostNetwork": False, "hostPID": False, "hostIPC": False,
+            "terminationGracePeriodSeconds": s.termination_grace_seconds,
+            "securityContext": pod_security_context(s),
+            "containers": [{
+                "name": "main", "image": spec.image, "command": ["/bin/sh", "-c", command],
+                "env": [{"name": k, "value": v} for k, v in env.items()],
+                "resources": resources(s, head.cpu, head.memory_mib, len(head.devices)),
+                "securityContext": container_security_context(s),
+                "volumeMounts": vmounts,
+            }],
+            "volumes": vols,
+            **placement(s, spec.device_type, spec.pool, len(head.devices), [i.node for i in insts]),
+        }
+        if gang:
+            pod_spec["subdomain"] = base
+        if s.image_pull_secrets:
+            pod_spec["imagePullSecrets"] = [{"name": n_} for n_ in s.image_pull_secrets]
+        if s.scheduler_name:
+            pod_spec["schedulerName"] = s.scheduler_name
+        objects.append({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": names[role], "namespace": s.namespace, "labels": pod_labels,
+                         "annotations": {**annotations, ANN_ROLE_OFFSET: str(first)}},
+            "spec": {
+                "completions": n, "parallelism": n, "completionMode": "Indexed",
+                # TiHub decides what a failure means (the whole gang fails): Kubernetes never retries
+                "backoffLimit": 0,
+                "template": {"metadata": {"labels": pod_labels,
+                                          "annotations": {**annotations, ANN_ROLE_OFFSET: str(first),
+                                                          **s.extra_pod_annotations}},
+                             "spec": pod_spec},
+            },
+        })
+    return objects
