@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ADMIN, ADMIN_PASSWORD, start_hub, stop_hub
+from hubproc import ADMIN, ADMIN_PASSWORD, start_hub, stop_hub
 
 pytestmark = pytest.mark.e2e
 

@@ -6,7 +6,7 @@ import os
 import uuid
 
 import pytest
-from conftest import ADMIN, ADMIN_PASSWORD, start_hub, stop_hub
+from hubproc import ADMIN, ADMIN_PASSWORD, start_hub, stop_hub
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ADMIN, ADMIN_PASSWORD, own_hub
+from hubproc import ADMIN, ADMIN_PASSWORD, own_hub
 from tihub_client import wait
 
 pytestmark = pytest.mark.e2e

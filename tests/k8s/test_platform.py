@@ -8,7 +8,7 @@ import signal
 import time
 
 import pytest
-from conftest import own_hub
+from hubproc import own_hub
 from tihub_client import service_pid, wait
 
 from ti_hub.backends.k8s import objects as ob

@@ -1,0 +1,98 @@
+"""Starting and stopping a real embedded TiHub (JupyterHub + proxy + ti service) in tests.
+
+A plain module, not a conftest: test packages with conftests of their own import it by this name.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tihub_client import Hub
+
+ADMIN, ADMIN_PASSWORD = "admin", "admin-pass-1234"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_hub(data_dir: Path, extra_env: dict[str, str] | None = None, config: str | None = None) -> tuple:
+    ports = {k: free_port() for k in ("port", "hub", "proxy", "service")}
+    env = dict(os.environ, TI_HUB_ADMIN_PASSWORD=ADMIN_PASSWORD, **(extra_env or {}))
+    # the hub, the ti service and the job supervisors import this checkout, whatever pip installed
+    repo = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (repo, env.get("PYTHONPATH", "")) if p)
+    cmd = [sys.executable, "-m", "ti_hub.app", "start", "--admin", ADMIN, "--data-dir", str(data_dir),
+           "--port", str(ports["port"]), "--hub-port", str(ports["hub"]), "--proxy-api-port", str(ports["proxy"]),
+           "--service-port", str(ports["service"]), "--start-timeout", "90"]
+    if config:
+        cmd += ["--config", config]
+    log = open(data_dir.parent / f"{data_dir.name}.log", "wb")
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{ports['port']}"
+    hub = Hub(url)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"ti-hub exited with {proc.returncode}; see {log.name}")
+        if hub.ready():
+            break
+        time.sleep(0.2)
+    else:
+        raise RuntimeError(f"ti-hub did not become ready; see {log.name}")
+    return proc, hub, ports
+
+
+def terminate_group(proc: subprocess.Popen, grace: float = 20) -> None:
+    """SIGTERM to `ti-hub start`'s process group (it forwards to the hub), SIGKILL after the grace period."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(grace)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def stop_hub(proc: subprocess.Popen) -> None:
+    terminate_group(proc)
+    # workspaces and job supervisors run in sessions of their own: end whatever works inside this data dir
+    data = proc.args[proc.args.index("--data-dir") + 1]
+    for pid_dir in Path("/proc").iterdir():
+        if not pid_dir.name.isdigit() or int(pid_dir.name) == os.getpid():
+            continue
+        try:
+            inside = os.readlink(pid_dir / "cwd").startswith(data)
+        except OSError:
+            continue
+        if inside:
+            try:
+                os.kill(int(pid_dir.name), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def own_hub(tmp_path_factory, name: str, config_lines: str = ""):
+    """A hub of its own (a generator for fixtures), with lines added to the packaged config if given."""
+    data = tmp_path_factory.mktemp(name) / "data"
+    data.mkdir()
+    config = None
+    if config_lines:
+        config = data.parent / "jupyterhub_config.py"
+        config.write_text("from ti_hub.hub_config import configure\nconfigure(c)\n" + config_lines)
+    proc, hub, _ports = start_hub(data, config=str(config) if config else None)
+    hub.data_dir = data
+    hub.admin = hub.login(ADMIN, ADMIN_PASSWORD)
+    yield hub
+    stop_hub(proc)
+    shutil.rmtree(data, ignore_errors=True)

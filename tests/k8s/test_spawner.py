@@ -1,0 +1,70 @@
+"""TiKubeSpawner on the test cluster: a workspace pod with its plan's resources, placement and restrictions.
+
+KWOK pods never run a process, so the hub's HTTP check cannot succeed; these tests look at what reaches
+Kubernetes (the pod, admitted by Pod Security "restricted") and at TiHub's record, then stop the server.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hubproc import own_hub
+from tihub_client import wait
+
+from ti_hub.backends.k8s import objects as ob
+from ti_hub.backends.k8s.names import safe_name
+
+NS = "ti-workspaces"
+
+
+@pytest.fixture(scope="module")
+def whub(k8s_cluster, tmp_path_factory):
+    k8s_cluster.namespace(NS)
+    yield from own_hub(tmp_path_factory, "whub", (
+        "import os\n"
+        f"os.environ['KUBECONFIG'] = {str(k8s_cluster.kubeconfig)!r}\n"
+        "c.JupyterHub.spawner_class = 'ti_hub.spawner.kube.TiKubeSpawner'\n"
+        f"c.KubeSpawner.namespace = {NS!r}\n"
+        "c.Spawner.http_timeout = 10\n"
+        "c.TiService.backend_class = 'ti_hub.backends.k8s.KubernetesBackend'\n"
+        f"c.KubernetesBackend.kubeconfig = {str(k8s_cluster.kubeconfig)!r}\n"
+        f"c.KubernetesBackend.namespace = {NS!r}\n"
+        "c.TiService.scheduler_interval = 0.3\n"))
+
+
+def test_a_workspace_pod_gets_its_plans_resources_placement_and_restrictions(whub, k8s_cluster):
+    admin = whub.admin
+    admin.ok("POST", "/plans", json={"name": "ws-t4", "kinds": ["workspace"], "device_type": "T4", "device_count": 1,
+                                     "cpu": 2, "memory_mib": 4096, "shm_mib": 512})
+    r = admin.hub_api("POST", f"/users/{admin.name}/servers/gpu-box", json={"plan": "ws-t4"})
+    assert r.status_code in (201, 202), r.text
+    pod_name = safe_name("ti-ws", admin.name, "gpu-box")
+
+    def pod():
+        out = k8s_cluster.kubectl("get", "pod", pod_name, "-n", NS, "-o", "json", check=False)
+        return json.loads(out.stdout) if out.returncode == 0 else None
+    p = wait(lambda: (x := pod()) and x["status"].get("phase") == "Running" and x, timeout=60, what="workspace pod")
+    spec = p["spec"]
+    c = next(c for c in spec["containers"] if c["name"] == "notebook")
+    assert c["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert c["resources"]["limits"]["cpu"] in ("2", "2000m") and c["resources"]["requests"]["memory"] in (
+        "4096Mi", "4Gi", str(4096 << 20))
+    assert spec["nodeName"].startswith("t4-") and spec["nodeSelector"] == {"ti-hub.io/device-type": "T4"}
+    assert c["securityContext"]["allowPrivilegeEscalation"] is False
+    assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert c["securityContext"]["runAsUser"] == 1000
+    assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert spec["automountServiceAccountToken"] is False
+    assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "512Mi"}} in spec["volumes"]
+    assert not any("hostPath" in v for v in spec["volumes"])
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert env["TI_WORKSPACE"] == "gpu-box" and "CUDA_VISIBLE_DEVICES" not in env
+    assert p["metadata"]["labels"][ob.LABEL_KIND] == "workspace"
+    ws = admin.ok("GET", "/jobs?kind=workspace")["items"]
+    assert any(w["name"] == "gpu-box" and w["status"] in ("scheduling", "running") for w in ws)
+
+    admin.hub_api("DELETE", f"/users/{admin.name}/servers/gpu-box")
+    wait(lambda: pod() is None, timeout=60, what="the pod to go")
+    wait(lambda: any(w["name"] == "gpu-box" and w["status"] == "stopped"
+                     for w in admin.ok("GET", "/jobs?kind=workspace")["items"]), what="the workspace to stop")

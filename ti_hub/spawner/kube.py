@@ -1,0 +1,89 @@
+"""TiKubeSpawner: workspaces as pods on Kubernetes, admitted by TiHub like every other job.
+
+The TiSpawnerMixin asks TiHub for admission (validation, quota, mount rules, the queue) exactly as the local
+spawner does; only the launch differs: the plan and the scheduler's placement become KubeSpawner settings
+before KubeSpawner creates the pod. The pod pieces (security contexts, resources, placement, volumes) come from
+the same pure builders as training jobs (``ti_hub.backends.k8s.objects``), so a workspace pod is exactly as
+restricted as a job pod: non-root, no privilege escalation, all capabilities dropped, seccomp RuntimeDefault, no
+service-account token, volumes only as TiHub's own claims, scratch and /dev/shm.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubespawner import KubeSpawner
+from traitlets import Integer, Unicode, default
+
+from ..backends.base import Mount
+from ..backends.k8s import objects as ob
+from ..backends.k8s.names import safe_name
+from .mixin import TiSpawnerMixin
+
+
+class TiKubeSpawner(TiSpawnerMixin, KubeSpawner):
+    installation = Unicode("ti-hub", config=True,
+                           help="Installation name labelled on workspace pods (the same as KubernetesBackend's).")
+    device_resource = Unicode("nvidia.com/gpu", config=True, help="Extended resource that counts devices.")
+    device_type_label = Unicode("ti-hub.io/device-type", config=True, help="Node label naming the device type.")
+    pool_label = Unicode("ti-hub.io/pool", config=True, help="Node label naming the resource pool.")
+    run_as_uid = Integer(1000, config=True, help="User id of the workspace container (never 0).")
+    run_as_gid = Integer(100, config=True, help="Group id of the workspace container and its volumes (fsGroup).")
+
+    @default("options_form")
+    def _default_options_form(self):
+        return self._ti_options_form
+
+    def settings(self) -> ob.KubeSettings:
+        return ob.KubeSettings(namespace=self.namespace, installation=self.installation,
+                               device_resource=self.device_resource, device_type_label=self.device_type_label,
+                               pool_label=self.pool_label, uid=self.run_as_uid, gid=self.run_as_gid)
+
+    def apply_admission(self, ws: dict[str, Any]) -> None:
+        """Turn TiHub's admission (plan, placement, volumes, env) into KubeSpawner's settings: pure, no I/O."""
+        s = self.settings()
+        if self.run_as_uid == 0:
+            raise ValueError("TiKubeSpawner.run_as_uid must not be 0: workspaces never run as root")
+        self.pod_name = safe_name("ti-ws", self.user.name, self.ti_name)
+        self.dns_name = self.dns_name_template.format(namespace=self.namespace, name=self.pod_name)
+        if ws.get("image"):
+            self.image = ws["image"]
+        cpu, mem = float(ws["cpu_per_instance"]), int(ws["memory_mib_per_instance"])
+        devices = int(ws.get("devices_per_instance") or 0)
+        self.cpu_limit = self.cpu_guarantee = cpu
+        self.mem_limit = self.mem_guarantee = f"{mem}M"  # KubeSpawner's M is MiB
+        extra = {s.device_resource: str(devices)} if devices else {}
+        self.extra_resource_limits = dict(extra)
+        self.extra_resource_guarantees = dict(extra)
+        nodes = [i["node"] for i in (ws.get("placement") or {}).get("instances", [])]
+        place = ob.placement(s, ws.get("device_type", ""), ws.get("pool", "default"), devices, nodes)
+        self.node_selector = dict(place.get("nodeSelector", {}))
+        affinity = place.get("affinity", {}).get("nodeAffinity", {})
+        self.node_affinity_required = list(
+            affinity.get("requiredDuringSchedulingIgnoredDuringExecution", {}).get("nodeSelectorTerms", []))
+        self.tolerations = list(place.get("tolerations", []))
+        mounts = [Mount("", v["mount_path"], bool(v["read_only"]), v["kind"], v["volume_id"], v.get("volume", ""))
+                  for v in ws.get("volumes", []) if v["kind"] != "local"]
+        scratch = [v["mount_path"] for v in ws.get("volumes", []) if v["kind"] == "local"]
+        self.volumes, self.volume_mounts = ob.volumes(mounts, scratch, int(ws.get("shm_mib") or 0))
+        # KubeSpawner builds the security contexts from these; the dicts add what it has no trait for
+        self.uid, self.gid, self.fs_gid = s.uid, s.gid, s.gid
+        self.privileged = False
+        self.allow_privilege_escalation = False
+        self.container_security_context = {k: v for k, v in ob.container_security_context(s).items()
+                                           if k in ("capabilities", "seccompProfile", "runAsNonRoot")}
+        self.pod_security_context = {"seccompProfile": {"type": "RuntimeDefault"}, "runAsNonRoot": True}
+        self.automount_service_account_token = False
+        self.storage_pvc_ensure = False  # volumes are TiHub's; no per-user home claim behind its back
+        self.extra_labels = {**ob.labels(s, int(ws["id"]), self.user.name, kind="workspace")}
+        self.extra_annotations = {ob.ANN_OWNER: self.user.name, ob.ANN_NAME: self.ti_name}
+        env = self.ti_env(ws)
+        env.pop("CUDA_VISIBLE_DEVICES", None)  # the device plugin numbers a pod's devices itself
+        self.environment = {**self.environment, **env}
+
+    async def launch(self, ws: dict[str, Any]):
+        self.apply_admission(ws)
+        return await KubeSpawner.start(self)
+
+    def ti_state(self) -> dict[str, Any]:
+        return {"backend": "kubernetes", "namespace": self.namespace, "pod": self.pod_name}
