@@ -31,6 +31,22 @@ def data_dir() -> Path:
     return d
 
 
+def preset_roles() -> list[dict]:
+    """The hub roles TiHub needs (also used by the Helm chart's hub configuration)."""
+    return [
+        {"name": "user", "description": "TiHub preset role 'User'",
+         "scopes": ["self", f"access:services!service={SERVICE}", *S.USER_SCOPES]},
+        {"name": "ti-admin", "description": "TiHub preset role 'System Admin'",
+         "scopes": [*S.ADMIN_SCOPES, f"access:services!service={SERVICE}", "admin-ui", "admin:users",
+                    "admin:servers", "admin:groups", "tokens"],
+         "groups": [S.ADMIN_GROUP]},
+        {"name": "ti-service", "scopes": ["list:users", "read:users", "list:groups", "read:groups"],
+         "services": [SERVICE]},
+        {"name": "ti-spawner", "scopes": [S.ADMIT_WORKSPACES, f"access:services!service={SERVICE}"],
+         "services": [SPAWNER_SERVICE]},
+    ]
+
+
 def configure(c, data: str | os.PathLike | None = None) -> None:
     d = Path(data).resolve() if data else data_dir()
     env = os.environ
@@ -64,18 +80,7 @@ def configure(c, data: str | os.PathLike | None = None) -> None:
 
     c.JupyterHub.custom_scopes = S.CUSTOM_SCOPES
     c.JupyterHub.load_groups = {S.ADMIN_GROUP: {"users": [admin] if admin else []}}
-    c.JupyterHub.load_roles = [
-        {"name": "user", "description": "TiHub preset role 'User'",
-         "scopes": ["self", f"access:services!service={SERVICE}", *S.USER_SCOPES]},
-        {"name": "ti-admin", "description": "TiHub preset role 'System Admin'",
-         "scopes": [*S.ADMIN_SCOPES, f"access:services!service={SERVICE}", "admin-ui", "admin:users",
-                    "admin:servers", "admin:groups", "tokens"],
-         "groups": [S.ADMIN_GROUP]},
-        {"name": "ti-service", "scopes": ["list:users", "read:users", "list:groups", "read:groups"],
-         "services": [SERVICE]},
-        {"name": "ti-spawner", "scopes": [S.ADMIT_WORKSPACES, f"access:services!service={SERVICE}"],
-         "services": [SPAWNER_SERVICE]},
-    ]
+    c.JupyterHub.load_roles = preset_roles()
     config_file = env.get("TI_HUB_CONFIG_FILE", "")
     service_env = {"TI_HUB_DATA_DIR": str(d), "PYTHONUNBUFFERED": "1"}
     for key in ("TI_HUB_DATA_DIR", "TI_HUB_CONFIG_FILE", "TI_HUB_DEMO_GPUS", "PATH", "PYTHONPATH"):

@@ -63,3 +63,16 @@ def k8s_cluster(tmp_path_factory):
         yield c
     finally:
         c.stop()
+
+
+@pytest.fixture(scope="session")
+def fake_provisioner(k8s_cluster):
+    """A FAKE CSI provisioner/resizer (tests/k8s/provisioner.py) for StorageClasses whose provisioner is
+    ``fake.csi.ti-hub.test``: the test cluster's fake nodes cannot run a real CSI driver."""
+    from .provisioner import FakeProvisioner
+
+    p = FakeProvisioner(str(k8s_cluster.kubeconfig)).start()
+    try:
+        yield p
+    finally:
+        p.stop()

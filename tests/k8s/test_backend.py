@@ -181,11 +181,13 @@ async def test_reconcile_readopts_known_jobs_and_deletes_orphans(backend, k8s_cl
         await wait_for(lambda: not pods_of(k8s_cluster, 105), what="orphan deleted")
         assert len(pods_of(k8s_cluster, 104)) == 1
         # relaunching a job whose objects survived a crash replaces them instead of duplicating them
+        old_uid = json.loads(k8s_cluster.kubectl("get", "jobs", "-n", NS, "-l", f"{ob.LABEL_JOB_ID}=104",
+                                                 "-o", "json").stdout)["items"][0]["metadata"]["uid"]
         again = await fresh.launch(spec(104, ["a100-0"], name="kept"))
         assert again["roles"] == known_state["roles"]
         jobs = json.loads(k8s_cluster.kubectl("get", "jobs", "-n", NS, "-l", f"{ob.LABEL_JOB_ID}=104",
                                               "-o", "json").stdout)["items"]
-        assert len(jobs) == 1
+        assert len(jobs) == 1 and jobs[0]["metadata"]["uid"] != old_uid  # replaced, not kept nor doubled
         await fresh.stop(104, again, grace_seconds=1)
     finally:
         await fresh.close()

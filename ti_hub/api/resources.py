@@ -60,7 +60,8 @@ class VolumeHandler(APIHandler):
         self.send(await self.op(volumes.show, self.actor, ref, self.ti.volume_driver))
 
     async def patch(self, ref: str):
-        self.send(await self.op(volumes.expand, self.actor, ref, self.body(), self.ti.ops_settings.storage_defaults))
+        self.send(await self.op(volumes.expand, self.actor, ref, self.body(), self.ti.ops_settings.storage_defaults,
+                                self.ti.volume_driver))
 
     async def delete(self, ref: str):
         await self.op(volumes.delete, self.actor, ref, self.ti.volume_driver)

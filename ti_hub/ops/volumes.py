@@ -13,7 +13,7 @@ from ..domain import validation as v
 from ..domain.actor import Actor
 from ..domain.errors import Conflict, Forbidden, NotFound
 from ..domain.states import ACTIVE
-from ..storage.local import LocalVolumeDriver
+from ..storage.base import VolumeDriver
 from . import quotas
 from .common import iso, lock_user, page, utcnow
 
@@ -93,7 +93,7 @@ def owned(session: Session, actor: Actor, ref: Any) -> m.Volume:
     return vol
 
 
-def create(session: Session, actor: Actor, data: dict[str, Any], driver: LocalVolumeDriver,
+def create(session: Session, actor: Actor, data: dict[str, Any], driver: VolumeDriver,
            storage_defaults: dict[str, int]) -> dict[str, Any]:
     actor.need(S.SUBMIT, "creating volumes")
     v.check_fields(data, VOLUME_FIELDS)
@@ -124,12 +124,14 @@ def create(session: Session, actor: Actor, data: dict[str, Any], driver: LocalVo
                    source_volume_id=source.id if source else None, public=public, created_at=utcnow())
     session.add(vol)
     session.flush()
-    # the directory is made last: a failure above leaves nothing behind, and a failure here rolls back the row
-    driver.create(vol.id, kind, source.id if source else None)
+    # the storage is made last: a failure above leaves nothing behind, and a failure here rolls back the row
+    driver.create(vol.id, kind, source.id if source else None, volume=f"{vol.owner}/{vol.name}", capacity_gib=gib,
+                  source=f"{source.owner}/{source.name}" if source else "")
     return render(vol, actor)
 
 
-def expand(session: Session, actor: Actor, ref: Any, data: dict[str, Any], storage_defaults) -> dict[str, Any]:
+def expand(session: Session, actor: Actor, ref: Any, data: dict[str, Any], storage_defaults,
+           driver: VolumeDriver | None = None) -> dict[str, Any]:
     v.check_fields(data, ("capacity_gib", "description"))
     vol = owned(session, actor, ref)
     if "description" in data:
@@ -140,7 +142,12 @@ def expand(session: Session, actor: Actor, ref: Any, data: dict[str, Any], stora
             raise v.ValidationError(f"capacity_gib can only grow (now {vol.capacity_gib} GiB)", field="capacity_gib")
         lock_user(session, vol.owner, utcnow())
         quotas.check_storage(session, vol.owner, vol.kind, gib - vol.capacity_gib, storage_defaults)
+        grow = gib > vol.capacity_gib
         vol.capacity_gib = gib  # online: mounted work keeps running
+        session.flush()
+        if grow and driver is not None:
+            # last, as in create: a refusal (a class that cannot grow) rolls the new capacity back
+            driver.expand(vol.id, f"{vol.owner}/{vol.name}", gib, kind=vol.kind)
     session.flush()
     return render(vol, actor)
 
@@ -155,15 +162,15 @@ def holders(session: Session, vol: m.Volume) -> list[str]:
     return out
 
 
-def delete(session: Session, actor: Actor, ref: Any, driver: LocalVolumeDriver) -> None:
+def delete(session: Session, actor: Actor, ref: Any, driver: VolumeDriver) -> None:
     vol = owned(session, actor, ref)
     busy = holders(session, vol)
     if busy:
         raise Conflict(f"volume {vol.owner}/{vol.name} is in use by {', '.join(busy)}", field="id", holders=busy)
-    vid = vol.id
+    vid, name, kind = vol.id, f"{vol.owner}/{vol.name}", vol.kind
     session.delete(vol)
     session.flush()
-    driver.delete(vid)
+    driver.delete(vid, volume=name, kind=kind)
 
 
 def share(session: Session, actor: Actor, ref: Any, data: dict[str, Any]) -> dict[str, Any]:
@@ -197,9 +204,9 @@ def unshare(session: Session, actor: Actor, ref: Any, share_id: int) -> dict[str
     return render(vol, actor)
 
 
-def show(session: Session, actor: Actor, ref: Any, driver: LocalVolumeDriver) -> dict[str, Any]:
+def show(session: Session, actor: Actor, ref: Any, driver: VolumeDriver) -> dict[str, Any]:
     vol = find(session, actor, ref, "id")
     out = render(vol, actor)
-    out["used_bytes"] = driver.usage_bytes(vol.id)
+    out["used_bytes"] = driver.usage_bytes(vol.id)  # None: the driver cannot tell (Kubernetes)
     out["mounted_by"] = holders(session, vol)
     return out

@@ -34,7 +34,7 @@ from ..db.writelock import WriteLock
 from ..ops.rendercache import RenderCache
 from ..ops.settings import OpsSettings
 from ..secretfile import read_or_create
-from ..storage.local import LocalVolumeDriver
+from ..storage.base import VolumeDriver
 from .loop import JobRunner
 from .oauth import SealedStateHubOAuth
 from .processes import fork_followers, hold_instance_lock, stop_followers
@@ -161,8 +161,14 @@ class TiService(Application):
     secret_file = Unicode("", config=True,
                           help="File holding the key that encrypts registry passwords; default data_dir/ti_secret.")
 
+    volume_driver_class = Type(
+        "ti_hub.storage.local.LocalVolumeDriver", klass=VolumeDriver, config=True,
+        help="Where volumes' bytes live: directories under data_dir (embedded default, with the local backend) or "
+             "'ti_hub.storage.k8s.KubernetesVolumeDriver' (one PersistentVolumeClaim per volume, with the "
+             "Kubernetes backend).",
+    )
     backend = Instance(ExecutionBackend)
-    volume_driver = Instance(LocalVolumeDriver)
+    volume_driver = Instance(VolumeDriver)
 
     def initialize(self, argv=None):
         super().initialize(argv)
@@ -182,7 +188,9 @@ class TiService(Application):
         self.fernet = Fernet(self._secret())
         self.cookie_secret = self._cookie_secret()
         self.backend = self.backend_class(parent=self, log=self.log)
-        self.volume_driver = LocalVolumeDriver(parent=self, root_dir=self.data_dir)
+        # the local driver keeps its directories under data_dir; other drivers take only their own config
+        driver_kw = {"root_dir": self.data_dir} if "root_dir" in self.volume_driver_class.class_trait_names() else {}
+        self.volume_driver = self.volume_driver_class(parent=self, log=self.log, **driver_kw)
         self.ops_settings = OpsSettings(dict(self.compute_quota_defaults), dict(self.storage_quota_defaults),
                                         {k: list(v) for k, v in self.device_count_rules.items()}, self.max_workers,
                                         self.max_ps)

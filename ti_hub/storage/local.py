@@ -13,18 +13,19 @@ from pathlib import Path
 from typing import Any
 
 from traitlets import Unicode
-from traitlets.config import LoggingConfigurable
 
 from ..domain.errors import NotFound, ValidationError
+from .base import VolumeDriver
 
 
-class LocalVolumeDriver(LoggingConfigurable):
+class LocalVolumeDriver(VolumeDriver):
     root_dir = Unicode("", config=True, help="Directory holding one sub-directory per volume.")
 
     def path(self, volume_id: int) -> Path:
         return Path(self.root_dir) / "volumes" / str(volume_id)
 
-    def create(self, volume_id: int, kind: str, source_id: int | None = None) -> None:
+    def create(self, volume_id: int, kind: str, source_id: int | None = None, *, volume: str = "",
+               capacity_gib: int = 0, source: str = "") -> None:
         p = self.path(volume_id)
         if kind == "dataset" and source_id is not None:
             # a dataset is a read-only snapshot: copy now, never share the live directory
@@ -32,7 +33,7 @@ class LocalVolumeDriver(LoggingConfigurable):
         else:
             p.mkdir(parents=True, exist_ok=True)
 
-    def delete(self, volume_id: int) -> None:
+    def delete(self, volume_id: int, *, volume: str = "", kind: str = "") -> None:
         shutil.rmtree(self.path(volume_id), ignore_errors=True)
 
     def usage_bytes(self, volume_id: int, max_files: int = 100_000) -> int:

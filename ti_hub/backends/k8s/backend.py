@@ -16,7 +16,6 @@ from collections import defaultdict
 from typing import Any
 
 from kubernetes_asyncio import client as k8s
-from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio.client.exceptions import ApiException
 from traitlets import Bool, Dict, Integer, List, Unicode
 
@@ -24,7 +23,8 @@ from ..base import ExecutionBackend, InstanceStatus, JobObservation, LaunchSpec,
 from ..outcome import exit_reason
 from . import objects as ob
 from .capacity import capacity
-from .reflector import Reflector
+from .client import new_api_client
+from .reflector import Reflector, checked
 
 FINISHED = ("Complete", "Failed", "SuccessCriteriaMet", "FailureTarget")
 
@@ -84,16 +84,7 @@ class KubernetesBackend(ExecutionBackend):
     # -- connection and watches ----------------------------------------------------------------------------
     async def api(self) -> k8s.ApiClient:
         if self._api is None:
-            cfg = k8s.Configuration()
-            if self.kubeconfig:
-                await k8s_config.load_kube_config(config_file=self.kubeconfig, client_configuration=cfg)
-            else:
-                try:
-                    k8s_config.load_incluster_config(client_configuration=cfg)
-                except k8s_config.ConfigException:
-                    await k8s_config.load_kube_config(client_configuration=cfg)
-            cfg.connection_pool_maxsize = self.connection_limit
-            self._api = k8s.ApiClient(cfg)
+            self._api = await new_api_client(self.kubeconfig, self.connection_limit)
         return self._api
 
     async def start_watches(self, jobs: bool = True) -> None:
@@ -204,7 +195,7 @@ class KubernetesBackend(ExecutionBackend):
         for attempt in range(2):
             self.writes += 1
             try:
-                resp = await batch.create_namespaced_job(self.namespace, job, _preload_content=False)
+                resp = await checked(await batch.create_namespaced_job(self.namespace, job, _preload_content=False))
                 try:
                     return await resp.json()
                 finally:
@@ -300,8 +291,8 @@ class KubernetesBackend(ExecutionBackend):
             return "", offset
         core = k8s.CoreV1Api(await self.api())
         try:
-            resp = await core.read_namespaced_pod_log(pod["metadata"]["name"], state["namespace"], container="main",
-                                                      _preload_content=False)
+            resp = await checked(await core.read_namespaced_pod_log(
+                pod["metadata"]["name"], state["namespace"], container="main", _preload_content=False))
             try:
                 data = await resp.read()
             finally:

@@ -20,6 +20,16 @@ Lister = Callable[..., Awaitable[Any]]
 Handler = Callable[[str, dict[str, Any], dict[str, Any] | None], None]
 
 
+async def checked(resp) -> Any:
+    """Raise ApiException for an error status: with ``_preload_content=False`` the client returns any
+    response as is."""
+    if resp.status >= 400:
+        body = await resp.text()
+        resp.release()
+        raise ApiException(status=resp.status, reason=f"{resp.reason}: {body[:500]}")
+    return resp
+
+
 class Gone(Exception):
     """The watch's resourceVersion is too old (HTTP 410): list again."""
 
@@ -59,7 +69,7 @@ class Reflector:
             self._task = None
 
     async def _list(self) -> None:
-        resp = await self.lister(_preload_content=False)
+        resp = await checked(await self.lister(_preload_content=False))
         try:
             data = json.loads(await resp.read())
         finally:
@@ -103,9 +113,9 @@ class Reflector:
                 delay = min(delay * 2, 30.0)
 
     async def _watch(self) -> None:
-        resp = await self.lister(watch=True, resource_version=self.resource_version, allow_watch_bookmarks=True,
-                                 timeout_seconds=self.watch_timeout, _preload_content=False,
-                                 _request_timeout=self.watch_timeout + 30)
+        resp = await checked(await self.lister(
+            watch=True, resource_version=self.resource_version, allow_watch_bookmarks=True,
+            timeout_seconds=self.watch_timeout, _preload_content=False, _request_timeout=self.watch_timeout + 30))
         self.watches += 1
         buf = b""
         try:

@@ -1,0 +1,49 @@
+"""What every volume driver offers the ops (``ti_hub.ops.volumes``) and the job runner.
+
+The ops call a driver synchronously, from a database worker thread, inside the transaction that records
+the change, and always last: a driver that raises rolls the change back, so a refused create leaves no
+row and a failed delete keeps the row. Drivers raise ``ti_hub.domain.errors`` for what a user should
+read (they reach the API as they are), anything else for what an admin must fix (logged, a 500).
+
+``volume`` is the volume's ``owner/name`` (names never change after creation), for drivers that name
+their storage after it; ``kind`` is one of ``ti_hub.ops.quotas.STORAGE_KINDS``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from traitlets.config import LoggingConfigurable
+
+
+class VolumeDriver(LoggingConfigurable):
+    def path(self, volume_id: int) -> Path | str:
+        """Where the volume's bytes are on this machine, for the local backend and spawner; drivers whose
+        volumes have no host path return "" (their backends mount volumes by their own names)."""
+        raise NotImplementedError
+
+    def create(self, volume_id: int, kind: str, source_id: int | None = None, *, volume: str = "",
+               capacity_gib: int = 0, source: str = "") -> None:
+        """Make the volume's storage; a dataset (``source_id`` set) starts as a copy of ``source``."""
+        raise NotImplementedError
+
+    def delete(self, volume_id: int, *, volume: str = "", kind: str = "") -> None:
+        """Remove the volume's storage and its data; storage already gone is not an error."""
+        raise NotImplementedError
+
+    def expand(self, volume_id: int, volume: str, new_gib: int, *, kind: str = "") -> None:
+        """Grow the volume to ``new_gib`` online. By default capacity is TiHub's quota alone: nothing to do."""
+        return
+
+    def usage_bytes(self, volume_id: int) -> int | None:
+        """Bytes in use, or None where the driver cannot tell (the API then shows ``used_bytes: null``)."""
+        raise NotImplementedError
+
+    def browse(self, volume_id: int, rel: str = "", limit: int = 1000) -> dict[str, Any]:
+        """STO7: one directory (or file) of the volume; raise a ``TiError`` where the driver cannot."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release connections and threads (the service may simply exit instead)."""
+        return
