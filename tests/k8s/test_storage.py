@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import own_hub
+from hubproc import own_hub
 from tihub_client import wait
 from traitlets.config import Configurable
 
