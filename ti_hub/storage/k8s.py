@@ -26,7 +26,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from traitlets import Bool, Dict, Float, Unicode, default, validate
 
 from ..backends.k8s.capacity import parse_quantity
-from ..backends.k8s.client import new_api_client
+from ..backends.k8s.client import json_of, new_api_client
 from ..backends.k8s.names import label_value
 from ..backends.k8s.objects import (
     ANN_NAME,
@@ -185,16 +185,8 @@ class KubernetesVolumeDriver(VolumeDriver):
     async def _call(self, fn, *args, **kwargs) -> dict[str, Any]:
         """One raw request; its JSON as a dict. With ``_preload_content=False`` the client raises nothing for
         an error status, so this does."""
-        resp = await fn(*args, _preload_content=False, _request_timeout=self.request_timeout, **kwargs)
-        try:
-            body = await resp.read()
-            if not 200 <= resp.status <= 299:
-                e = ApiException(status=resp.status, reason=resp.reason)
-                e.body = body.decode(errors="replace")
-                raise e
-            return json.loads(body) if body else {}
-        finally:
-            resp.release()
+        return await json_of(await fn(*args, _preload_content=False, _request_timeout=self.request_timeout,
+                                      **kwargs))
 
     async def _core(self) -> k8s.CoreV1Api:
         return k8s.CoreV1Api(await self._client())

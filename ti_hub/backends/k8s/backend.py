@@ -23,8 +23,8 @@ from ..base import ExecutionBackend, InstanceStatus, JobObservation, LaunchSpec,
 from ..outcome import exit_reason
 from . import objects as ob
 from .capacity import capacity
-from .client import new_api_client
-from .reflector import Reflector, checked
+from .client import checked, json_of, new_api_client
+from .reflector import Reflector
 
 FINISHED = ("Complete", "Failed", "SuccessCriteriaMet", "FailureTarget")
 
@@ -195,11 +195,7 @@ class KubernetesBackend(ExecutionBackend):
         for attempt in range(2):
             self.writes += 1
             try:
-                resp = await checked(await batch.create_namespaced_job(self.namespace, job, _preload_content=False))
-                try:
-                    return await resp.json()
-                finally:
-                    resp.release()
+                return await json_of(await batch.create_namespaced_job(self.namespace, job, _preload_content=False))
             except ApiException as e:
                 if e.status != 409 or attempt:
                     raise

@@ -57,9 +57,11 @@ def holds_resources(pod: dict[str, Any]) -> bool:
         (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
 
 
-def is_ours(pod: dict[str, Any], s: KubeSettings) -> bool:
+def is_ours(pod: dict[str, Any], installation_label: str) -> bool:
+    """``installation_label``: ``label_value(installation)``, computed once by the caller (a hash per pod
+    would cost more than the rest of the capacity pass)."""
     lab = (pod.get("metadata") or {}).get("labels") or {}
-    return lab.get(MANAGED_BY) == "ti-hub" and lab.get(LABEL_INSTALLATION) == label_value(s.installation)
+    return lab.get(MANAGED_BY) == "ti-hub" and lab.get(LABEL_INSTALLATION) == installation_label
 
 
 def node_ready(node: dict[str, Any]) -> bool:
@@ -69,8 +71,9 @@ def node_ready(node: dict[str, Any]) -> bool:
 
 def capacity(nodes: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]], s: KubeSettings) -> list[NodeCapacity]:
     others: dict[str, list[Decimal]] = {}
+    ours = label_value(s.installation)
     for pod in pods:
-        if not holds_resources(pod) or is_ours(pod, s):
+        if not holds_resources(pod) or is_ours(pod, ours):
             continue
         cpu, mem, dev = pod_requests(pod, s.device_resource)
         acc = others.setdefault(pod["spec"]["nodeName"], [Decimal(0), Decimal(0), Decimal(0)])

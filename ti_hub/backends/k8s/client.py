@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
+from kubernetes_asyncio.client.exceptions import ApiException
 
 
 async def new_api_client(kubeconfig: str = "", connection_limit: int | None = None) -> k8s.ApiClient:
@@ -20,3 +24,27 @@ async def new_api_client(kubeconfig: str = "", connection_limit: int | None = No
     if connection_limit:
         cfg.connection_pool_maxsize = connection_limit
     return k8s.ApiClient(cfg)
+
+
+async def checked(resp) -> Any:
+    """``resp`` itself, or ApiException (with the server's body) for an error status: with
+    ``_preload_content=False`` the client hands back any response as it came."""
+    if not 200 <= resp.status <= 299:
+        try:
+            body = await resp.text()
+        finally:
+            resp.release()
+        e = ApiException(status=resp.status, reason=resp.reason)
+        e.body = body
+        raise e
+    return resp
+
+
+async def json_of(resp) -> dict[str, Any]:
+    """The JSON body of a successful raw response (released afterwards); ApiException for an error status."""
+    await checked(resp)
+    try:
+        body = await resp.read()
+    finally:
+        resp.release()
+    return json.loads(body) if body else {}

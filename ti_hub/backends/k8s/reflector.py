@@ -16,18 +16,10 @@ from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from .client import checked, json_of
+
 Lister = Callable[..., Awaitable[Any]]
 Handler = Callable[[str, dict[str, Any], dict[str, Any] | None], None]
-
-
-async def checked(resp) -> Any:
-    """Raise ApiException for an error status: with ``_preload_content=False`` the client returns any
-    response as is."""
-    if resp.status >= 400:
-        body = await resp.text()
-        resp.release()
-        raise ApiException(status=resp.status, reason=f"{resp.reason}: {body[:500]}")
-    return resp
 
 
 class Gone(Exception):
@@ -69,11 +61,7 @@ class Reflector:
             self._task = None
 
     async def _list(self) -> None:
-        resp = await checked(await self.lister(_preload_content=False))
-        try:
-            data = json.loads(await resp.read())
-        finally:
-            resp.release()
+        data = await json_of(await self.lister(_preload_content=False))
         old = self.items
         self.items = {key_of(o): o for o in data.get("items") or []}
         self.resource_version = data["metadata"]["resourceVersion"]
