@@ -19,8 +19,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-import conftest  # noqa: E402
-from conftest import start_hub  # noqa: E402
+import hubproc  # noqa: E402
+from hubproc import start_hub  # noqa: E402
 
 API = "/services/ti/api/v1"
 CODE_ROOT = str(ROOT)  # the ti_hub the platform runs (--code-root); PYTHONPATH points hub and service at it
@@ -104,9 +104,9 @@ def cpu_seconds(pid: int) -> float:
 
 
 def stop_tree(proc: subprocess.Popen) -> None:
-    """Like conftest.stop_hub, but ends only the processes this benchmark started, by their ids."""
+    """Like hubproc.stop_hub, but ends only the processes this benchmark started, by their ids."""
     pids = descendants(proc.pid)
-    conftest.terminate_group(proc)  # ti-hub forwards it; the hub stops its proxy and services
+    hubproc.terminate_group(proc)  # ti-hub forwards it; the hub stops its proxy and services
     deadline = time.monotonic() + 10
     for pid in pids:
         while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
@@ -118,14 +118,14 @@ def stop_tree(proc: subprocess.Popen) -> None:
 
 
 class _ServiceWatch:
-    """Learns the ports start_hub picks (it calls conftest.free_port for port, hub, proxy, service in that
+    """Learns the ports start_hub picks (it calls hubproc.free_port for port, hub, proxy, service in that
     order) and polls the ti service's own port, so a cold start shows when the service itself answered."""
 
     def __init__(self, t0: float):
         self.t0, self.ports, self.service_up_s = t0, [], None
-        self._orig = conftest.free_port
+        self._orig = hubproc.free_port
         self._stop = False
-        conftest.free_port = self._free_port
+        hubproc.free_port = self._free_port
         self._thread = threading.Thread(target=self._poll, daemon=True)
         self._thread.start()
 
@@ -149,7 +149,7 @@ class _ServiceWatch:
 
     def close(self) -> None:
         self._stop = True
-        conftest.free_port = self._orig
+        hubproc.free_port = self._orig
         self._thread.join(2)
 
 

@@ -23,3 +23,7 @@ if os.environ.get("TI_HUB_BENCH_DB_THREADS"):
 # (bench_api.py --api-processes N; or TI_HUB_BENCH_API_PROCESSES in the environment)
 if os.environ.get("TI_HUB_BENCH_API_PROCESSES"):
     c.TiService.api_processes = int(os.environ["TI_HUB_BENCH_API_PROCESSES"])  # noqa: F821
+# (the Kubernetes benchmarks: more config lines in a file, e.g. the backend and its cluster)
+if os.environ.get("TI_HUB_BENCH_EXTRA_CONFIG"):
+    with open(os.environ["TI_HUB_BENCH_EXTRA_CONFIG"]) as _f:
+        exec(compile(_f.read(), os.environ["TI_HUB_BENCH_EXTRA_CONFIG"], "exec"))

@@ -43,8 +43,9 @@ def make_running(db, job_id: int, devices: list[int], started: float, preemptibl
                                       "memory_mib": j.memory_mib_per_instance}]}
 
 
-def decide(db, settings, *, scores=None, typical=None, now=NOW, grace=60.0, apply=True):
-    inp = queueing.Inputs([NODE], scores, typical or {}, settings.compute_defaults, now, alert_grace_s=grace)
+def decide(db, settings, *, scores=None, typical=None, now=NOW, grace=60.0, apply=True, status_due=True):
+    inp = queueing.Inputs([NODE], scores, typical or {}, settings.compute_defaults, now, alert_grace_s=grace,
+                          status_due=status_due)
     with db.begin() as s:
         dec = queueing.decide(s, inp)
     if apply:
@@ -58,6 +59,20 @@ def row(db, job_id: int) -> m.Job:
         j = s.get(m.Job, job_id)
         s.expunge(j)
         return j
+
+
+def test_a_long_queue_is_admitted_every_cycle_and_its_positions_rewritten_when_due(seeded, settings, monkeypatch):
+    db = seeded
+    monkeypatch.setattr(queueing, "SMALL_QUEUE", 3)  # stands for thousands of queued jobs
+    ids = [submit(db, settings, "ann", f"long{i}") for i in range(6)]
+    dec = decide(db, settings, status_due=False)
+    assert len(dec.admitted) == 4 and not dec.status_refreshed
+    assert dec.changes == {}  # admission did not wait for the positions of the rest
+    waiting = [row(db, i) for i in ids if i not in {a.job_id for a in dec.admitted}]
+    assert [j.queue_position for j in waiting] == [None, None]
+    dec = decide(db, settings, status_due=False)  # 2 queued: a short queue is always refreshed
+    assert dec.status_refreshed
+    assert [row(db, j.id).queue_position for j in waiting] == [1, 2]
 
 
 def test_positions_reasons_and_estimates_from_declared_durations(seeded, settings):

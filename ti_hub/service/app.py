@@ -103,9 +103,19 @@ class TiService(Application):
         help="Fewest seconds between two cycles: a burst of submissions is admitted in one cycle, not one each.")
     scheduler_max_share = Float(
         0.15, config=True,
-        help="Most of the leader process's time that scheduling cycles may take: after a cycle of d seconds "
-             "the next starts no sooner than d / share seconds after it (long queues then wait a little longer "
-             "for admission instead of slowing every API request).")
+        help="When the leader serves the API itself (api_processes 0 or 1): most of its CPU time that scheduling "
+             "cycles may take. After a cycle of d CPU seconds the next starts no sooner than d / share seconds "
+             "after it (long queues then wait a little longer for admission instead of slowing every API "
+             "request). A leader that serves no HTTP is spaced by scheduler_min_interval only.")
+    queue_status_interval = Float(
+        2.0, config=True,
+        help="With more than 2,000 jobs queued, seconds between refreshes of queued jobs' positions, reasons "
+             "and estimated starts (rewriting thousands of rows every cycle would slow admission); admission "
+             "itself still runs every cycle. Smaller queues are refreshed every cycle.")
+    launch_concurrency = Integer(
+        16, config=True,
+        help="Admitted jobs launched at once: Kubernetes creates (or process starts) of one cycle overlap, up to "
+             "this many, instead of going one by one.")
     scheduler_resync_interval = Float(
         30.0, config=True,
         help="Admission runs when something changed (a submission, a kill, a job ending, a capacity change) "
@@ -371,6 +381,7 @@ class TiService(Application):
     async def serve(self, sockets=None, poke_reader: int | None = None, http: bool = True) -> None:
         """The leader: schedules and supervises; serves the API too unless API processes do."""
         server = self._http(sockets) if http else None
+        self.leader_serves_http = http
         self.log.info("TiHub service %s listening on %s (data in %s, %d API process(es))", __version__,
                       self._url().geturl(), self.data_dir, max(1, self.api_processes))
         loop = asyncio.get_running_loop()

@@ -56,6 +56,8 @@ class JobRunner:
         self.dirty = True
         self.last_nodes: list[NodeCapacity] | None = None
         self.last_schedule = 0.0
+        self.last_status = float("-inf")  # when queued jobs' positions, reasons and estimates were last written
+        self.phase_s: dict[str, float] = {}  # where the last admission's time went (for the slow-cycle log)
 
     def poke(self) -> None:
         """Something changed (a submission, a kill, a workspace stop): schedule at once."""
@@ -66,19 +68,22 @@ class JobRunner:
         await self.recover()
         loop = asyncio.get_running_loop()
         while True:
-            started = loop.time()
+            started, cpu0 = loop.time(), time.process_time()
             try:
                 await self.step()
             except Exception:
                 self.log.exception("scheduler cycle %d failed", self.cycles)
-            spent = loop.time() - started
+            # the share bounds CPU taken from the API, so count CPU: a cycle that mostly awaits the backend
+            # (Kubernetes creates, process starts) must not push the next one out by its wall time
+            spent = time.process_time() - cpu0
             try:
                 await asyncio.wait_for(self.wake.wait(), timeout=self.svc.scheduler_interval)
             except asyncio.TimeoutError:
                 pass
             # a burst of pokes (many submissions) is served by one cycle, not one cycle each; and a cycle
             # made slow by a long queue spaces the next ones out, so that the API keeps most of the process
-            period = max(self.svc.scheduler_min_interval, spent / self.svc.scheduler_max_share)
+            share = self.svc.scheduler_max_share if getattr(self.svc, "leader_serves_http", True) else 1.0
+            period = max(self.svc.scheduler_min_interval, spent / share)
             await asyncio.sleep(max(0.0, period - (loop.time() - started)))
             self.wake.clear()
 
@@ -113,18 +118,27 @@ class JobRunner:
 
     async def step(self) -> None:
         self.cycles += 1
+        clock = asyncio.get_running_loop().time
+        t = [clock()]
         nodes = await self.svc.backend.capacity()
         self.svc.ops_settings.nodes = nodes
         if nodes != self.last_nodes:
             self.last_nodes, self.dirty = nodes, True
         if await self.stop_requested():
             self.dirty = True
+        t.append(clock())
         if await self.watch_running():
             self.dirty = True
-        now = asyncio.get_running_loop().time()
+        t.append(clock())
+        now = clock()
         if self.dirty or now - self.last_schedule >= self.svc.scheduler_resync_interval:
             self.dirty, self.last_schedule = False, now
             await self.schedule(nodes)
+        t.append(clock())
+        if t[-1] - t[0] > 1.0:  # the phases of a slow cycle, for whoever wonders why admissions lag
+            self.log.info("slow scheduler cycle %d: %.2fs (capacity and stops %.2fs, watch %.2fs, schedule %.2fs: %s)",
+                          self.cycles, t[-1] - t[0], t[1] - t[0], t[2] - t[1], t[3] - t[2],
+                          ", ".join(f"{k} {v:.2f}s" for k, v in self.phase_s.items()))
         elif self.clock() - (self.scores.last_saved or 0.0) >= self.svc.usage_sample_interval:
             await self.svc.db(self._save_scores, self.clock(), scheduler=True)
 
@@ -164,7 +178,7 @@ class JobRunner:
                 m.Job.kind != "workspace", m.Job.status == st.RUNNING, m.Job.backend_state.is_not(None),
                 m.Job.preempted_by.is_(None))).all(),
             readonly=True, scheduler=True)
-        ended = 0
+        ended: list[tuple[int, str, int | None, str]] = []
         for j in jobs:
             if not j.backend_state:
                 continue
@@ -173,21 +187,22 @@ class JobRunner:
             outcome = job_outcome(j.strategy, roles, obs)
             if outcome is None:
                 continue
-            status, code, reason = outcome
             # ps instances never exit by themselves; a failed gang leaves survivors: stop them all
             await self.svc.backend.stop(j.id, j.backend_state, grace_seconds=2.0)
             await self.svc.backend.cleanup(j.id, j.backend_state)
-            await self.svc.db(self._finish_run, j.id, status, code, reason, scheduler=True)
-            ended += 1
-        return ended
+            ended.append((j.id, *outcome))
+        if ended:  # one transaction for every end seen this cycle
+            await self.svc.db(self._finish_runs, ended, scheduler=True)
+        return len(ended)
 
     @staticmethod
-    def _finish_run(s: Session, job_id: int, status: str, code: int | None, reason: str) -> None:
-        j = s.get(m.Job, job_id)
-        if j.status != st.RUNNING:
-            return  # a kill or pause raced us; that path records the end
-        j.exit_code = code
-        record(s, j, status, reason)
+    def _finish_runs(s: Session, ended: list[tuple[int, str, int | None, str]]) -> None:
+        for job_id, status, code, reason in ended:
+            j = s.get(m.Job, job_id)
+            if j.status != st.RUNNING:
+                continue  # a kill or pause raced us; that path records the end
+            j.exit_code = code
+            record(s, j, status, reason)
 
     async def schedule(self, nodes: list[NodeCapacity]) -> None:
         now = self.clock()
@@ -197,9 +212,16 @@ class JobRunner:
             hist = await self.svc.db(queueing.history, owners, readonly=True, scheduler=True)
             self.typical, self.typical_at = typical_durations(hist), now
         scores = self.scores.advance(now)
+        status_due = now - self.last_status >= self.svc.queue_status_interval
         inp = queueing.Inputs(nodes, scores, self.typical, self.svc.compute_quota_defaults, now,
-                              self.svc.scheduler_backfill, self.svc.wait_alert_grace)
+                              self.svc.scheduler_backfill, self.svc.wait_alert_grace, status_due)
+        t0 = asyncio.get_running_loop().time()
         dec = await self.svc.db(queueing.decide, inp, readonly=True, scheduler=True)
+        self.phase_s = {"decide": asyncio.get_running_loop().time() - t0}
+        if dec.status_refreshed:
+            self.last_status = now
+        else:
+            self.dirty = True  # come back for the refresh that was put off
         # from now on the scores advance with what is held after this decision
         admitted_holdings = [(dec.full[a.job_id].owner, dec.full[a.job_id].device_type,
                               sum(len(x.devices) for x in a.placement), now) for a in dec.admitted]
@@ -211,16 +233,16 @@ class JobRunner:
         parts = queueing.split(dec)
         for i, part in enumerate(parts):
             await self.svc.db(self._apply, part, save and i == len(parts) - 1, now, scheduler=True)
+        self.phase_s["apply"] = asyncio.get_running_loop().time() - t0 - self.phase_s["decide"]
         if dec.preempt:
             self.log.info("preempting job(s) %s", ", ".join(f"{v} for {j}" for v, j in dec.preempt.items()))
             # victims release their devices before anything launches on them
             await self.stop_requested()
             self.dirty = True
-        for adm in dec.admitted:
-            job = dec.full[adm.job_id]
-            if job.kind == "workspace":
-                continue  # the hub's spawner launches it once it sees the placement
-            await self.launch(job, adm.placement)
+        # the hub's spawner launches workspaces once it sees their placement
+        todo = [(dec.full[a.job_id], a.placement) for a in dec.admitted if dec.full[a.job_id].kind != "workspace"]
+        if todo:
+            await self.launch_all(todo)
 
     def _apply(self, s: Session, dec: queueing.Decisions, save: bool, now: float) -> None:
         queueing.apply(s, dec)
@@ -254,15 +276,29 @@ class JobRunner:
                           dict(job.spec.get("env", {})), tuple(instances), tuple(mounts), tuple(scratch),
                           job.shm_mib, job.device_type, job.pool)
 
-    async def launch(self, job: m.Job, placement: Sequence[core.Allocation]) -> None:
-        try:
-            spec = self.launch_spec(job, placement)
-            state = await self.svc.backend.launch(spec)
-        except Exception as e:  # a launch failure is the job's error, never the loop's
-            self.log.exception("launching job %d failed", job.id)
-            await self.svc.db(self._launch_failed, job.id, f"could not start: {e}", scheduler=True)
-            return
-        await self.svc.db(self._launched, job.id, state, scheduler=True)
+    async def launch_all(self, todo: Sequence[tuple[m.Job, Sequence[core.Allocation]]]) -> None:
+        """Launch admitted jobs, up to ``launch_concurrency`` at once (a Kubernetes create is mostly waiting
+        on the API server), then record every outcome in one transaction."""
+        gate = asyncio.Semaphore(max(1, self.svc.launch_concurrency))
+
+        async def one(job: m.Job, placement: Sequence[core.Allocation]) -> tuple[int, Any, str | None]:
+            async with gate:
+                try:
+                    return job.id, await self.svc.backend.launch(self.launch_spec(job, placement)), None
+                except Exception as e:  # a launch failure is the job's error, never the loop's
+                    self.log.exception("launching job %d failed", job.id)
+                    return job.id, None, f"could not start: {e}"
+
+        results = await asyncio.gather(*(one(j, p) for j, p in todo))
+        await self.svc.db(self._launched_all, results, scheduler=True)
+
+    @classmethod
+    def _launched_all(cls, s: Session, results: Sequence[tuple[int, Any, str | None]]) -> None:
+        for job_id, state, error in results:
+            if error is None:
+                cls._launched(s, job_id, state)
+            else:
+                cls._launch_failed(s, job_id, error)
 
     @staticmethod
     def _launched(s: Session, job_id: int, state: dict[str, Any]) -> None:

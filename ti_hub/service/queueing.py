@@ -53,8 +53,9 @@ def from_epoch(s: float) -> dt.datetime:
 
 def request_of(j: Any) -> core.Request:
     return core.Request(j.id, j.owner, j.kind, j.pool, j.device_type,
-                        tuple(core.Instance(j.devices_per_instance, j.cpu_per_instance, j.memory_mib_per_instance)
-                              for _ in range(j.workers + j.ps)), j.priority,
+                        # instances are immutable and alike: one object, repeated (thousands of rows per cycle)
+                        (core.Instance(j.devices_per_instance, j.cpu_per_instance, j.memory_mib_per_instance),)
+                        * (j.workers + j.ps), j.priority,
                         j.queue_order if j.queue_order is not None else j.id,
                         pinned_at=epoch(j.pinned_at), preemptible=j.preemptible,
                         duration_s=float(j.estimated_duration) if j.estimated_duration else None)
@@ -131,6 +132,11 @@ class Inputs:
     now: float  # wall clock, epoch seconds
     backfill: bool = False
     alert_grace_s: float = 60.0
+    status_due: bool = True  # refresh positions, reasons and estimates even if the queue is long
+
+
+# up to this many queued jobs, positions, reasons and estimates are refreshed at every decision
+SMALL_QUEUE = 2000
 
 
 @dataclass
@@ -141,6 +147,7 @@ class Decisions:
     changes: dict[int, dict[str, Any]] = field(default_factory=dict)  # queued job -> reason/position/estimate
     alerts: dict[int, str] = field(default_factory=dict)
     holdings: list[tuple[str, str, int, float | None]] = field(default_factory=list)  # for usage scores
+    status_refreshed: bool = False
 
     @property
     def empty(self) -> bool:
@@ -174,8 +181,10 @@ def decide(s: Session, inp: Inputs) -> Decisions:
         estimate_holding.append(Holding(j.pool, j.device_type, u.cpu if j.device_type == "cpu" else u.devices, ends))
     requests = [request_of(j) for j in queued]
     limits = quota_limits(s, {(r.owner, r.kind, r.device_type) for r in requests}, inp.quota_defaults)
+    # a long queue whose status is not due: only admissions matter, not the reasons of every job behind a head
+    refresh = inp.status_due or len(queued) <= SMALL_QUEUE
     result = core.cycle(inp.nodes, held_allocs, requests, running=running, scores=inp.scores, limits=limits,
-                        usage=usage, now=now, backfill=inp.backfill)
+                        usage=usage, now=now, backfill=inp.backfill, reasons=refresh)
 
     # mounts a job cannot share (a read-write block volume) wait for their holder; checked on admission only
     full = {}
@@ -197,6 +206,10 @@ def decide(s: Session, inp: Inputs) -> Decisions:
         for victim in adm.preempts:
             out.preempt[victim] = adm.job_id
     admitted_ids = {a.job_id for a in out.admitted}
+    if not refresh:
+        # a long queue: admit now, rewrite thousands of positions and estimates at the next refresh
+        return out
+    out.status_refreshed = True
 
     # Q6: estimated starts for what still waits, in queue order
     by_id = {r.job_id: r for r in requests}

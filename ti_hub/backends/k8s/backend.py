@@ -195,7 +195,10 @@ class KubernetesBackend(ExecutionBackend):
         for attempt in range(2):
             self.writes += 1
             try:
-                return await json_of(await batch.create_namespaced_job(self.namespace, job, _preload_content=False))
+                created = await json_of(await batch.create_namespaced_job(self.namespace, job, _preload_content=False))
+                # known at once: the next cycle may look before the watch delivers it (and must not call it lost)
+                self.jobs.items.setdefault(f"{self.namespace}/{created['metadata']['name']}", created)
+                return created
             except ApiException as e:
                 if e.status != 409 or attempt:
                     raise

@@ -9,11 +9,11 @@ client models would cost more than the rest of a scheduling cycle.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import orjson
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from .client import checked, json_of
@@ -115,7 +115,7 @@ class Reflector:
                         break
                     line, buf = buf[:nl], buf[nl + 1:]
                     if line.strip():
-                        self._event(json.loads(line))
+                        self._event(orjson.loads(line))
         finally:
             resp.release()
 
