@@ -207,6 +207,7 @@ class TiService(Application):
         self.render_cache = RenderCache(self.list_cache_size)
         self.runner = JobRunner(self)
         self._poke_fd: int | None = None
+        self.leader_serves_http = True  # serve() says; scheduler_max_share only applies when it does
         self._seed()
 
     def _lock_path(self, what: str) -> Path:

@@ -82,7 +82,7 @@ class JobRunner:
                 pass
             # a burst of pokes (many submissions) is served by one cycle, not one cycle each; and a cycle
             # made slow by a long queue spaces the next ones out, so that the API keeps most of the process
-            share = self.svc.scheduler_max_share if getattr(self.svc, "leader_serves_http", True) else 1.0
+            share = self.svc.scheduler_max_share if self.svc.leader_serves_http else 1.0
             period = max(self.svc.scheduler_min_interval, spent / share)
             await asyncio.sleep(max(0.0, period - (loop.time() - started)))
             self.wake.clear()
