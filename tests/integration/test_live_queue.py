@@ -66,12 +66,12 @@ def test_a_long_queue_is_admitted_every_cycle_and_its_positions_rewritten_when_d
     monkeypatch.setattr(queueing, "SMALL_QUEUE", 3)  # stands for thousands of queued jobs
     ids = [submit(db, settings, "ann", f"long{i}") for i in range(6)]
     dec = decide(db, settings, status_due=False)
-    assert len(dec.admitted) == 4 and not dec.status_refreshed
+    assert len(dec.admitted) == 4 and dec.status_deferred
     assert dec.changes == {}  # admission did not wait for the positions of the rest
     waiting = [row(db, i) for i in ids if i not in {a.job_id for a in dec.admitted}]
     assert [j.queue_position for j in waiting] == [None, None]
     dec = decide(db, settings, status_due=False)  # 2 queued: a short queue is always refreshed
-    assert dec.status_refreshed
+    assert not dec.status_deferred
     assert [row(db, j.id).queue_position for j in waiting] == [1, 2]
 
 

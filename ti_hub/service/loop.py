@@ -120,6 +120,7 @@ class JobRunner:
         self.cycles += 1
         clock = asyncio.get_running_loop().time
         t = [clock()]
+        self.phase_s = {}
         nodes = await self.svc.backend.capacity()
         self.svc.ops_settings.nodes = nodes
         if nodes != self.last_nodes:
@@ -134,13 +135,13 @@ class JobRunner:
         if self.dirty or now - self.last_schedule >= self.svc.scheduler_resync_interval:
             self.dirty, self.last_schedule = False, now
             await self.schedule(nodes)
+        elif self.clock() - (self.scores.last_saved or 0.0) >= self.svc.usage_sample_interval:
+            await self.svc.db(self._save_scores, self.clock(), scheduler=True)
         t.append(clock())
         if t[-1] - t[0] > 1.0:  # the phases of a slow cycle, for whoever wonders why admissions lag
             self.log.info("slow scheduler cycle %d: %.2fs (capacity and stops %.2fs, watch %.2fs, schedule %.2fs: %s)",
                           self.cycles, t[-1] - t[0], t[1] - t[0], t[2] - t[1], t[3] - t[2],
                           ", ".join(f"{k} {v:.2f}s" for k, v in self.phase_s.items()))
-        elif self.clock() - (self.scores.last_saved or 0.0) >= self.svc.usage_sample_interval:
-            await self.svc.db(self._save_scores, self.clock(), scheduler=True)
 
     def _save_scores(self, s: Session, now: float) -> None:
         self.scores.advance(now)
@@ -218,10 +219,10 @@ class JobRunner:
         t0 = asyncio.get_running_loop().time()
         dec = await self.svc.db(queueing.decide, inp, readonly=True, scheduler=True)
         self.phase_s = {"decide": asyncio.get_running_loop().time() - t0}
-        if dec.status_refreshed:
-            self.last_status = now
-        else:
+        if dec.status_deferred:
             self.dirty = True  # come back for the refresh that was put off
+        else:
+            self.last_status = now
         # from now on the scores advance with what is held after this decision
         admitted_holdings = [(dec.full[a.job_id].owner, dec.full[a.job_id].device_type,
                               sum(len(x.devices) for x in a.placement), now) for a in dec.admitted]

@@ -147,7 +147,7 @@ class Decisions:
     changes: dict[int, dict[str, Any]] = field(default_factory=dict)  # queued job -> reason/position/estimate
     alerts: dict[int, str] = field(default_factory=dict)
     holdings: list[tuple[str, str, int, float | None]] = field(default_factory=list)  # for usage scores
-    status_refreshed: bool = False
+    status_deferred: bool = False  # a long queue's positions, reasons and estimates were left for later
 
     @property
     def empty(self) -> bool:
@@ -208,8 +208,8 @@ def decide(s: Session, inp: Inputs) -> Decisions:
     admitted_ids = {a.job_id for a in out.admitted}
     if not refresh:
         # a long queue: admit now, rewrite thousands of positions and estimates at the next refresh
+        out.status_deferred = True
         return out
-    out.status_refreshed = True
 
     # Q6: estimated starts for what still waits, in queue order
     by_id = {r.job_id: r for r in requests}
