@@ -15,8 +15,8 @@ Every job is queued at once (a backlog); the benchmark waits until every one has
 Checked, from what Kubernetes and TiHub recorded:
 * partial gangs: a gang with any pod the kube-scheduler could not place (a ``FailedScheduling`` event), or
   whose pods did not all run; and the spread between a gang's first and last pod binding;
-* placement fidelity: each pod's node is one of its gang's placement nodes, and per node as many of its
-  pods as TiHub placed there ("deviations" otherwise; the kube-scheduler chooses among the placement nodes);
+* placement fidelity: each pod runs on the node TiHub placed its completion index on (the pin policy, see
+  docs/kubernetes.md), and per node as many of a gang's pods as TiHub placed there;
 * over-commit: at no moment do TiHub's admitted placements hold more than a node's devices (a sweep over
   admission and end times of every job), and no pod was refused by its node.
 """
@@ -182,7 +182,7 @@ def one_run(a, workdir: Path) -> dict:
             by_job[int(p["metadata"]["labels"]["ti-hub.io/job-id"])].append(p)
         pod_job = {p["metadata"]["name"]: int(p["metadata"]["labels"]["ti-hub.io/job-id"]) for p in pods}
         gangs_failed_sched = {pod_job.get(name) for name, _ in failed_sched.values()}
-        deviations, outside, spreads, short = 0, 0, [], 0
+        deviations, outside, off_node, spreads, short = 0, 0, 0, [], 0
         for j in jobs:
             ps = by_job.get(j.id, [])
             if len(ps) != j.workers or any(p["status"].get("phase") != "Succeeded" for p in ps):
@@ -193,8 +193,11 @@ def one_run(a, workdir: Path) -> dict:
             for inst in j.placement["instances"]:
                 want[inst["node"]] += 1
             got: dict[str, int] = defaultdict(int)
+            nodes = [inst["node"] for inst in j.placement["instances"]]  # in instance (= completion) order
             for p in ps:
                 got[p["spec"].get("nodeName", "")] += 1
+                index = int(p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"])
+                off_node += p["spec"].get("nodeName") != nodes[index]
             outside += sum(c for n_, c in got.items() if n_ not in want)
             deviations += got != want
             bound = [ts(c["lastTransitionTime"]) for p in ps for c in p["status"].get("conditions", [])
@@ -216,6 +219,7 @@ def one_run(a, workdir: Path) -> dict:
                 "failed_scheduling_events": len(failed_sched),
                 "gangs_with_failed_scheduling": len(gangs_failed_sched - {None}),
                 "gangs_not_all_pods_succeeded": short, "pods_outside_placement": outside,
+                "pods_off_their_node": off_node,
                 "gangs_deviating_per_node_counts": deviations,
                 "bind_spread_s": {"p50": kb.percentile(spreads, 50), "p99": kb.percentile(spreads, 99),
                                   "max": max(spreads) if spreads else None, "resolution_s": 1},

@@ -37,16 +37,18 @@ def start_cluster(nodes: list[FakeNode], workdir: Path, api_qps: int) -> LocalCl
     return c
 
 
-def start_platform(data: Path, cluster: LocalCluster, extra: str = "") -> Platform:
-    """TiHub (hub, proxy, ti service) whose backend is the cluster; ``extra`` is more config, as lines."""
+def start_platform(data: Path, cluster: LocalCluster, extra: str = "", env: dict | None = None) -> Platform:
+    """TiHub (hub, proxy, ti service) whose backend is the cluster; ``extra`` is more config, as lines;
+    ``env`` more environment (names starting TI_HUB_BENCH_ reach the ti service too)."""
     data.mkdir(parents=True, exist_ok=True)
     cfg = data.parent / "bench_k8s_config.py"
     cfg.write_text(
         "c.TiService.backend_class = 'ti_hub.backends.k8s.KubernetesBackend'\n"
         f"c.KubernetesBackend.kubeconfig = {str(cluster.kubeconfig)!r}\n"
         f"c.KubernetesBackend.namespace = {NAMESPACE!r}\n"
-        "c.KubernetesBackend.installation = 'bench'\n" + extra)
-    return Platform(data, {"TI_HUB_BENCH_EXTRA_CONFIG": str(cfg)})
+        "c.KubernetesBackend.installation = 'bench'\n"
+        "c.KubernetesBackend.install_pin_policy = True\n" + extra)
+    return Platform(data, {"TI_HUB_BENCH_EXTRA_CONFIG": str(cfg), **(env or {})})
 
 
 class CpuSampler:
@@ -173,6 +175,10 @@ def run_many(a, one_run, prefix: str) -> list[dict]:
         work = Path(tempfile.mkdtemp(prefix=prefix))
         try:
             r = one_run(a, work)
+        except BaseException:
+            for log in work.glob("*.log"):  # the hub's log outlives the work dir, for the post-mortem
+                shutil.copy(log, Path(tempfile.gettempdir()) / f"{work.name}-{log.name}")
+            raise
         finally:
             shutil.rmtree(work, ignore_errors=True)
         print(f"run {k + 1}: {json.dumps(r)}", file=sys.stderr, flush=True)

@@ -63,8 +63,9 @@ def configure(c, data: str | os.PathLike | None = None) -> None:
     c.JupyterHub.db_url = f"sqlite:///{d / 'jupyterhub.sqlite'}"
     c.JupyterHub.cookie_secret_file = str(d / "jupyterhub_cookie_secret")
     c.JupyterHub.pid_file = str(d / "jupyterhub.pid")
-    # the Python port of configurable-http-proxy: `pip install` brings it, no Node.js needed
-    c.ConfigurableHTTPProxy.command = [os.path.join(os.path.dirname(sys.executable), "configurable-http-proxy")]
+    # the Python port of configurable-http-proxy (`pip install` brings it, no Node.js needed), with room for
+    # more than tornado's default of 10 requests in flight (ti_hub/proxy_main.py)
+    c.ConfigurableHTTPProxy.command = [sys.executable, "-m", "ti_hub.proxy_main"]
     c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{proxy_api_port}"
     c.ConfigurableHTTPProxy.pid_file = str(d / "proxy.pid")
     c.ConfigurableHTTPProxy.auth_token = _secret_file(d / "proxy_token")

@@ -20,7 +20,7 @@ NS = "ti-backend"
 async def backend(k8s_cluster):
     k8s_cluster.namespace(NS)  # Pod Security admission enforces "restricted" here
     b = KubernetesBackend(kubeconfig=str(k8s_cluster.kubeconfig), namespace=NS, installation="backend-test",
-                          finished_job_ttl=600)
+                          finished_job_ttl=600, install_pin_policy=True)
     yield b
     await b.close()
 
@@ -44,8 +44,8 @@ async def wait_for(pred, timeout=30.0, what="condition"):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def pods_of(cluster, job_id: int) -> list[dict]:
-    out = cluster.kubectl("get", "pods", "-n", NS, "-l", f"{ob.LABEL_JOB_ID}={job_id}", "-o", "json")
+def pods_of(cluster, job_id: int, ns: str = NS) -> list[dict]:
+    out = cluster.kubectl("get", "pods", "-n", ns, "-l", f"{ob.LABEL_JOB_ID}={job_id}", "-o", "json")
     return json.loads(out.stdout)["items"]
 
 
@@ -108,7 +108,12 @@ async def test_allreduce_gang_is_one_indexed_job_and_a_headless_service(backend,
 
     pods = await wait_for(lambda: (p := pods_of(k8s_cluster, 101)) and len(p) == 4 and
                           all(x["status"].get("phase") == "Running" for x in p) and p, what="4 running pods")
-    assert {p["spec"]["nodeName"] for p in pods} <= set(nodes)
+    for p in pods:
+        # each pod on the node TiHub placed its index on (the pin policy), not just somewhere in the gang's set
+        index = int(p["metadata"]["labels"][ob.COMPLETION_INDEX])
+        assert p["spec"]["nodeSelector"]["kubernetes.io/hostname"] == nodes[index % 2] == p["spec"]["nodeName"]
+        assert p["spec"]["nodeSelector"]["ti-hub.io/device-type"] == "A100"
+    assert backend.unpinned_pods == 0
     for p in pods:
         c = p["spec"]["containers"][0]
         assert c["resources"]["limits"]["nvidia.com/gpu"] == "2"
@@ -193,3 +198,30 @@ async def test_reconcile_readopts_known_jobs_and_deletes_orphans(backend, k8s_cl
         await fresh.close()
     assert orphan_state["roles"][0]["job"] not in {j["metadata"]["name"] for j in json.loads(
         k8s_cluster.kubectl("get", "jobs", "-n", NS, "-o", "json").stdout)["items"]}
+
+
+async def test_without_the_pin_policy_the_backend_says_so_and_users_get_one_network_policy(k8s_cluster):
+    ns = k8s_cluster.namespace("ti-nopin")  # the pin policy's binding does not reach this namespace
+    b = KubernetesBackend(kubeconfig=str(k8s_cluster.kubeconfig), namespace=ns, installation="nopin",
+                          network_policy_per_user=True)
+    try:
+        from kubernetes_asyncio import client as k8s
+        assert await b._check_pin_policy(k8s.CoreV1Api(await b.api()), wait=0) is False
+        before = b.writes
+        state = await b.launch(spec(106, ["a100-3", "a100-2"], strategy="allreduce", workers=2, devices=1))
+        assert b.writes - before == 3  # alice's NetworkPolicy, once; the Job; the Service
+        await wait_for(lambda: b.unpinned_pods == 2, what="two unpinned pods seen")
+        before = b.writes
+        state2 = await b.launch(spec(107, ["a100-3", "a100-2"], strategy="allreduce", workers=2, devices=1))
+        assert b.writes - before == 2
+        pols = json.loads(k8s_cluster.kubectl("get", "networkpolicies", "-n", ns, "-o", "json").stdout)["items"]
+        assert [p["metadata"]["name"] for p in pols] == [ob.safe_name("ti-user", "alice")]
+        sel = pols[0]["spec"]["podSelector"]["matchLabels"]
+        assert pols[0]["spec"]["ingress"][0]["from"][0]["podSelector"]["matchLabels"] == sel
+        assert pols[0]["spec"]["egress"][0]["to"][0]["podSelector"]["matchLabels"] == sel
+        for p in pods_of(k8s_cluster, 106, ns):  # the policy selects the job's pods, by owner
+            assert sel.items() <= p["metadata"]["labels"].items()
+        await b.stop(106, state, grace_seconds=1)
+        await b.stop(107, state2, grace_seconds=1)
+    finally:
+        await b.close()

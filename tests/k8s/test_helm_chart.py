@@ -35,7 +35,9 @@ BUILTIN = {
     ("rbac.authorization.k8s.io/v1", k) for k in ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
 } | {("networking.k8s.io/v1", k) for k in ("NetworkPolicy", "Ingress")} | {
     ("policy/v1", "PodDisruptionBudget"), ("scheduling.k8s.io/v1", "PriorityClass"), ("batch/v1", "Job"),
-}
+} | {("admissionregistration.k8s.io/v1", k) for k in ("MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding")}
+# what `helm install` finds on a 1.36 cluster (helm's offline default set lacks it)
+WITH_MAP = ("--api-versions", "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy")
 
 
 def run(*argv, check=True, **kw) -> subprocess.CompletedProcess:
@@ -241,7 +243,7 @@ ROLE_RULES = {
     ("", "secrets"): {"create", "get", "delete"},
     ("", "events"): {"list", "watch"},
     ("batch", "jobs"): {"create", "get", "list", "watch", "delete"},
-    ("networking.k8s.io", "networkpolicies"): {"create", "get", "list", "watch", "delete"},
+    ("networking.k8s.io", "networkpolicies"): {"create"},
 }
 CLUSTER_RULES = {("", "nodes"): {"list", "watch"}, ("", "pods"): {"list", "watch"},
                  ("storage.k8s.io", "storageclasses"): {"get", "list"}}
@@ -263,8 +265,8 @@ def test_rbac_is_least_privilege(helm, own_chart, tmp_path):
     docs = render(helm, own_chart)
     assert rules_of(one(docs, "Role")) == ROLE_RULES
     assert rules_of(one(docs, "ClusterRole")) == CLUSTER_RULES
-    # without per-job policies the ti service gets no right on NetworkPolicies
-    f = values_file(tmp_path, {"networkPolicy": {"perJob": False}})
+    # without per-user policies the ti service gets no right on NetworkPolicies
+    f = values_file(tmp_path, {"networkPolicy": {"perUser": False}})
     assert ("networking.k8s.io", "networkpolicies") not in rules_of(one(render(helm, own_chart, "-f", f), "Role"))
     f = values_file(tmp_path, {"rbac": {"create": False}})
     assert not [d for d in render(helm, own_chart, "-f", f) if "Role" in d["kind"]]
@@ -375,6 +377,7 @@ def test_hub_config_wires_services_spawner_and_backend(helm, own_chart, tmp_path
     assert c.KubeSpawner.namespace == "users" and c.KubernetesBackend.namespace == "users"
     assert c.KubeSpawner.extra_labels["app.kubernetes.io/managed-by"] == "ti-hub"
     assert c.KubernetesBackend.device_resource == "nvidia.com/gpu"
+    assert c.KubernetesBackend.network_policy_per_user is True  # the chart's policies close user pods
     # the classes that read these settings accept them (validation included)
     from ti_hub.backends.k8s import KubernetesBackend
     from ti_hub.storage.k8s import KubernetesVolumeDriver
@@ -418,10 +421,27 @@ def namespaces(k8s_cluster):
         k8s_cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
 
 
+def test_pin_policy_is_the_backends_and_only_where_the_cluster_serves_it(helm, own_chart, tmp_path):
+    from ti_hub.backends.k8s import objects as ob
+
+    f = values_file(tmp_path, {"userNamespace": "users"})
+    docs = render(helm, own_chart, "-f", f, *WITH_MAP)
+    policy, binding = one(docs, "MutatingAdmissionPolicy"), one(docs, "MutatingAdmissionPolicyBinding")
+    want_policy, want_binding = ob.pin_policy(policy["metadata"]["name"], "users")
+    assert policy["spec"] == want_policy["spec"] and binding["spec"] == want_binding["spec"]
+    assert policy["metadata"]["name"] == f"ti-hub-{NS}-pin"
+    beta = render(helm, own_chart, "--api-versions", "admissionregistration.k8s.io/v1beta1/MutatingAdmissionPolicy")
+    assert one(beta, "MutatingAdmissionPolicy")["apiVersion"] == "admissionregistration.k8s.io/v1beta1"
+    assert not by_kind(render(helm, own_chart), "MutatingAdmissionPolicy")  # a cluster without the API
+    off = render(helm, own_chart, "-f", values_file(tmp_path, {"pinPolicy": {"enabled": False}}), *WITH_MAP)
+    assert not by_kind(off, "MutatingAdmissionPolicy") and not by_kind(off, "MutatingAdmissionPolicyBinding")
+
+
 def test_server_dry_run_own_objects(helm, own_chart, k8s_cluster, namespaces, tmp_path):
     release_ns, user_ns = namespaces("helm-hub"), namespaces("helm-users")
     f = values_file(tmp_path, {"userNamespace": user_ns})
-    docs = render(helm, own_chart, "-f", f, namespace=release_ns)
+    docs = render(helm, own_chart, "-f", f, *WITH_MAP, namespace=release_ns)
+    assert by_kind(docs, "MutatingAdmissionPolicy")  # the API server's CEL compiler checks its expressions
     # Pod Security admission (restricted) judges the helm-test pod in the dry run too
     server_dry_run(k8s_cluster, docs, release_ns)
 

@@ -13,7 +13,8 @@ from hubproc import own_hub
 from tihub_client import wait
 
 from ti_hub.backends.k8s import objects as ob
-from ti_hub.backends.k8s.names import safe_name
+from ti_hub.backends.k8s.capacity import is_ours
+from ti_hub.backends.k8s.names import label_value, safe_name
 
 NS = "ti-workspaces"
 
@@ -61,6 +62,9 @@ def test_a_workspace_pod_gets_its_plans_resources_placement_and_restrictions(whu
     env = {e["name"]: e.get("value") for e in c["env"]}
     assert env["TI_WORKSPACE"] == "gpu-box" and "CUDA_VISIBLE_DEVICES" not in env
     assert p["metadata"]["labels"][ob.LABEL_KIND] == "workspace"
+    # TiHub's pod to capacity (not counted again as someone else's) and to the chart's user-pod NetworkPolicy
+    assert p["metadata"]["labels"][ob.MANAGED_BY] == "ti-hub"
+    assert is_ours(p, label_value("ti-hub"))
     ws = admin.ok("GET", "/jobs?kind=workspace")["items"]
     assert any(w["name"] == "gpu-box" and w["status"] in ("scheduling", "running") for w in ws)
 

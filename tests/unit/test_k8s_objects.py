@@ -109,6 +109,9 @@ def test_pods_are_restricted_and_volumes_are_only_tihubs_own():
     assert pod["nodeSelector"] == {"ti-hub.io/device-type": "A100"}
     terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert terms[0]["matchExpressions"][0]["values"] == ["node-0", "node-1"]
+    # and each completion index's own node, for the pin policy
+    nodes = [i.node for i in spec.instances]
+    assert job["spec"]["template"]["metadata"]["annotations"][ob.ANN_PLACEMENT] == ",".join(nodes)
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
 
 
@@ -129,3 +132,32 @@ def test_quantities_and_pod_requests():
                     "initContainers": [{"resources": {"requests": {"cpu": "4"}}}]}}
     cpu, mem, dev = pod_requests(pod, "nvidia.com/gpu")
     assert (cpu, mem, dev) == (4, 1 << 30, 2)  # init containers run alone: their max counts if larger
+
+
+def test_a_users_network_policy_selects_only_that_users_pods():
+    s = ob.KubeSettings(namespace="users", installation="hub-a")
+    alice, bob = ob.user_network_policy(s, "alice"), ob.user_network_policy(s, "bob")
+    sel = alice["spec"]["podSelector"]["matchLabels"]
+    assert sel == {ob.MANAGED_BY: "ti-hub", ob.LABEL_INSTALLATION: ob.label_value("hub-a"),
+                   ob.LABEL_OWNER: ob.label_value("alice")}
+    assert alice["spec"]["ingress"] == [{"from": [{"podSelector": {"matchLabels": sel}}]}]
+    assert alice["spec"]["egress"] == [{"to": [{"podSelector": {"matchLabels": sel}}]}]
+    assert alice["metadata"]["name"] != bob["metadata"]["name"]
+    assert bob["spec"]["podSelector"]["matchLabels"][ob.LABEL_OWNER] == ob.label_value("bob")
+    # a job pod and a workspace pod of alice's carry every selected label; bob's do not
+    for kind in ("job", "workspace"):
+        assert sel.items() <= ob.labels(s, 7, "alice", kind=kind).items()
+        assert not sel.items() <= ob.labels(s, 7, "bob", kind=kind).items()
+
+
+def test_pin_policy_matches_only_tihubs_job_pods_in_its_namespace():
+    policy, binding = ob.pin_policy("ti-hub-pin-users", "users")
+    assert policy["spec"]["matchConstraints"]["objectSelector"]["matchLabels"] == {
+        ob.MANAGED_BY: "ti-hub", ob.LABEL_KIND: "job"}
+    assert policy["spec"]["matchConstraints"]["resourceRules"][0]["operations"] == ["CREATE"]
+    assert binding["spec"] == {"policyName": "ti-hub-pin-users", "matchResources": {"namespaceSelector": {
+        "matchLabels": {"kubernetes.io/metadata.name": "users"}}}}
+    # the probe looks like a job pod of index 0 with its own node
+    probe = ob.pin_probe(ob.KubeSettings(namespace="users"))
+    assert probe["metadata"]["labels"][ob.COMPLETION_INDEX] == "0"
+    assert probe["metadata"]["annotations"][ob.ANN_PLACEMENT] == ob.PIN_PROBE_NODE

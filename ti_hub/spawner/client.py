@@ -3,10 +3,25 @@
 from __future__ import annotations
 
 import json
+import weakref
 from typing import Any
 from urllib.parse import quote
 
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+from tornado.ioloop import IOLoop
+
+# tornado's shared client allows 10 requests at once and queues the rest: with a hundred spawns asking for
+# admission and polling the queue, each call would wait behind the others. One client of our own per loop.
+MAX_CLIENTS = 256
+_clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _client() -> AsyncHTTPClient:
+    loop = IOLoop.current()
+    client = _clients.get(loop)
+    if client is None:
+        client = _clients[loop] = AsyncHTTPClient(force_instance=True, max_clients=MAX_CLIENTS)
+    return client
 
 
 class TiServiceError(Exception):
@@ -20,7 +35,7 @@ async def call(base: str, token: str, method: str, path: str, body: Any = None, 
         "Authorization": f"token {token}", "Content-Type": "application/json"},
         body=None if body is None and method == "GET" else json.dumps(body or {}), request_timeout=timeout)
     try:
-        resp = await AsyncHTTPClient().fetch(req)
+        resp = await _client().fetch(req)
     except HTTPClientError as e:
         detail, field = str(e), None
         if e.response is not None and e.response.body:

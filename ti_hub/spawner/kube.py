@@ -76,6 +76,9 @@ class TiKubeSpawner(TiSpawnerMixin, KubeSpawner):
         self.automount_service_account_token = False
         self.storage_pvc_ensure = False  # volumes are TiHub's; no per-user home claim behind its back
         self.extra_labels = {**ob.labels(s, int(ws["id"]), self.user.name, kind="workspace")}
+        # KubeSpawner lets common_labels override extra_labels, and its default names itself the manager: the pod
+        # would not be TiHub's to capacity (counted twice) nor to the chart's NetworkPolicy for user pods
+        self.common_labels = {**self.common_labels, ob.MANAGED_BY: "ti-hub"}
         self.extra_annotations = {ob.ANN_OWNER: self.user.name, ob.ANN_NAME: self.ti_name}
         env = self.ti_env(ws)
         env.pop("CUDA_VISIBLE_DEVICES", None)  # the device plugin numbers a pod's devices itself

@@ -25,7 +25,9 @@ class TiSpawnerMixin(Configurable):
     ti_api_url = Unicode("", config=True, help="Internal URL of the ti service API (hub to service).")
     ti_public_api_url = Unicode("", config=True, help="URL of the ti service API as workspaces reach it (TI_API_URL).")
     ti_api_token = Unicode("", config=True, help="Token of the hub's 'ti-spawner' service identity.")
-    admission_poll_interval = Float(0.5, config=True, help="Seconds between admission checks while queued.")
+    admission_poll_interval = Float(0.5, config=True,
+                                    help="Most seconds between admission checks while queued (the first checks "
+                                         "come sooner: an idle cluster admits within a scheduler cycle).")
 
     # -- naming ---------------------------------------------------------------------------------------------
     @property
@@ -81,6 +83,7 @@ class TiSpawnerMixin(Configurable):
         for w in ws.get("warnings", []):
             self._emit(8, f"warning: {w}")
         last, started = None, time.monotonic()
+        interval = min(0.05, self.admission_poll_interval)
         while True:
             ws = await self._call("GET", ws_path(self.user.name, self.ti_name))
             status = ws["status"]
@@ -95,7 +98,8 @@ class TiSpawnerMixin(Configurable):
                 waited = int(time.monotonic() - started)
                 self._emit(10 + min(25, waited // 10), msg)
                 last = msg
-            await asyncio.sleep(self.admission_poll_interval)
+            await asyncio.sleep(interval)
+            interval = min(interval * 2, self.admission_poll_interval)
 
     def ti_env(self, ws: dict[str, Any]) -> dict[str, str]:
         devices = [d for inst in (ws.get("placement") or {}).get("instances", []) for d in inst["devices"]]

@@ -84,6 +84,7 @@ devices: {{ .Values.devices | toJson }}
 storageClasses: {{ .Values.storageClasses | toJson }}
 imagePullSecrets: {{ .Values.imagePullSecrets | toJson }}
 extraConfig: {{ .Values.tiService.extraConfig | quote }}
+networkPolicyPerUser: {{ and .Values.networkPolicy.enabled .Values.networkPolicy.perUser }}
 {{- end }}
 
 {{- /*

@@ -51,6 +51,19 @@ class KubernetesBackend(ExecutionBackend):
     pin_to_placement = Bool(True, config=True,
                             help="Restrict each job's pods to the nodes TiHub's scheduler placed it on (node "
                                  "affinity); off, the kube-scheduler picks among matching nodes.")
+    install_pin_policy = Bool(False, config=True,
+                              help="At start, create (or update) the MutatingAdmissionPolicy that pins each job pod "
+                                   "to the node TiHub placed it on (needs Kubernetes 1.36, or 1.34 with the beta "
+                                   "API on, and the right to manage admission policies). The Helm chart installs "
+                                   "it instead. Without it pods are only kept to their gang's set of nodes, where "
+                                   "gangs sharing a node can take each other's room.")
+    pin_policy_name = Unicode("", config=True,
+                              help="Name of the pin policy and its binding; empty: ti-hub-pin-<namespace>.")
+    network_policy_per_user = Bool(False, config=True,
+                                   help="Before a user's first distributed job, create a NetworkPolicy that lets "
+                                        "that user's pods reach each other (one per user, kept). Needed where a "
+                                        "policy closes user pods (the Helm chart's networkPolicy); needs RBAC "
+                                        "on networkpolicies.")
     termination_grace_seconds = Integer(10, config=True, help="Grace period of job pods when stopped.")
     finished_job_ttl = Integer(3600, config=True,
                                help="Seconds Kubernetes keeps a finished job's Job and pods (and so its logs) "
@@ -70,6 +83,8 @@ class KubernetesBackend(ExecutionBackend):
         self.jobs: Reflector | None = None
         self.pods_by_job: dict[int, dict[str, dict[str, Any]]] = defaultdict(dict)
         self.writes = 0  # API writes so far (create/delete), for tests and benchmarks
+        self._policy_owners: set[str] = set()  # users whose NetworkPolicy exists
+        self.unpinned_pods = 0  # job pods created without their node (no pin policy), for tests and benchmarks
 
     @property
     def settings(self) -> ob.KubeSettings:
@@ -94,6 +109,10 @@ class KubernetesBackend(ExecutionBackend):
         async with self._started:
             api = await self.api()
             core, batch = k8s.CoreV1Api(api), k8s.BatchV1Api(api)
+            if jobs and self.jobs is None and self.pin_to_placement:
+                if self.install_pin_policy:
+                    await self._install_pin_policy(api)
+                await self._check_pin_policy(core, wait=10.0 if self.install_pin_policy else 0.0)
             if self.nodes is None:
                 self.nodes = Reflector("nodes", core.list_node, log=self.log, on_event=self._node_event)
                 if self.capacity_all_namespaces:
@@ -110,6 +129,42 @@ class KubernetesBackend(ExecutionBackend):
                     return batch.list_namespaced_job(self.namespace, label_selector=sel, **kw)
                 self.jobs = Reflector("jobs", list_jobs, log=self.log, on_event=self._job_event)
                 await self.jobs.start()
+
+    async def _install_pin_policy(self, api: k8s.ApiClient) -> None:
+        adm = k8s.AdmissionregistrationV1Api(api)
+        name = self.pin_policy_name or ob.safe_name("ti-hub-pin", self.namespace)
+        policy, binding = ob.pin_policy(name, self.namespace)
+        for obj, create, patch in ((policy, adm.create_mutating_admission_policy, adm.patch_mutating_admission_policy),
+                                   (binding, adm.create_mutating_admission_policy_binding,
+                                    adm.patch_mutating_admission_policy_binding)):
+            try:
+                await create(obj)
+            except ApiException as e:
+                if e.status != 409:
+                    raise
+                await patch(name, {"spec": obj["spec"]})
+        self.log.info("pin policy %s installed for namespace %s", name, self.namespace)
+
+    async def _check_pin_policy(self, core: k8s.CoreV1Api, wait: float) -> bool:
+        """Whether a job pod created now would get its node: a dry-run create (nothing is stored) of a probe pod,
+        retried for ``wait`` seconds while a just-installed policy reaches the API server's cache."""
+        probe = ob.pin_probe(self.settings)
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                pod = await json_of(await core.create_namespaced_pod(self.namespace, probe, dry_run="All",
+                                                                     _preload_content=False))
+                if (pod.get("spec", {}).get("nodeSelector") or {}).get(ob.HOSTNAME_LABEL) == ob.PIN_PROBE_NODE:
+                    return True
+            except ApiException as e:
+                self.log.warning("could not check the pin policy (%s %s)", e.status, e.reason)
+                return False
+            if time.monotonic() >= deadline:
+                self.log.warning("no pin policy for namespace %s: job pods are kept to their gang's nodes only, and "
+                                 "gangs sharing a node may take each other's room (see docs/kubernetes.md)",
+                                 self.namespace)
+                return False
+            await asyncio.sleep(0.2)
 
     def _poke(self) -> None:
         poke = getattr(self.parent, "poke", None)
@@ -133,6 +188,12 @@ class KubernetesBackend(ExecutionBackend):
             if not by:
                 self.pods_by_job.pop(int(job_id), None)
         else:
+            if kind == "ADDED" and old is None and ob.ANN_PLACEMENT in (pod["metadata"].get("annotations") or {}) \
+                    and ob.HOSTNAME_LABEL not in (pod.get("spec", {}).get("nodeSelector") or {}):
+                self.unpinned_pods += 1
+                if self.unpinned_pods == 1:
+                    self.log.warning("pod %s was created without its node: the pin policy is missing, so gangs "
+                                     "sharing a node may take each other's room (see docs/kubernetes.md)", name)
             by[name] = pod
         phase, was = pod.get("status", {}).get("phase"), (old or {}).get("status", {}).get("phase")
         if phase != was and phase in ("Succeeded", "Failed", "Running"):
@@ -166,6 +227,8 @@ class KubernetesBackend(ExecutionBackend):
             j["spec"]["ttlSecondsAfterFinished"] = self.finished_job_ttl
         api = await self.api()
         batch, core = k8s.BatchV1Api(api), k8s.CoreV1Api(api)
+        if self.network_policy_per_user and len(spec.instances) > 1 and spec.owner not in self._policy_owners:
+            await self._ensure_user_policy(api, spec.owner)
         created: list[str] = []
         try:
             first = await self._create_job(batch, jobs[0], spec.job_id)
@@ -190,6 +253,16 @@ class KubernetesBackend(ExecutionBackend):
         return {"backend": "kubernetes", "namespace": s.namespace, "roles": roles,
                 "service": service["metadata"]["name"] if service else None,
                 "memory_mib": spec.instances[0].memory_mib}
+
+    async def _ensure_user_policy(self, api: k8s.ApiClient, owner: str) -> None:
+        self.writes += 1
+        try:
+            await k8s.NetworkingV1Api(api).create_namespaced_network_policy(
+                self.namespace, ob.user_network_policy(self.settings, owner))
+        except ApiException as e:
+            if e.status != 409:  # made before this process started: the same policy
+                raise
+        self._policy_owners.add(owner)
 
     async def _create_job(self, batch: k8s.BatchV1Api, job: dict[str, Any], job_id: int) -> dict[str, Any]:
         for attempt in range(2):

@@ -7,6 +7,9 @@ No I/O here (kubespawner's ``objects.py`` habit), so every rule is tested withou
   emptyDir scratch and /dev/shm) -- user input never reaches a volume spec, a host path or a privilege;
 * a gang in at most three objects: a single-node job is one Job; all-reduce is one Indexed Job plus a
   headless Service for the rendezvous; parameter-server is one Indexed Job per role plus the Service;
+* each pod on its own node: the pod template lists the placement by completion index
+  (``ti-hub.io/placement``) and a MutatingAdmissionPolicy (``pin_policy``) turns it into the pod's hostname
+  node selector as the Job controller creates it -- no extra API write;
 * each instance's environment is exactly ``ti_hub.backends.envs.instance_envs`` with per-instance DNS
   names: values shared by a role are plain env entries, the per-index ones (RANK, TF_CONFIG, ...) are set by
   a short shell prelude from the completion index Kubernetes gives every pod of an Indexed Job.
@@ -31,6 +34,7 @@ LABEL_KIND = "ti-hub.io/kind"
 ANN_OWNER = "ti-hub.io/owner"
 ANN_NAME = "ti-hub.io/name"
 ANN_ROLE_OFFSET = "ti-hub.io/role-offset"
+ANN_PLACEMENT = "ti-hub.io/placement"
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 
@@ -257,6 +261,9 @@ def job_objects(s: KubeSettings, spec: LaunchSpec, extra_env: dict[str, str] | N
             pod_spec["imagePullSecrets"] = [{"name": n_} for n_ in s.image_pull_secrets]
         if s.scheduler_name:
             pod_spec["schedulerName"] = s.scheduler_name
+        template_annotations = {**annotations, ANN_ROLE_OFFSET: str(first), **s.extra_pod_annotations}
+        if s.pin_to_placement and all(i.node for i in insts):
+            template_annotations[ANN_PLACEMENT] = ",".join(i.node for i in insts)
         objects.append({
             "apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": names[role], "namespace": s.namespace, "labels": pod_labels,
@@ -265,10 +272,83 @@ def job_objects(s: KubeSettings, spec: LaunchSpec, extra_env: dict[str, str] | N
                 "completions": n, "parallelism": n, "completionMode": "Indexed",
                 # TiHub decides what a failure means (the whole gang fails): Kubernetes never retries
                 "backoffLimit": 0,
-                "template": {"metadata": {"labels": pod_labels,
-                                          "annotations": {**annotations, ANN_ROLE_OFFSET: str(first),
-                                                          **s.extra_pod_annotations}},
+                "template": {"metadata": {"labels": pod_labels, "annotations": template_annotations},
                              "spec": pod_spec},
             },
         })
     return objects
+
+
+# -- network --------------------------------------------------------------------------------------------------
+def user_network_policy(s: KubeSettings, owner: str) -> dict[str, Any]:
+    """Lets one user's pods (workspaces and jobs) reach each other: a distributed job's ranks, a workspace and
+    its jobs' ports. NetworkPolicies add up: the chart's policy for all user pods closes everything else."""
+    mine = {MANAGED_BY: "ti-hub", LABEL_INSTALLATION: label_value(s.installation), LABEL_OWNER: label_value(owner)}
+    return {
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": {"name": safe_name("ti-user", owner), "namespace": s.namespace, "labels": dict(mine),
+                     "annotations": {ANN_OWNER: owner}},
+        "spec": {"podSelector": {"matchLabels": dict(mine)}, "policyTypes": ["Ingress", "Egress"],
+                 "ingress": [{"from": [{"podSelector": {"matchLabels": dict(mine)}}]}],
+                 "egress": [{"to": [{"podSelector": {"matchLabels": dict(mine)}}]}]},
+    }
+
+
+# -- pinning each pod to its node -------------------------------------------------------------------------------
+# A node affinity over the gang's set of nodes lets the kube-scheduler swap pods between gangs that share a node:
+# one gang's pod takes the room TiHub kept for another's, and that gang waits part-admitted (found by
+# benchmarks/bench_k8s_gangs.py). The Job controller creates every pod of an Indexed Job from one template, so
+# the per-index node is set at admission: CEL reads the pod's completion index and picks its node.
+PIN_NODE = (f"object.metadata.annotations['{ANN_PLACEMENT}'].split(',')"
+            f"[int(object.metadata.labels['{COMPLETION_INDEX}'])]")
+PIN_MATCH = (f"has(object.metadata.annotations) && '{ANN_PLACEMENT}' in object.metadata.annotations && "
+             f"has(object.metadata.labels) && '{COMPLETION_INDEX}' in object.metadata.labels && "
+             f"int(object.metadata.labels['{COMPLETION_INDEX}']) < "
+             f"size(object.metadata.annotations['{ANN_PLACEMENT}'].split(','))")
+PIN_PATCH = (f"has(object.spec.nodeSelector) ? [JSONPatch{{op: 'add', path: '/spec/nodeSelector/' + "
+             f"jsonpatch.escapeKey('{HOSTNAME_LABEL}'), value: variables.node}}] : "
+             f"[JSONPatch{{op: 'add', path: '/spec/nodeSelector', value: {{'{HOSTNAME_LABEL}': variables.node}}}}]")
+
+
+def pin_policy(name: str, namespace: str) -> list[dict[str, Any]]:
+    """The MutatingAdmissionPolicy and its binding that pin TiHub's job pods in ``namespace`` to their nodes.
+
+    It only adds a hostname node selector to pods that TiHub's labels and annotation mark, as they are created;
+    a pod whose node is gone stays Pending (TiHub sees it and requeues), it never lands elsewhere. The Helm chart
+    installs the same spec (``tests/k8s/test_helm_chart.py`` compares them)."""
+    return [{
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicy",
+        "metadata": {"name": name, "labels": {MANAGED_BY: "ti-hub"}},
+        "spec": {
+            "failurePolicy": "Fail",
+            "reinvocationPolicy": "Never",
+            "matchConstraints": {
+                "resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                   "resources": ["pods"]}],
+                "objectSelector": {"matchLabels": {MANAGED_BY: "ti-hub", LABEL_KIND: "job"}},
+            },
+            "matchConditions": [{"name": "has-placement", "expression": PIN_MATCH}],
+            "variables": [{"name": "node", "expression": PIN_NODE}],
+            "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": PIN_PATCH}}],
+        },
+    }, {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicyBinding",
+        "metadata": {"name": name, "labels": {MANAGED_BY: "ti-hub"}},
+        "spec": {"policyName": name, "matchResources": {"namespaceSelector": {
+            "matchLabels": {"kubernetes.io/metadata.name": namespace}}}},
+    }]
+
+
+PIN_PROBE_NODE = "ti-hub-pin-probe"
+
+
+def pin_probe(s: KubeSettings) -> dict[str, Any]:
+    """A pod the pin policy would pin to PIN_PROBE_NODE: created as a dry run to see whether the policy is in force."""
+    meta_labels = {**labels(s, 0, "ti-hub"), COMPLETION_INDEX: "0"}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "ti-hub-pin-probe", "namespace": s.namespace, "labels": meta_labels,
+                         "annotations": {ANN_PLACEMENT: PIN_PROBE_NODE}},
+            "spec": {"restartPolicy": "Never", "automountServiceAccountToken": False,
+                     "securityContext": pod_security_context(s),
+                     "containers": [{"name": "main", "image": "ti-hub/pin-probe", "command": ["true"],
+                                     "securityContext": container_security_context(s)}]}}
