@@ -185,7 +185,9 @@ def one_run(a, workdir: Path) -> dict:
         deviations, outside, off_node, spreads, short = 0, 0, 0, [], 0
         for j in jobs:
             ps = by_job.get(j.id, [])
-            if len(ps) != j.workers or any(p["status"].get("phase") != "Succeeded" for p in ps):
+            # a gang that ended must have run every pod; one still running at --timeout is counted apart
+            if j.status in st.FINAL and (len(ps) != j.workers or any(p["status"].get("phase") != "Succeeded"
+                                                                     for p in ps)):
                 short += 1
             if not j.placement:
                 continue
@@ -213,7 +215,9 @@ def one_run(a, workdir: Path) -> dict:
         wall = (max(ends) - t0) if ends else None
         iv = [(held[j.id][0], held[j.id][1] or max(ends), j.devices_per_instance * j.workers)
               for j in jobs if j.id in held]
-        return {"jobs": len(jobs), "pods": n_pods, "statuses": dict(statuses), "wall_s": round(wall, 1),
+        return {"jobs": len(jobs), "pods": n_pods, "statuses": dict(statuses),
+                "gangs_ended": sum(statuses[x] for x in st.FINAL if x in statuses),
+                "stopped_at_timeout": done < len(rows), "wall_s": round(wall, 1),
                 "pods_per_s": round(n_pods / wall, 1) if wall else None,
                 "usage_pct": round(100 * kb.usage_fraction(iv, a.nodes * GPUS_PER_NODE, t0, max(ends)), 1),
                 "failed_scheduling_events": len(failed_sched),
