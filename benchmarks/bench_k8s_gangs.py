@@ -215,7 +215,7 @@ def one_run(a, workdir: Path) -> dict:
         wall = (max(ends) - t0) if ends else None
         iv = [(held[j.id][0], held[j.id][1] or max(ends), j.devices_per_instance * j.workers)
               for j in jobs if j.id in held]
-        return {"jobs": len(jobs), "pods": n_pods, "statuses": dict(statuses),
+        return {"jobs": len(jobs), "pods": n_pods, "pods_listed_at_end": len(pods), "statuses": dict(statuses),
                 "gangs_ended": sum(statuses[x] for x in st.FINAL if x in statuses),
                 "stopped_at_timeout": done < len(rows), "wall_s": round(wall, 1),
                 "pods_per_s": round(n_pods / wall, 1) if wall else None,

@@ -185,8 +185,9 @@ def one_run(a, workdir: Path) -> dict:
         spy = None
         if a.profile:  # where the hub's time goes (py-spy, if installed)
             import subprocess
-            spy = subprocess.Popen(["py-spy", "record", "-p", str(pids[a.profile_process]), "-o", a.profile, "-f", "raw",
-                                    "-r", "100", "--nonblocking"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            spy = subprocess.Popen(["py-spy", "record", "-p", str(pids[a.profile_process]), "-o", a.profile,
+                                    "-f", "raw", "-r", "100", "--nonblocking"],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         out, seen, wall = asyncio.run(spawn_all(platform.hub.url, admin.token, users, str(cluster.kubeconfig)))
         cpu = sampler.stop()
         cluster_view = admin.ok("GET", "/cluster")  # what TiHub saw of the nodes, for a post-mortem

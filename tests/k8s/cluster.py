@@ -87,10 +87,13 @@ class FakeNode:
 class LocalCluster:
     """Start with ``start()``, stop with ``stop()``; ``kubeconfig`` is an admin's."""
 
-    def __init__(self, workdir: Path | None = None, bin_path: Path | None = None, api_qps: int = 500):
+    def __init__(self, workdir: Path | None = None, bin_path: Path | None = None, api_qps: int = 500,
+                 terminated_pod_gc_threshold: int = 12500):
         self.dir = Path(workdir or tempfile.mkdtemp(prefix="ti-hub-k8s-"))
         self.bin = bin_path
         self.api_qps = api_qps
+        # Kubernetes' default: past this many ended pods, the oldest are deleted (benchmarks keep them all)
+        self.terminated_pod_gc_threshold = terminated_pod_gc_threshold
         self.procs: dict[str, subprocess.Popen] = {}
         self.kubeconfig = self.dir / "admin.kubeconfig"
         self.server = ""
@@ -164,7 +167,8 @@ class LocalCluster:
             str(self.bin / "kube-controller-manager"), *common, f"--secure-port={cm_port}",
             f"--service-account-private-key-file={pki['sa.key']}", f"--root-ca-file={pki['ca.crt']}",
             "--use-service-account-credentials=false", "--controllers=*,-csrsigning,-csrapproving,-nodeipam",
-            "--concurrent-job-syncs=50", "--concurrent-gc-syncs=50", "--v=1"])
+            "--concurrent-job-syncs=50", "--concurrent-gc-syncs=50",
+            f"--terminated-pod-gc-threshold={self.terminated_pod_gc_threshold}", "--v=1"])
         self._spawn("kube-scheduler", [str(self.bin / "kube-scheduler"), *common, f"--secure-port={sched_port}",
                                        "--v=1"])
         # what every fake container "printed", in the CRI log format the kubelet API serves

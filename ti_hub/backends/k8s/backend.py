@@ -52,11 +52,11 @@ class KubernetesBackend(ExecutionBackend):
                             help="Restrict each job's pods to the nodes TiHub's scheduler placed it on (node "
                                  "affinity); off, the kube-scheduler picks among matching nodes.")
     install_pin_policy = Bool(False, config=True,
-                              help="At start, create (or update) the MutatingAdmissionPolicy that pins each job pod "
-                                   "to the node TiHub placed it on (needs Kubernetes 1.36, or 1.34 with the beta "
-                                   "API on, and the right to manage admission policies). The Helm chart installs "
-                                   "it instead. Without it pods are only kept to their gang's set of nodes, where "
-                                   "gangs sharing a node can take each other's room.")
+                              help="Before the first launch, create (or update) the MutatingAdmissionPolicy that pins "
+                                   "each job pod to the node TiHub placed it on (needs Kubernetes 1.36, or 1.34 "
+                                   "with the beta API on, and the right to manage admission policies). The Helm "
+                                   "chart installs it instead. Without it pods are only kept to their gang's set "
+                                   "of nodes, where gangs sharing a node can take each other's room.")
     pin_policy_name = Unicode("", config=True,
                               help="Name of the pin policy and its binding; empty: ti-hub-pin-<namespace>.")
     network_policy_per_user = Bool(False, config=True,
@@ -84,6 +84,7 @@ class KubernetesBackend(ExecutionBackend):
         self.pods_by_job: dict[int, dict[str, dict[str, Any]]] = defaultdict(dict)
         self.writes = 0  # API writes so far (create/delete), for tests and benchmarks
         self._policy_owners: set[str] = set()  # users whose NetworkPolicy exists
+        self._pin_checked = False
         self.unpinned_pods = 0  # job pods created without their node (no pin policy), for tests and benchmarks
 
     @property
@@ -109,10 +110,6 @@ class KubernetesBackend(ExecutionBackend):
         async with self._started:
             api = await self.api()
             core, batch = k8s.CoreV1Api(api), k8s.BatchV1Api(api)
-            if jobs and self.jobs is None and self.pin_to_placement:
-                if self.install_pin_policy:
-                    await self._install_pin_policy(api)
-                await self._check_pin_policy(core, wait=10.0 if self.install_pin_policy else 0.0)
             if self.nodes is None:
                 self.nodes = Reflector("nodes", core.list_node, log=self.log, on_event=self._node_event)
                 if self.capacity_all_namespaces:
@@ -219,6 +216,13 @@ class KubernetesBackend(ExecutionBackend):
     # -- launch ---------------------------------------------------------------------------------------------
     async def launch(self, spec: LaunchSpec) -> dict[str, Any]:
         await self.start_watches()
+        if self.pin_to_placement and not self._pin_checked:
+            # once, where it matters: only the process that launches (not the API processes) installs and checks
+            self._pin_checked = True
+            if self.install_pin_policy:
+                await self._install_pin_policy(await self.api())
+            await self._check_pin_policy(k8s.CoreV1Api(await self.api()),
+                                         wait=10.0 if self.install_pin_policy else 0.0)
         s = self.settings
         objs = ob.job_objects(s, spec)
         jobs = [o for o in objs if o["kind"] == "Job"]
