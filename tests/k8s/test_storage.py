@@ -227,7 +227,14 @@ def shub(k8s_cluster, classes, tmp_path_factory):
         f"c.KubernetesBackend.kubeconfig = {str(k8s_cluster.kubeconfig)!r}\n"
         f"c.KubernetesBackend.namespace = {HUB_NS!r}\n"
         "c.KubernetesBackend.installation = 'storage-hub'\n"
-        f"c.KubernetesVolumeDriver.storage_classes = {CLASSES!r}\n"))
+        f"c.KubernetesVolumeDriver.storage_classes = {CLASSES!r}\n"
+        # workspaces as pods, mounting the claims
+        "import os\n"
+        f"os.environ['KUBECONFIG'] = {str(k8s_cluster.kubeconfig)!r}\n"
+        "c.JupyterHub.spawner_class = 'ti_hub.spawner.kube.TiKubeSpawner'\n"
+        f"c.KubeSpawner.namespace = {HUB_NS!r}\n"
+        "c.TiKubeSpawner.installation = 'storage-hub'\n"
+        "c.Spawner.http_timeout = 10\n"))
 
 
 def hub_claims(cluster) -> list[dict]:
@@ -269,3 +276,31 @@ def test_a_refused_volume_makes_no_claim(shub, k8s_cluster):
     r = admin.api("POST", "/volumes", json={"name": "bad name!", "kind": "filesystem", "capacity_gib": 1})
     assert r.status_code == 400, r.text
     assert {c["metadata"]["name"] for c in hub_claims(k8s_cluster)} == before
+
+
+def test_a_workspace_pod_mounts_its_volumes_claims(shub, k8s_cluster):
+    admin = shub.admin
+    admin.ok("POST", "/plans", json={"name": "ws-small", "kinds": ["workspace"], "device_type": "cpu",
+                                     "device_count": 0, "cpu": 1, "memory_mib": 1024})
+    vol = admin.ok("POST", "/volumes", json={"name": "notes", "kind": "filesystem", "capacity_gib": 1})
+    claim_name = ob.pvc_name(vol["id"], f"{admin.name}/notes")
+    bound(k8s_cluster, claim_name, HUB_NS)
+    r = admin.hub_api("POST", f"/users/{admin.name}/servers/with-notes", json={
+        "plan": "ws-small", "volumes": [{"volume": f"{admin.name}/notes", "mount_path": "/mnt/notes"}]})
+    assert r.status_code in (201, 202), r.text
+    pod_name = ob.safe_name("ti-ws", admin.name, "with-notes")
+
+    def pod():
+        out = k8s_cluster.kubectl("get", "pod", pod_name, "-n", HUB_NS, "-o", "json", check=False)
+        return json.loads(out.stdout) if out.returncode == 0 else None
+    p = wait(lambda: (x := pod()) and x["status"].get("phase") == "Running" and x, timeout=60, what="the pod")
+    vols = {v["name"]: v for v in p["spec"]["volumes"]}
+    claims = [v["persistentVolumeClaim"] for v in vols.values() if "persistentVolumeClaim" in v]
+    assert [c["claimName"] for c in claims] == [claim_name] and not claims[0].get("readOnly")
+    (c,) = [c for c in p["spec"]["containers"] if c["name"] == "notebook"]
+    mount = next(m for m in c["volumeMounts"] if m["mountPath"] == "/mnt/notes")
+    assert "persistentVolumeClaim" in vols[mount["name"]] and not mount.get("readOnly")
+    # the volume says who holds it
+    assert any(f"{admin.name}/with-notes" in h for h in admin.ok("GET", f"/volumes/{vol['id']}")["mounted_by"])
+    admin.hub_api("DELETE", f"/users/{admin.name}/servers/with-notes")
+    wait(lambda: pod() is None, timeout=60, what="the pod to go")
