@@ -227,9 +227,6 @@ def one_run(a, workdir: Path) -> dict:
     finally:
         if platform:
             platform.stop()
-            # the hub's log (spawn timings at ms) outlives the work dir
-            import shutil
-            shutil.copy(workdir / "data.log", kb.HERE / "results" / f"{a.name}-hub.log.tmp")
         fake.stop()
         cluster.stop()
 

@@ -177,11 +177,10 @@ def run_many(a, one_run, prefix: str) -> list[dict]:
         work = Path(tempfile.mkdtemp(prefix=prefix))
         try:
             r = one_run(a, work)
-        except BaseException:
-            for log in work.glob("*.log"):  # the hub's log outlives the work dir, for the post-mortem
-                shutil.copy(log, Path(tempfile.gettempdir()) / f"{work.name}-{log.name}")
-            raise
         finally:
+            # the hub's and the service's log outlive the work dir, for a post-mortem (results/*.tmp: not committed)
+            for log in work.rglob("*.log"):
+                shutil.copy(log, HERE / "results" / f"{a.name}-run{k + 1}-{log.name}.tmp")
             shutil.rmtree(work, ignore_errors=True)
         print(f"run {k + 1}: {json.dumps(r)}", file=sys.stderr, flush=True)
         runs.append(r)

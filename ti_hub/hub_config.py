@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from . import scopes as S
+from .hubdb import use_wal
 from .secretfile import read_or_create
 
 SERVICE = "ti"
@@ -61,6 +62,7 @@ def configure(c, data: str | os.PathLike | None = None) -> None:
     c.JupyterHub.hub_ip = "127.0.0.1"
     c.JupyterHub.hub_port = hub_port
     c.JupyterHub.db_url = f"sqlite:///{d / 'jupyterhub.sqlite'}"
+    use_wal(d / "jupyterhub.sqlite")  # spawns commit often on the hub's one loop (ti_hub/hubdb.py)
     c.JupyterHub.cookie_secret_file = str(d / "jupyterhub_cookie_secret")
     c.JupyterHub.pid_file = str(d / "jupyterhub.pid")
     # the Python port of configurable-http-proxy (`pip install` brings it, no Node.js needed), with room for
