@@ -44,8 +44,9 @@ async def wait_for(pred, timeout=30.0, what="condition"):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def pods_of(cluster, job_id: int, ns: str = NS) -> list[dict]:
-    out = cluster.kubectl("get", "pods", "-n", ns, "-l", f"{ob.LABEL_JOB_ID}={job_id}", "-o", "json")
+def pods_of(cluster, job_id: int | None, ns: str = NS) -> list[dict]:
+    sel = f"{ob.LABEL_JOB_ID}={job_id}" if job_id is not None else ob.LABEL_JOB_ID
+    out = cluster.kubectl("get", "pods", "-n", ns, "-l", sel, "-o", "json")
     return json.loads(out.stdout)["items"]
 
 
@@ -225,3 +226,23 @@ async def test_without_the_pin_policy_the_backend_says_so_and_users_get_one_netw
         await b.stop(107, state2, grace_seconds=1)
     finally:
         await b.close()
+
+
+async def test_the_first_launches_at_once_all_wait_for_the_pin_policy(k8s_cluster):
+    ns = k8s_cluster.namespace("ti-pin-race")
+    b = KubernetesBackend(kubeconfig=str(k8s_cluster.kubeconfig), namespace=ns, installation="pin-race",
+                          install_pin_policy=True, pin_policy_name="ti-hub-pin-race")
+    try:
+        # a cycle's admissions launch concurrently; none may create its Job before the policy is in force
+        states = await asyncio.gather(*(b.launch(spec(110 + k, ["a100-3", "a100-2"], strategy="allreduce",
+                                                      workers=2, devices=1, name=f"race{k}")) for k in range(4)))
+        pods = await wait_for(lambda: (p := pods_of(k8s_cluster, None, ns)) and len(p) == 8 and p, what="8 pods")
+        for p in pods:
+            assert "kubernetes.io/hostname" in p["spec"]["nodeSelector"], p["metadata"]["name"]
+        assert b.unpinned_pods == 0
+        for k, state in enumerate(states):
+            await b.stop(110 + k, state, grace_seconds=1)
+    finally:
+        await b.close()
+        for kind in ("mutatingadmissionpolicybinding", "mutatingadmissionpolicy"):
+            k8s_cluster.kubectl("delete", kind, "ti-hub-pin-race", check=False)

@@ -84,7 +84,7 @@ class KubernetesBackend(ExecutionBackend):
         self.pods_by_job: dict[int, dict[str, dict[str, Any]]] = defaultdict(dict)
         self.writes = 0  # API writes so far (create/delete), for tests and benchmarks
         self._policy_owners: set[str] = set()  # users whose NetworkPolicy exists
-        self._pin_checked = False
+        self._pin_ready: asyncio.Future | None = None  # the pin policy installed (if asked) and checked, once
         self.unpinned_pods = 0  # job pods created without their node (no pin policy), for tests and benchmarks
 
     @property
@@ -141,6 +141,11 @@ class KubernetesBackend(ExecutionBackend):
                     raise
                 await patch(name, {"spec": obj["spec"]})
         self.log.info("pin policy %s installed for namespace %s", name, self.namespace)
+
+    async def _prepare_pin_policy(self) -> None:
+        if self.install_pin_policy:
+            await self._install_pin_policy(await self.api())
+        await self._check_pin_policy(k8s.CoreV1Api(await self.api()), wait=10.0 if self.install_pin_policy else 0.0)
 
     async def _check_pin_policy(self, core: k8s.CoreV1Api, wait: float) -> bool:
         """Whether a job pod created now would get its node: a dry-run create (nothing is stored) of a probe pod,
@@ -216,13 +221,12 @@ class KubernetesBackend(ExecutionBackend):
     # -- launch ---------------------------------------------------------------------------------------------
     async def launch(self, spec: LaunchSpec) -> dict[str, Any]:
         await self.start_watches()
-        if self.pin_to_placement and not self._pin_checked:
-            # once, where it matters: only the process that launches (not the API processes) installs and checks
-            self._pin_checked = True
-            if self.install_pin_policy:
-                await self._install_pin_policy(await self.api())
-            await self._check_pin_policy(k8s.CoreV1Api(await self.api()),
-                                         wait=10.0 if self.install_pin_policy else 0.0)
+        if self.pin_to_placement:
+            # once, where it matters (only the process that launches), and every launch waits for it: the first
+            # cycle launches concurrently, and a Job created before the policy is in force has unpinned pods
+            if self._pin_ready is None:
+                self._pin_ready = asyncio.ensure_future(self._prepare_pin_policy())
+            await asyncio.shield(self._pin_ready)
         s = self.settings
         objs = ob.job_objects(s, spec)
         jobs = [o for o in objs if o["kind"] == "Job"]
