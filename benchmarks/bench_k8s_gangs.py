@@ -254,10 +254,7 @@ def main(argv=None) -> None:
                                          r["gangs_not_all_pods_succeeded"] == 0 for r in runs),
                "zero_overcommit": all(r["overcommitted_moments"] == 0 and r["peak_devices_on_a_node"] <= GPUS_PER_NODE
                                       for r in runs)}}
-    dest = kb.HERE / "results" / f"{a.name}.json"
-    dest.write_text(json.dumps(out, indent=1))
-    print(json.dumps({k: out[k] for k in ("settings", "median_wall_s", "verdicts")}, indent=1))
-    print("results:", dest)
+    kb.write_results(a.name, out, ("median_wall_s",))
 
 
 if __name__ == "__main__":

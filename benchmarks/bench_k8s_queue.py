@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import statistics
 import sys
 import time
@@ -188,10 +187,7 @@ def main(argv=None) -> None:
                         "scheduler_le_0_4_core": med["leader_cores"] <= 0.4,
                         "all_completed": all(r["statuses"] == {st.COMPLETED: r["jobs"]} for r in runs)}
            if a.scale == 1.0 else {"not_judged": f"scale {a.scale}: the targets are for the full 15,000 jobs"}}
-    dest = kb.HERE / "results" / f"{a.name}.json"
-    dest.write_text(json.dumps(out, indent=1))
-    print(json.dumps({k: out[k] for k in ("settings", "median", "verdicts")}, indent=1))
-    print("results:", dest)
+    kb.write_results(a.name, out, ("median",))
 
 
 if __name__ == "__main__":

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
+import signal
 import statistics
-import sys
+import subprocess
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -184,7 +184,6 @@ def one_run(a, workdir: Path) -> dict:
         sampler = kb.CpuSampler(pids).start()
         spy = None
         if a.profile:  # where the hub's time goes (py-spy, if installed)
-            import subprocess
             spy = subprocess.Popen(["py-spy", "record", "-p", str(pids[a.profile_process]), "-o", a.profile,
                                     "-f", "raw", "-r", "100", "--nonblocking"],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -192,7 +191,6 @@ def one_run(a, workdir: Path) -> dict:
         cpu = sampler.stop()
         cluster_view = admin.ok("GET", "/cluster")  # what TiHub saw of the nodes, for a post-mortem
         if spy:
-            import signal
             spy.send_signal(signal.SIGINT)
             spy.wait(30)
         ti_times = ti_records(workdir / "data" / "ti.sqlite")
@@ -277,12 +275,7 @@ def main(argv=None) -> None:
            "verdicts": {"zero_failures": all(r["failures"] == 0 and r["succeeded"] == r["spawns"] for r in runs),
                         "hub_added_p50_le_0.5s": all(r["hub_added_s"]["p50"] <= 0.5 for r in runs),
                         "hub_added_p95_le_2s": all(r["hub_added_s"]["p95"] <= 2.0 for r in runs)}}
-    dest = kb.HERE / "results" / f"{a.name}.json"
-    dest.write_text(json.dumps(out, indent=1))
-    print(json.dumps({k: out[k] for k in ("settings", "median_hub_added_p50_s", "median_hub_added_p95_s",
-                                          "verdicts")}, indent=1))
-    print("results:", dest)
-    sys.exit(0)
+    kb.write_results(a.name, out, ("median_hub_added_p50_s", "median_hub_added_p95_s"))
 
 
 if __name__ == "__main__":

@@ -166,6 +166,16 @@ def add_cluster_args(p, timeout: float) -> None:
     p.add_argument("--timeout", type=float, default=timeout, help="seconds a run may take")
 
 
+def write_results(name: str, out: dict, summary: tuple[str, ...]) -> None:
+    """``results/<name>.json``, and the summary keys of it on stdout."""
+    import json
+
+    dest = HERE / "results" / f"{name}.json"
+    dest.write_text(json.dumps(out, indent=1))
+    print(json.dumps({k: out[k] for k in ("settings", *summary, "verdicts")}, indent=1))
+    print("results:", dest)
+
+
 def run_many(a, one_run, prefix: str) -> list[dict]:
     """``a.runs`` runs, each on a fresh cluster and platform in a temporary directory."""
     import json
