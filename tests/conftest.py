@@ -17,18 +17,7 @@ def hub(tmp_path_factory):
     yield from own_hub(tmp_path_factory, "tihub")
 
 
-_counter = iter(range(1, 10_000))
-
-
 @pytest.fixture
 def new_user(hub):
     """Sign up a fresh user, have the admin authorize them, and log them in."""
-
-    def make(prefix: str = "user"):
-        name = f"{prefix}{next(_counter):03d}"
-        password = f"pw-{name}-long-enough"
-        hub.signup(name, password)
-        hub.admin.authorize(name)
-        return hub.login(name, password)
-
-    return make
+    return hub.person

@@ -93,6 +93,7 @@ def own_hub(tmp_path_factory, name: str, config_lines: str = ""):
     proc, hub, _ports = start_hub(data, config=str(config) if config else None)
     hub.data_dir = data
     hub.admin = hub.login(ADMIN, ADMIN_PASSWORD)
+    hub.admin.password = ADMIN_PASSWORD
     yield hub
     stop_hub(proc)
     shutil.rmtree(data, ignore_errors=True)

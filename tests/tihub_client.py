@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from pathlib import Path
 from typing import Any
 
 import requests
+
+
+_people = itertools.count(1)
 
 
 class Hub:
@@ -27,6 +31,16 @@ class Hub:
                                                    "signup_password_confirmation": password,
                                                    "_xsrf": s.cookies.get("_xsrf")})
         assert r.status_code == 200, r.text[:500]
+
+    def person(self, prefix: str = "user") -> Session:
+        """A new account, signed up, authorized by the admin (``self.admin``) and logged in; ``.password`` kept."""
+        name = f"{prefix}{next(_people):03d}"
+        password = f"pw-{name}-long-enough"
+        self.signup(name, password)
+        self.admin.authorize(name)
+        s = self.login(name, password)
+        s.password = password
+        return s
 
     def login(self, name: str, password: str) -> Session:
         s = requests.Session()

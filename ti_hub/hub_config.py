@@ -18,6 +18,7 @@ from .secretfile import read_or_create
 
 SERVICE = "ti"
 SPAWNER_SERVICE = "ti-spawner"
+TEMPLATES = Path(__file__).parent / "templates"
 
 
 def _secret_file(path: Path, nbytes: int = 32) -> str:
@@ -41,7 +42,9 @@ def preset_roles() -> list[dict]:
          "scopes": [*S.ADMIN_SCOPES, f"access:services!service={SERVICE}", "admin-ui", "admin:users",
                     "admin:servers", "admin:groups", "tokens"],
          "groups": [S.ADMIN_GROUP]},
-        {"name": "ti-service", "scopes": ["list:users", "read:users", "list:groups", "read:groups"],
+        # read:roles:*: the People page shows which roles users and groups hold (ti_hub/service/pages/people.py)
+        {"name": "ti-service", "scopes": ["list:users", "read:users", "list:groups", "read:groups",
+                                          "read:roles:users", "read:roles:groups"],
          "services": [SERVICE]},
         {"name": "ti-spawner", "scopes": [S.ADMIT_WORKSPACES, f"access:services!service={SERVICE}"],
          "services": [SPAWNER_SERVICE]},
@@ -81,6 +84,8 @@ def configure(c, data: str | os.PathLike | None = None) -> None:
         c.Authenticator.admin_users = {admin}
     c.TiAuthenticator.initial_admin_password = env.get("TI_HUB_ADMIN_PASSWORD", "")
 
+    # the hub's nav gets a TiHub menu linking the ti service's pages (templates/page.html)
+    c.JupyterHub.template_paths = [str(TEMPLATES)]
     c.JupyterHub.custom_scopes = S.CUSTOM_SCOPES
     c.JupyterHub.load_groups = {S.ADMIN_GROUP: {"users": [admin] if admin else []}}
     c.JupyterHub.load_roles = preset_roles()

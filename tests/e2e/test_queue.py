@@ -23,17 +23,6 @@ def qhub(tmp_path_factory):
                        "c.TiService.usage_sample_interval = 0.5\n")
 
 
-_n = iter(range(1, 1000))
-
-
-def user(hub, prefix: str):
-    name = f"{prefix}{next(_n):02d}"
-    password = f"pw-{name}-long-enough"
-    hub.signup(name, password)
-    hub.admin.authorize(name)
-    return hub.login(name, password)
-
-
 def gpu_job(name: str, command: str = "sleep 60", **kw) -> dict:
     return {"name": name, "plan": "demo-gpu-1", "image": "python-cpu", "command": command, **kw}
 
@@ -52,7 +41,7 @@ def positions(u, ids):
 
 
 def test_queue_management_validates_and_reorders(qhub):
-    admin, alice, bob = qhub.admin, user(qhub, "qa"), user(qhub, "qb")
+    admin, alice, bob = qhub.admin, qhub.person("qa"), qhub.person("qb")
     blockers = [alice.ok("POST", "/jobs", json=gpu_job(f"block{i}"))["id"] for i in range(GPUS)]
     wait(lambda: all(alice.ok("GET", f"/jobs/{b}")["status"] == "running" for b in blockers), what="blockers run")
     a1, a2, a3 = (alice.ok("POST", "/jobs", json=gpu_job(f"wait{i}"))["id"] for i in range(3))
@@ -122,7 +111,7 @@ def test_queue_management_validates_and_reorders(qhub):
 
 
 def test_preemption_requeues_the_most_recent_preemptible_job(qhub):
-    low, high = user(qhub, "pl"), user(qhub, "ph")
+    low, high = qhub.person("pl"), qhub.person("ph")
     first = low.ok("POST", "/jobs", json=gpu_job("pre1", preemptible=True))["id"]
     low.wait_job(first, states=("running",))
     second = low.ok("POST", "/jobs", json=gpu_job("pre2", preemptible=True))["id"]
@@ -147,7 +136,7 @@ def test_preemption_requeues_the_most_recent_preemptible_job(qhub):
 def test_two_users_with_equal_demand_get_equal_device_time(qhub):
     """Alice submits 8 jobs, then Bob 8 jobs of the same size: a plain FIFO would run all of Alice's first.
     With usage scores they alternate: when half of the work is done, each has had half (within 25%)."""
-    alice, bob = user(qhub, "fa"), user(qhub, "fb")
+    alice, bob = qhub.person("fa"), qhub.person("fb")
     n, secs = 8, 2
     ids = {alice.name: [], bob.name: []}
     for u in (alice, bob):
@@ -174,7 +163,7 @@ def test_two_users_with_equal_demand_get_equal_device_time(qhub):
 
 
 def test_queue_cli_lists_and_manages(qhub, tmp_path):
-    u = user(qhub, "qc")
+    u = qhub.person("qc")
     blockers = [u.ok("POST", "/jobs", json=gpu_job(f"cblock{i}"))["id"] for i in range(GPUS)]
     waiting = [u.ok("POST", "/jobs", json=gpu_job(f"cwait{i}"))["id"] for i in range(2)]
     env = {"TI_API_URL": qhub.url, "TI_TOKEN": u.token, "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
@@ -204,8 +193,8 @@ def test_queue_cli_lists_and_manages(qhub, tmp_path):
 
 
 def test_queue_page_shows_users_their_own_and_admins_everyones(qhub):
-    u = user(qhub, "pg")
-    other = user(qhub, "po")
+    u = qhub.person("pg")
+    other = qhub.person("po")
     blockers = [other.ok("POST", "/jobs", json=gpu_job(f"pblock{i}"))["id"] for i in range(GPUS)]
     for b in blockers:
         other.wait_job(b, states=("running",))

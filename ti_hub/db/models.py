@@ -258,6 +258,26 @@ class UsageScore(Base):
     updated_at: Mapped[dt.datetime]
 
 
+class UsageSample(Base):
+    """MON1 pictures: devices held and jobs queued, sampled by the leader every usage_history_interval.
+
+    ``user`` "" is everyone in ``pool`` (written for every pool and device type the cluster has, zeros
+    included, so timelines have no holes); ``pool`` "" is one user across all pools, with their usage
+    score. Pruned after usage_history_retention.
+    """
+
+    __tablename__ = "ti_usage_samples"
+    __table_args__ = (Index("ix_ti_usage_samples_at", "at"),)
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    at: Mapped[dt.datetime]
+    pool: Mapped[str] = mapped_column(String(63))
+    user: Mapped[str] = mapped_column(String(255))
+    device_type: Mapped[str] = mapped_column(String(63))
+    devices_held: Mapped[int] = mapped_column(Integer, default=0)
+    queued_jobs: Mapped[int] = mapped_column(Integer, default=0)
+    usage_score: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
 class JobEvent(Base):
     """A status change with its plain-language reason, for the job's history."""
 

@@ -135,6 +135,16 @@ class TiService(Application):
         help="Q3 sampling period (the longest dt between two score updates), in seconds. Scores are also "
              "updated at every scheduling decision, when what users hold changes, so they are exact whatever "
              "this is; it sets how fresh the saved scores that the API shows and restarts catch up from are.")
+    usage_history_interval = Float(
+        60.0, config=True,
+        help="MON1 seconds between two usage samples for the cluster page's pictures (devices held per pool and "
+             "per user, queue length, usage scores over time). Each sample is one grouped read of the active "
+             "jobs and one INSERT batch, taken by the scheduling leader. (Not usage_sample_interval: that one "
+             "paces the saved usage scores.)")
+    usage_history_retention = Float(
+        7 * 86400.0, config=True,
+        help="MON1 seconds a usage sample is kept; older samples are deleted when a new one is taken. "
+             "Default 7 days.")
     usage_device_weights = Dict(
         {}, config=True,
         help="Q3 weight per device type in the usage scores, e.g. {'A100': 2.0, 'T4': 0.5}: an A100-hour "
@@ -267,6 +277,8 @@ class TiService(Application):
         settings = {
             "ti": self, "hub_auth": hub_auth, "api_prefix": api_prefix,
             "cookie_secret": self.cookie_secret, "static_path": str(Path(__file__).parent.parent / "static"),
+            # the proxy routes only the service's prefix here: the pages' stylesheet must live under it
+            "static_url_prefix": prefix + "static/", "service_prefix": prefix,
         }
         return web.Application(handlers(api_prefix, prefix), **settings)
 
@@ -276,7 +288,7 @@ class TiService(Application):
             raise TraitError("TiService.scheduler_max_share must be above 0 and at most 1")
         return proposal["value"]
 
-    @validate("usage_settling_time", "usage_sample_interval")
+    @validate("usage_settling_time", "usage_sample_interval", "usage_history_interval", "usage_history_retention")
     def _check_positive(self, proposal):
         if not proposal["value"] > 0:
             raise TraitError(f"TiService.{proposal['trait'].name} must be above 0 seconds")

@@ -21,7 +21,7 @@ from ..domain import states as st
 from ..ops.jobs import record
 from ..scheduler import core
 from ..scheduler.estimate import typical_durations
-from . import queueing
+from . import history, queueing
 from .scoring import ScoreKeeper
 
 if TYPE_CHECKING:
@@ -58,6 +58,7 @@ class JobRunner:
         self.last_schedule = 0.0
         self.last_status = float("-inf")  # when queued jobs' positions, reasons and estimates were last written
         self.phase_s: dict[str, float] = {}  # where the last admission's time went (for the slow-cycle log)
+        self.last_history = float("-inf")  # when the last usage sample for the cluster page was taken
 
     def poke(self) -> None:
         """Something changed (a submission, a kill, a workspace stop): schedule at once."""
@@ -137,11 +138,24 @@ class JobRunner:
             await self.schedule(nodes)
         elif self.clock() - (self.scores.last_saved or 0.0) >= self.svc.usage_sample_interval:
             await self.svc.db(self._save_scores, self.clock(), scheduler=True)
+        if self.clock() - self.last_history >= self.svc.usage_history_interval:
+            await self.sample_history(nodes)
         t.append(clock())
         if t[-1] - t[0] > 1.0:  # the phases of a slow cycle, for whoever wonders why admissions lag
             self.log.info("slow scheduler cycle %d: %.2fs (capacity and stops %.2fs, watch %.2fs, schedule %.2fs: %s)",
                           self.cycles, t[-1] - t[0], t[1] - t[0], t[2] - t[1], t[3] - t[2],
                           ", ".join(f"{k} {v:.2f}s" for k, v in self.phase_s.items()))
+
+    async def sample_history(self, nodes: list[NodeCapacity]) -> None:
+        """One usage sample for the cluster page's pictures; a failure only costs a point in them."""
+        now = self.clock()
+        self.last_history = now
+        scores = dict(self.scores.scores.values) if self.scores.scores is not None else {}
+        try:
+            await self.svc.db(history.take_sample, queueing.from_epoch(now), scores, nodes,
+                              self.svc.usage_history_retention, scheduler=True)
+        except Exception:
+            self.log.exception("taking a usage sample failed")
 
     def _save_scores(self, s: Session, now: float) -> None:
         self.scores.advance(now)

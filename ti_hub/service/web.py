@@ -5,16 +5,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from html import escape
-
-from jupyterhub.services.auth import HubOAuthCallbackHandler, HubOAuthenticated
+from jupyterhub.services.auth import HubOAuthCallbackHandler
 from tornado import web
 
 from .. import __version__
 from ..api import account, jobs, resources, workspaces
 from ..api.base import APIHandler
 from ..ops.jobspec import JOB_FIELDS
-from .pages import QueuePageHandler
+from .pages import page_routes
 
 ID = r"([^/]+)"
 # (path, handler, {method: summary}) -- the OpenAPI document is derived from this table
@@ -102,26 +100,6 @@ class RootHandler(APIHandler):
         self.send({"name": "TiHub", "version": __version__, "api": self.settings["api_prefix"]})
 
 
-class HomeHandler(HubOAuthenticated, web.RequestHandler):
-    """The service's page in the hub's Services menu: browsers log in through the hub's OAuth first."""
-
-    @web.authenticated
-    def get(self):
-        api = self.settings["api_prefix"]
-        user = self.current_user
-        self.set_header("Content-Type", "text/html; charset=utf-8")
-        self.finish(f"""<!doctype html><html><head><title>TiHub</title></head><body>
-<h1>TiHub {escape(__version__)}</h1>
-<p>Signed in as <b>{escape(user["name"])}</b>.</p>
-<ul>
-<li>REST API: <code>{escape(api)}</code> (<a href="{escape(api)}/openapi.json">OpenAPI document</a>)</li>
-<li><a href="queue">The queue and usage scores</a></li>
-<li>Your jobs: <a href="{escape(api)}/jobs">{escape(api)}/jobs</a>, your quota: <a href="{escape(api)}/quota">{escape(api)}/quota</a></li>
-<li>From a terminal: <code>ti login --url {escape(self.request.protocol)}://{escape(self.request.host)} --token TOKEN</code>
-(make a token at <a href="/hub/token">/hub/token</a>)</li>
-</ul></body></html>""")
-
-
 class NotFoundHandler(APIHandler):
     async def get(self, *a):
         self.send({"error": "not_found", "detail": f"no such API route: {self.request.path}", "field": None}, 404)
@@ -136,7 +114,6 @@ def handlers(prefix: str, service_prefix: str) -> list[tuple]:
         (prefix + "/?", RootHandler),
         *api,
         (service_prefix + "oauth_callback", HubOAuthCallbackHandler),
-        (service_prefix.rstrip("/") + "/?", HomeHandler),
-        (service_prefix + "queue", QueuePageHandler),
+        *page_routes(service_prefix),
         (prefix + "/(.*)", NotFoundHandler),
     ]

@@ -97,7 +97,7 @@ def _merge_roles(existing, ours):
 
 def configure_hub(c):
     from ti_hub import scopes as S
-    from ti_hub.hub_config import preset_roles
+    from ti_hub.hub_config import TEMPLATES, preset_roles
 
     pod_ip = os.environ.get("TI_HUB_POD_IP", "")
     if not pod_ip:
@@ -121,6 +121,9 @@ def configure_hub(c):
     c.JupyterHub.custom_scopes = {**custom, **S.CUSTOM_SCOPES}
     roles = list(c.JupyterHub.load_roles) if "load_roles" in c.JupyterHub else []
     c.JupyterHub.load_roles = _merge_roles(roles, preset_roles())
+    # the hub's nav gets a TiHub menu linking the ti service's pages (ti_hub/templates/page.html)
+    paths = list(c.JupyterHub.template_paths) if "template_paths" in c.JupyterHub else []
+    c.JupyterHub.template_paths = [str(TEMPLATES), *(p for p in paths if p != str(TEMPLATES))]
 
     # A managed service gets only the environment given here (and PATH, LANG, ...): the in-cluster
     # Kubernetes client needs KUBERNETES_SERVICE_*, the backend the namespace.

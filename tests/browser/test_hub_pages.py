@@ -1,0 +1,90 @@
+"""The hub's TiHub pages in a real browser: an admin pins a queued job and everyone sees the new order;
+a user without admin scopes gets no admin page and a 403 from its API (SPEC Q5, ADM2, ACC5)."""
+
+from __future__ import annotations
+
+import pytest
+from browserkit import screenshot
+from tihub_client import wait
+from hubproc import own_hub
+
+pytestmark = [pytest.mark.e2e, pytest.mark.browser]
+
+GPUS = 2
+@pytest.fixture(scope="module")
+def qhub(tmp_path_factory):
+    # a hub of its own: these tests fill its devices, which would hold up the shared hub's tests
+    yield from own_hub(tmp_path_factory, "qhub", f"c.LocalBackend.devices = {{'demo-gpu': {GPUS}}}\n"
+                       "c.TiService.scheduler_interval = 0.3\n"
+                       "c.TiService.usage_history_interval = 0.5\n")
+
+
+def gpu_job(name: str) -> dict:
+    return {"name": name, "plan": "demo-gpu-1", "image": "python-cpu", "command": "sleep 300"}
+
+
+def queue_order(page) -> list[int]:
+    """Job ids of the queue table, top to bottom (the table's 'id' column)."""
+    page.wait_for_selector("#queue-table")
+    headers = [h.strip() for h in page.locator("#queue-table th").all_inner_texts()]
+    col = headers.index("id")
+    return [int(r.locator("td").nth(col).inner_text()) for r in page.locator("#queue-table tr:has(td)").all()]
+
+
+def test_admin_pins_a_queued_job_and_everyone_sees_the_order(qhub, page_for):
+    other = qhub.person("blocker")
+    user = qhub.person("waiter")
+    blockers = [other.ok("POST", "/jobs", json=gpu_job(f"block{i}"))["id"] for i in range(GPUS)]
+    for b in blockers:
+        other.wait_job(b, states=("running",))
+    first = user.ok("POST", "/jobs", json=gpu_job("first"))["id"]
+    second = user.ok("POST", "/jobs", json=gpu_job("second"))["id"]
+
+    def positions():
+        q = [user.ok("GET", f"/jobs/{i}")["queue"] or {} for i in (first, second)]
+        return None if any(x.get("provisional") for x in q) else [x.get("position") for x in q]
+
+    try:
+        wait(lambda: positions() == [1, 2], 30, "queue positions written")
+        theirs = page_for(qhub, user)
+        theirs.goto(qhub.url + "/services/ti/queue")
+        assert queue_order(theirs)[:2] == [first, second]
+        assert theirs.locator(f'form[aria-label="pin job {second}"]').count() == 0  # not theirs to pin
+
+        admin = page_for(qhub, qhub.admin)
+        admin.goto(qhub.url + "/services/ti/queue")
+        assert queue_order(admin)[:2] == [first, second]
+        admin.locator(f'form[aria-label="pin job {second}"] button').click()
+        admin.wait_for_selector(f"text=Job {second} pinned")
+        wait(lambda: positions() == [2, 1], 30, "the pinned job to go first")
+        admin.goto(qhub.url + "/services/ti/queue")
+        assert queue_order(admin)[:2] == [second, first]
+        screenshot(admin, "hub-queue-page")
+        # everyone sees the new order: the owner's page, reloaded
+        theirs.reload()
+        assert queue_order(theirs)[:2] == [second, first]
+        admin.goto(qhub.url + "/services/ti/cluster")
+        admin.wait_for_selector("#cluster-pools")
+        screenshot(admin, "hub-cluster-page")
+    finally:
+        for job_id, who in [(first, user), (second, user), *[(b, other) for b in blockers]]:
+            who.api("POST", f"/jobs/{job_id}/kill")
+
+
+def test_user_without_admin_scopes_gets_no_admin_page(qhub, page_for):
+    user = qhub.person("plain")
+    page = page_for(qhub, user)
+    page.goto(qhub.url + "/services/ti/queue")
+    nav = page.locator("nav").first.inner_text()
+    assert "Quotas" not in nav and "People" not in nav
+    for name in ("quotas", "people"):
+        resp = page.goto(f"{qhub.url}/services/ti/{name}")
+        assert resp.status == 403
+        assert "custom:ti:users:manage" in page.inner_text("body")  # says which permission is missing
+    assert user.api("GET", "/quotas").status_code == 403
+    assert user.api("PUT", "/quotas", json={"user": user.name, "kind": "single", "device_type": "demo-gpu",
+                                             "devices": 4, "cpu": 8, "memory_mib": 8192}).status_code == 403
+    # the hub's own menu offers the pages they may use, not the admin ones
+    page.goto(qhub.url + "/hub/home")
+    body = page.content()
+    assert "/services/ti/queue" in body and "/services/ti/quotas" not in body

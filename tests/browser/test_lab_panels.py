@@ -1,0 +1,169 @@
+"""DEV1 in a real browser: the Jobs, Storage and Images panels of a running JupyterLab workspace."""
+
+from __future__ import annotations
+
+import pytest
+import requests
+
+from browserkit import screenshot
+from tihub_client import wait
+
+pytestmark = [pytest.mark.e2e, pytest.mark.browser]
+
+@pytest.fixture(scope="module")
+def lab(hub):
+    """One user with a running workspace named 'mylab'."""
+    user = hub.person("labuser")
+    r = user.hub_api("POST", f"/users/{user.name}/servers/mylab", json={"plan": "cpu-small"})
+    assert r.status_code in (201, 202), r.text
+
+    def ready():
+        s = user.hub_api("GET", f"/users/{user.name}").json()["servers"].get("mylab")
+        return s if s and s["ready"] else None
+
+    wait(ready, 120, "the workspace to be ready")
+    yield user
+    user.hub_api("DELETE", f"/users/{user.name}/servers/mylab")
+
+
+def open_lab(page_for, hub, user):
+    page = page_for(hub, user)
+    page.goto(f"{hub.url}/user/{user.name}/mylab/lab")
+    page.wait_for_selector('.jp-SideBar [data-id="ti-jobs-panel"]', timeout=90_000)
+    return page
+
+
+def open_panel(page, panel_id: str):
+    page.click(f'.jp-SideBar [data-id="{panel_id}"]')
+    page.wait_for_selector(f"#{panel_id}:not(.lm-mod-hidden)")
+    return page.locator(f"#{panel_id}")
+
+
+def test_jobs_panel_submit_watch_logs(hub, lab, page_for):
+    user = lab
+    page = open_lab(page_for, hub, user)
+    panel = open_panel(page, "ti-jobs-panel")
+    # never a blank panel: with no jobs it says so
+    wait(lambda: "Loading" not in panel.inner_text(), 30, "the job list to load")
+    assert "no training jobs yet" in panel.inner_text(), panel.inner_text()
+
+    # keyboard: the New job button is a real button that Enter activates
+    page.focus("#ti-new-job")
+    page.keyboard.press("Enter")
+    form = panel.locator("#ti-job-form")
+    form.wait_for()
+    form.locator("select[name=plan] option[value=cpu-small]").wait_for(state="attached")
+
+    # a bad name is refused by the API and the panel says which field and why; nothing is stored
+    form.locator("input[name=name]").fill("Bad Name!")
+    form.locator("select[name=plan]").select_option("cpu-small")
+    form.locator("textarea[name=command]").fill("echo nothing")
+    form.locator("button[type=submit]").click()
+    err = form.locator(".ti-message-error")
+    err.wait_for()
+    assert "name" in err.inner_text().lower()
+    assert user.ok("GET", "/jobs?kind=single")["total"] == 0
+
+    form.locator("input[name=name]").fill("panel-job")
+    form.locator("textarea[name=command]").fill("echo hello-from-the-panel; sleep 4; echo done-from-the-panel")
+    form.locator("input[name=estimated_duration]").fill("2m")
+    screenshot(page, "jobs-panel-form", "#ti-jobs-panel")
+    form.locator("button[type=submit]").click()
+
+    # the detail view follows the job to Running, then Completed, with its logs streaming in
+    panel.locator('#ti-job-title .ti-status[data-status="running"]').wait_for(timeout=60_000)
+    panel.locator('#ti-job-title .ti-status[data-status="completed"]').wait_for(timeout=90_000)
+    logs = panel.locator("#ti-job-logs")
+    wait(lambda: "done-from-the-panel" in logs.inner_text(), 30, "the last log line")
+    assert "hello-from-the-panel" in logs.inner_text()
+    screenshot(page, "jobs-panel-detail", "#ti-jobs-panel")
+
+    job = user.ok("GET", "/jobs/panel-job")
+    assert job["status"] == "completed" and job["estimated_duration"] == 120
+    assert job["command"].startswith("echo hello-from-the-panel")
+
+    # clone from the detail view makes a second job, and the list shows both
+    panel.locator('button[data-action="clone"]').first.click()
+    wait(lambda: user.ok("GET", "/jobs?kind=single")["total"] == 2, 30, "the clone")
+    panel.locator("#ti-back").click()
+    page.check("#ti-jobs-all")
+    table = panel.locator("#ti-jobs-table")
+    table.wait_for()
+    wait(lambda: table.locator("button[data-job]").count() == 2, 30, "both jobs listed")
+
+
+def test_storage_panel_create_share_browse(hub, lab, page_for):
+    user = lab
+    friend = hub.person("friend")
+    page = open_lab(page_for, hub, user)
+    panel = open_panel(page, "ti-storage-panel")
+    panel.locator("#ti-storage-quota").wait_for()
+
+    form = panel.locator("#ti-volume-form")
+    form.locator("input[name=name]").fill("panel-vol")
+    form.locator("select[name=kind]").select_option("filesystem")
+    form.locator("input[name=capacity_gib]").fill("2")
+    form.locator("button[type=submit]").click()
+    panel.locator('#ti-volumes-table button[data-volume="panel-vol"]').click()
+    detail = panel.locator("#ti-volume-detail")
+    detail.locator("#ti-volume-holders").wait_for()
+    assert "Not mounted" in detail.inner_text()
+    detail.locator("#ti-volume-files .ti-message-empty").wait_for()  # an empty volume says it is empty
+
+    share = detail.locator("#ti-share-form")
+    share.locator("input[name=grantee]").fill(friend.name)
+    share.locator("select[name=mode]").select_option("rw")
+    share.locator("button").click()
+    panel.locator(".ti-message-success").wait_for()
+    screenshot(page, "storage-panel", "#ti-storage-panel")
+    # the friend now sees it, read-write
+    theirs = [v for v in friend.ok("GET", "/volumes")["items"] if v["name"] == "panel-vol"]
+    assert theirs and theirs[0]["access"] == "rw"
+
+    # an impossible size is refused with the API's reason, shown in the panel
+    detail.locator("input[name=capacity_gib]").fill("2000000")
+    detail.locator("button", has_text="Expand").click()
+    panel.locator(".ti-form-status .ti-message-error").wait_for()
+    assert user.ok("GET", "/volumes/panel-vol")["capacity_gib"] == 2
+
+
+def test_images_panel_picks_image_for_a_job(hub, lab, page_for):
+    user = lab
+    page = open_lab(page_for, hub, user)
+    panel = open_panel(page, "ti-images-panel")
+    images = user.ok("GET", "/images")["items"]
+    assert images, "the embedded hub ships public images"
+    first = images[0]["name"]
+    panel.locator("#ti-images-table").wait_for()
+    screenshot(page, "images-panel", "#ti-images-panel")
+    panel.locator(f'#ti-images-table button[aria-label="Use {first} for a job"]').click()
+    # the Jobs panel opens with the form and that image chosen
+    jobs = page.locator("#ti-jobs-panel")
+    jobs.locator("#ti-job-form").wait_for()
+    wait(lambda: jobs.locator("select[name=image]").input_value() == first, 20, "the image chosen")
+
+
+def test_server_routes_need_a_login(hub, lab):
+    """The CI check for the extension's routes: all authenticated in code, and refused without a login."""
+    from ti_labextension.handlers import ROUTES, unauthenticated_routes
+
+    assert ROUTES and unauthenticated_routes() == []
+    user = lab
+    base = f"{hub.url}/user/{user.name}/mylab/ti/api"
+    for method in ("GET", "POST", "PATCH", "PUT", "DELETE"):
+        r = requests.request(method, base + "/jobs", allow_redirects=False, timeout=10)
+        assert r.status_code in (302, 401, 403), (method, r.status_code, r.text[:200])
+        assert "items" not in r.text
+
+
+def test_forwarding_with_the_browser_login(hub, lab, page_for):
+    user = lab
+    page = open_lab(page_for, hub, user)
+    base = f"{hub.url}/user/{user.name}/mylab/ti/api"
+    me = page.request.get(base + "/me")
+    assert me.status == 200 and me.json()["name"] == user.name
+    # encoded dots arrive decoded in the route's argument, and are refused before anything is forwarded
+    up = page.request.get(base + "/jobs%2F%2E%2E%2F%2E%2E%2Fhub")
+    assert up.status == 400 and "ti service" in up.text()
+    # writes without JupyterLab's XSRF token are refused by the workspace server
+    assert page.request.post(base + "/volumes", data={"name": "x"}).status == 403

@@ -1,0 +1,274 @@
+// The Jobs panel (SPEC DEV1, JOB2-JOB6, Q6): my jobs with live status, why a queued job waits,
+// submit, live logs, kill / pause / resume / clone, and a job's detail.
+
+import { button, errorText, h, message, PollingPanel, table, when } from './dom';
+import { JobForm } from './jobform';
+import { qs, requestAPI } from './request';
+import { IJob, ILogChunk, IPage } from './tokens';
+
+const ACTIVE = new Set(['created', 'queued', 'scheduling', 'running', 'pausing', 'paused', 'killing']);
+
+function devices(j: IJob): string {
+  const per = j.devices_per_instance ? `${j.devices_per_instance} × ${j.device_type}` : `${j.cpu_per_instance} CPU`;
+  return j.instances > 1 ? `${j.instances} × (${per})` : per;
+}
+
+/** Why a job is where it is: queue position and estimate for queued jobs, the reason otherwise. */
+export function waitText(j: IJob): string {
+  if (j.status === 'queued' && j.queue) {
+    const q = j.queue;
+    const eta = q.estimated_start ? `, estimated start ${when(q.estimated_start)}` : ', no start estimate yet';
+    return `#${q.position} in ${q.queue}${q.pinned ? ' (pinned)' : ''}${eta}${j.reason ? ` — ${j.reason}` : ''}`;
+  }
+  return j.reason || '';
+}
+
+function statusBadge(status: string): HTMLElement {
+  return h('span', { class: `ti-status ti-status-${status}`, 'data-status': status }, status);
+}
+
+export class JobsPanel extends PollingPanel {
+  private view: 'list' | 'form' | 'detail' = 'list';
+  private showAll = false;
+  private detailId: number | null = null;
+  private listArea = h('div', { class: 'ti-list', 'aria-live': 'polite' });
+  private main = h('div', { class: 'ti-main' });
+  private header: HTMLElement;
+  private logOffset = 0;
+  private logInstance = 0;
+  private logDone = false;
+  private form: JobForm | null = null;
+
+  constructor() {
+    super(2000);
+    this.id = 'ti-jobs-panel';
+    this.title.caption = 'TiHub jobs';
+    this.addClass('ti-panel');
+    const filter = h('input', { type: 'checkbox', id: 'ti-jobs-all' });
+    filter.addEventListener('change', () => {
+      this.showAll = filter.checked;
+      void this.tick();
+    });
+    this.header = h(
+      'div',
+      { class: 'ti-toolbar' },
+      h('h2', {}, 'Jobs'),
+      button('New job', () => this.openForm(), { id: 'ti-new-job' }),
+      button('Refresh', () => void this.tick()),
+      h('label', { for: 'ti-jobs-all' }, filter, ' include finished')
+    );
+    this.node.append(this.header, this.main);
+    this.main.append(this.listArea);
+    this.listArea.append(message('loading', 'Loading your jobs…'));
+  }
+
+  openForm(image?: string, spec?: Record<string, unknown>): void {
+    this.view = 'form';
+    this.form = new JobForm({
+      image,
+      onSubmitted: job => this.openDetail(job.id),
+      onCancel: () => this.openList()
+    });
+    this.main.replaceChildren(this.form.node);
+    const form = this.form;
+    void form.load().then(() => {
+      if (spec) {
+        form.fill(spec);
+      }
+      (form.node.querySelector('input[name=name]') as HTMLInputElement)?.focus();
+    });
+  }
+
+  openList(): void {
+    this.view = 'list';
+    this.detailId = null;
+    this.main.replaceChildren(this.listArea);
+    void this.tick();
+  }
+
+  openDetail(id: number): void {
+    this.view = 'detail';
+    this.detailId = id;
+    this.logOffset = 0;
+    this.logInstance = 0;
+    this.logDone = false;
+    this.main.replaceChildren(message('loading', 'Loading the job…'));
+    void this.tick();
+  }
+
+  protected async refresh(): Promise<void> {
+    if (this.view === 'list') {
+      await this.refreshList();
+    } else if (this.view === 'detail' && this.detailId !== null) {
+      await this.refreshDetail(this.detailId);
+    }
+  }
+
+  private async refreshList(): Promise<void> {
+    let page: IPage<IJob>;
+    try {
+      page = await requestAPI<IPage<IJob>>(`jobs${qs({ limit: 100 })}`);
+    } catch (err) {
+      this.listArea.replaceChildren(message('error', `Could not load your jobs: ${errorText(err)}`));
+      return;
+    }
+    if (this.view !== 'list') {
+      return;
+    }
+    const jobs = page.items.filter(j => j.kind !== 'workspace');
+    const items = jobs.filter(j => this.showAll || ACTIVE.has(j.status) || isRecent(j));
+    if (!items.length) {
+      this.listArea.replaceChildren(
+        message('empty', jobs.length ? 'No active jobs. Tick "include finished" to see the others.' :
+          'You have no training jobs yet. Press "New job" to submit one.')
+      );
+      return;
+    }
+    const rows = items.map(j => [
+      h('button', { type: 'button', class: 'ti-link', onclick: () => this.openDetail(j.id), 'data-job': j.name }, j.name),
+      statusBadge(j.status),
+      waitText(j),
+      devices(j),
+      h('span', { class: 'ti-actions' }, this.actions(j, false))
+    ]);
+    const more = page.total > page.items.length ? message('info', `Showing the newest ${page.items.length} of ${page.total} jobs.`) : null;
+    this.listArea.replaceChildren(table(['Job', 'Status', 'Queue / reason', 'Resources', ''], rows, { id: 'ti-jobs-table' }), more || '');
+  }
+
+  private actions(j: IJob, detail: boolean): HTMLElement[] {
+    const act = (action: string, label: string) =>
+      button(label, () => void this.act(j, action), { 'data-action': action, 'aria-label': `${label} ${j.name}` });
+    const out: HTMLElement[] = [];
+    if (j.status === 'queued') {
+      out.push(act('cancel', 'Cancel'));
+    }
+    if (['scheduling', 'running'].includes(j.status)) {
+      out.push(act('pause', 'Pause'), act('kill', 'Kill'));
+    }
+    if (j.status === 'paused') {
+      out.push(act('resume', 'Resume'), act('kill', 'Kill'));
+    }
+    out.push(act('clone', 'Clone'));
+    if (detail) {
+      out.push(button('Edit and resubmit', () => this.openForm(undefined, { ...j, name: `${j.name}-2` } as any)));
+    }
+    return out;
+  }
+
+  private async act(j: IJob, action: string): Promise<void> {
+    if (action === 'kill' && !window.confirm(`Kill ${j.name}? Its processes are stopped and it cannot be resumed.`)) {
+      return;
+    }
+    try {
+      const out = await requestAPI<IJob>(`jobs/${j.id}/${action}`, { method: 'POST', json: {} });
+      if (action === 'clone') {
+        this.openDetail(out.id);
+        return;
+      }
+      await this.tick();
+    } catch (err) {
+      const target = this.view === 'list' ? this.listArea : this.main;
+      target.prepend(message('error', `${action} ${j.name} failed: ${errorText(err)}`));
+    }
+  }
+
+  private async refreshDetail(id: number): Promise<void> {
+    let job: IJob;
+    try {
+      job = await requestAPI<IJob>(`jobs/${id}`);
+    } catch (err) {
+      this.main.replaceChildren(button('Back to jobs', () => this.openList()), message('error', `Could not load job ${id}: ${errorText(err)}`));
+      return;
+    }
+    if (this.view !== 'detail' || this.detailId !== id) {
+      return;
+    }
+    let logs = this.main.querySelector('#ti-job-logs') as HTMLPreElement | null;
+    if (!logs || logs.dataset.job !== String(id)) {
+      logs = h('pre', { id: 'ti-job-logs', class: 'ti-logs', 'data-job': String(id), tabindex: 0, 'aria-label': 'Logs' });
+    }
+    const instance = h('select', { id: 'ti-log-instance', 'aria-label': 'Instance' });
+    for (let i = 0; i < job.instances; i++) {
+      instance.append(h('option', { value: String(i), selected: i === this.logInstance }, `instance ${i}`));
+    }
+    instance.addEventListener('change', () => {
+      this.logInstance = parseInt(instance.value, 10);
+      this.logOffset = 0;
+      this.logDone = false;
+      logs!.textContent = '';
+      void this.tick();
+    });
+    const brief: [string, string][] = [
+      ['Status', job.status + (job.exit_code !== null && job.exit_code !== undefined ? ` (exit code ${job.exit_code})` : '')],
+      ['Why', waitText(job) || '—'],
+      ['Kind', job.kind + (job.strategy ? ` (${job.strategy}, ${job.workers} workers${job.ps ? `, ${job.ps} ps` : ''})` : '')],
+      ['Resources', devices(job)],
+      ['Pool', job.pool],
+      ['Image', job.image],
+      ['Command', job.command],
+      ['Created', when(job.created_at)],
+      ['Started', when(job.started_at) || '—'],
+      ['Finished', when(job.finished_at) || '—'],
+      ['Run time', runTime(job)]
+    ];
+    const endpoints = job.endpoints.length || job.ports.length
+      ? h('ul', {}, job.endpoints.map(e => h('li', {}, e)), job.ports.map(p => h('li', {}, `port ${p}`)))
+      : message('empty', 'No endpoints or ports were asked for.');
+    const ahead = job.queue?.jobs_ahead?.length
+      ? h('ol', {}, job.queue.jobs_ahead.map(a => h('li', {}, `${a.owner}/${a.name} (#${a.position})`)))
+      : null;
+    const events = (job.events || []).slice(-20).map(e => [when(e.at), statusBadge(e.status), e.message]);
+    this.main.replaceChildren(
+      h('div', { class: 'ti-toolbar' }, button('Back to jobs', () => this.openList(), { id: 'ti-back' }), this.actions(job, true)),
+      h('h3', { id: 'ti-job-title' }, `${job.name} `, statusBadge(job.status)),
+      h('dl', { class: 'ti-brief', id: 'ti-job-brief' }, brief.flatMap(([k, v]) => [h('dt', {}, k), h('dd', {}, v)])),
+      job.warnings.length ? message('info', job.warnings.join(' ')) : '',
+      ahead ? h('section', {}, h('h4', {}, 'Jobs ahead of it'), ahead) : '',
+      h('section', {}, h('h4', {}, 'Endpoints'), endpoints),
+      h('section', {}, h('h4', {}, 'History'), events.length ? table(['When', 'Status', 'Message'], events) : message('empty', 'No events yet.')),
+      h('section', {}, h('h4', {}, 'Console'), job.instances > 1 ? instance : null, logs)
+    );
+    await this.pollLogs(job, logs);
+  }
+
+  private async pollLogs(job: IJob, logs: HTMLPreElement): Promise<void> {
+    if (this.logDone) {
+      return;
+    }
+    try {
+      const chunk = await requestAPI<ILogChunk>(
+        `jobs/${job.id}/logs${qs({ instance: this.logInstance, offset: this.logOffset })}`
+      );
+      if (chunk.text) {
+        const atBottom = logs.scrollTop + logs.clientHeight >= logs.scrollHeight - 4;
+        logs.append(document.createTextNode(chunk.text));
+        if (atBottom) {
+          logs.scrollTop = logs.scrollHeight;
+        }
+      }
+      this.logOffset = chunk.offset;
+      this.logDone = chunk.finished && !chunk.text;
+      if (!logs.textContent) {
+        logs.dataset.empty = job.status === 'queued' ? 'Logs appear when the job starts.' : 'No output yet.';
+      } else {
+        delete logs.dataset.empty;
+      }
+    } catch (err) {
+      logs.dataset.empty = `Logs unavailable: ${errorText(err)}`;
+    }
+  }
+}
+
+function isRecent(j: IJob): boolean {
+  const t = j.finished_at ? Date.parse(j.finished_at) : NaN;
+  return !isNaN(t) && Date.now() - t < 3600 * 1000;
+}
+
+function runTime(j: IJob): string {
+  if (!j.started_at) {
+    return '—';
+  }
+  const end = j.finished_at ? Date.parse(j.finished_at) : Date.now();
+  const s = Math.max(0, Math.round((end - Date.parse(j.started_at)) / 1000));
+  return s >= 3600 ? `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min` : s >= 60 ? `${Math.floor(s / 60)} min ${s % 60} s` : `${s} s`;
+}

@@ -1,0 +1,147 @@
+// Types and ids shared by the panels. No side effects: importing this file changes nothing.
+
+export const PLUGIN_ID = 'ti-labextension:plugin';
+
+export namespace CommandIDs {
+  export const openJobs = 'ti:open-jobs';
+  export const openStorage = 'ti:open-storage';
+  export const openImages = 'ti:open-images';
+  /** Open the Jobs panel's submit form, optionally with an image already chosen ({image}). */
+  export const newJob = 'ti:new-job';
+}
+
+export interface IPage<T> {
+  items: T[];
+  total: number;
+  limit: number;
+  offset: number;
+}
+
+export interface IQueueInfo {
+  queue: string;
+  position: number;
+  ahead: number;
+  estimated_start: string | null;
+  pinned: boolean;
+  provisional?: boolean;
+  jobs_ahead?: { id: number; name: string; owner: string; position: number }[];
+}
+
+export interface IJob {
+  id: number;
+  name: string;
+  display_name?: string | null;
+  owner: string;
+  kind: string;
+  strategy: string | null;
+  status: string;
+  reason: string | null;
+  pool: string;
+  device_type: string;
+  devices_per_instance: number;
+  cpu_per_instance: number;
+  memory_mib_per_instance: number;
+  instances: number;
+  workers: number;
+  ps: number;
+  image: string;
+  command: string;
+  description: string;
+  priority: number;
+  exit_code: number | null;
+  env: Record<string, string>;
+  volumes: { volume: string; mount_path: string; read_only: boolean }[];
+  ports: number[];
+  endpoints: string[];
+  estimated_duration: number | null;
+  warnings: string[];
+  created_at: string | null;
+  queued_at: string | null;
+  started_at: string | null;
+  finished_at: string | null;
+  queue?: IQueueInfo;
+  events?: { at: string; status: string; message: string }[];
+}
+
+export interface ILogChunk {
+  text: string;
+  offset: number;
+  instance: number;
+  instances: number;
+  status: string;
+  finished: boolean;
+}
+
+export interface IPlan {
+  name: string;
+  kinds: string[];
+  device_type: string;
+  device_count: number;
+  cpu: number;
+  memory_mib: number;
+  pool: string;
+  description?: string;
+}
+
+export interface IShare {
+  id: number;
+  kind: 'user' | 'group';
+  grantee: string;
+  mode: 'ro' | 'rw';
+}
+
+export interface IVolume {
+  id: number;
+  owner: string;
+  name: string;
+  kind: string;
+  capacity_gib: number;
+  description: string;
+  public: boolean;
+  shares: IShare[];
+  access?: 'ro' | 'rw' | null;
+  used_bytes?: number | null;
+  mounted_by?: string[];
+}
+
+export interface IQuota {
+  user: string;
+  compute: {
+    kind: string;
+    device_type: string;
+    limit: { devices: number; cpu: number; memory_mib: number } | null;
+    used: { devices: number; cpu: number; memory_mib: number };
+  }[];
+  storage: { kind: string; limit_gib: number | null; used_gib: number }[];
+}
+
+export interface IImage {
+  id: number;
+  name: string;
+  address: string;
+  version?: string;
+  accelerator?: string;
+  description?: string;
+}
+
+export interface ICredential {
+  id: number;
+  name: string;
+  registry: string;
+  username: string;
+}
+
+export interface ITemplate {
+  id: number;
+  name: string;
+  scope: string;
+  group?: string | null;
+  owner?: string;
+  spec: Record<string, unknown>;
+}
+
+export interface IEntry {
+  name: string;
+  type: 'dir' | 'file';
+  size?: number;
+}
