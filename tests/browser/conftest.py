@@ -23,7 +23,10 @@ def chromium_path() -> str:
                 "or set TI_TEST_CHROMIUM to a Chromium executable")
 
 
-@pytest.fixture(scope="session")
+# module scope, not session: while Playwright's sync API is open its event loop counts as running in this
+# thread (it runs in a greenlet), so every asyncio test after it would fail with "cannot be called from a
+# running event loop"; closing it at the end of each browser module keeps the rest of the suite unaffected
+@pytest.fixture(scope="module")
 def browser():
     playwright = pytest.importorskip("playwright.sync_api", reason="pip install '.[test]' installs playwright")
     with playwright.sync_playwright() as p:
