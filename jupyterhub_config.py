@@ -29,3 +29,10 @@ configure(c)  # noqa: F821
 
 # --- Login: NativeAuthenticator with admin approval by default. OAuth (GitLab, Azure AD, OIDC): -------
 # c.JupyterHub.authenticator_class = "oauthenticator.gitlab.GitLabOAuthenticator"
+
+# --- SSH gateway (ti-ssh): `ti-hub start --ssh-port/--ssh-ip` set port and address (default: --port + 22) ----
+# c.TiSSHGateway.public_host = "hub.example.org"   # what `ti ssh-command` prints (behind NAT or a load balancer)
+# c.TiSSHGateway.failed_logins_per_source = 10     # token buckets: one try given back every 30 s
+# c.TiSSHGateway.failed_logins_per_user = 10
+# c.TiSSHGateway.max_connections_per_user = 100
+# c.TiSSHGateway.allow_port_forwarding = True      # `ssh -L` to the workspace's localhost only

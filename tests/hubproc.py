@@ -26,20 +26,21 @@ def free_port() -> int:
 
 
 def start_hub(data_dir: Path, extra_env: dict[str, str] | None = None, config: str | None = None) -> tuple:
-    ports = {k: free_port() for k in ("port", "hub", "proxy", "service")}
+    ports = {k: free_port() for k in ("port", "hub", "proxy", "service", "ssh")}
     env = dict(os.environ, TI_HUB_ADMIN_PASSWORD=ADMIN_PASSWORD, **(extra_env or {}))
     # the hub, the ti service and the job supervisors import this checkout, whatever pip installed
     repo = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (repo, env.get("PYTHONPATH", "")) if p)
     cmd = [sys.executable, "-m", "ti_hub.app", "start", "--admin", ADMIN, "--data-dir", str(data_dir),
            "--port", str(ports["port"]), "--hub-port", str(ports["hub"]), "--proxy-api-port", str(ports["proxy"]),
-           "--service-port", str(ports["service"]), "--start-timeout", "90"]
+           "--service-port", str(ports["service"]), "--ssh-port", str(ports["ssh"]), "--start-timeout", "90"]
     if config:
         cmd += ["--config", config]
     log = open(data_dir.parent / f"{data_dir.name}.log", "wb")
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{ports['port']}"
     hub = Hub(url)
+    hub.ssh_port = ports["ssh"]
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         if proc.poll() is not None:

@@ -46,6 +46,9 @@ def cmd_start(args: argparse.Namespace) -> int:
                      ("TI_HUB_SERVICE_PORT", args.service_port)):
         if val:
             env[key] = str(val)
+    ssh_port = args.port + 22 if args.ssh_port is None else args.ssh_port
+    env["TI_HUB_SSH_PORT"] = str(ssh_port)
+    env["TI_HUB_SSH_IP"] = args.ssh_ip or args.ip
     if args.admin:
         env["TI_HUB_ADMIN"] = args.admin
     if not _has_nvidia_gpu() and args.demo_gpus:
@@ -66,10 +69,12 @@ def cmd_start(args: argparse.Namespace) -> int:
         admin = args.admin or "<admin>"
         how = ("log in with the password from TI_HUB_ADMIN_PASSWORD" if env.get("TI_HUB_ADMIN_PASSWORD")
                else f"sign up as '{admin}' at {url}/hub/signup (admins are authorized at once)")
+        ssh = (f"SSH: ssh -p {ssh_port} USER[+WORKSPACE]@{env['TI_HUB_SSH_IP']} (after `ti key add`)\n"
+               if ssh_port else "")
         print(f"\nTiHub is ready at {url} (started in {time.monotonic() - t0:.1f} s)\n"
               f"Next: {how}, then authorize new users at {url}/hub/authorize.\n"
               f"API: {url}/services/ti/api/v1 (OpenAPI: {url}/services/ti/api/v1/openapi.json)\n"
-              "Press Ctrl-C to stop.", flush=True)
+              f"{ssh}Press Ctrl-C to stop.", flush=True)
     elif proc.poll() is None:
         print(f"TiHub did not answer at {url} within {args.start_timeout:.0f} s; see the log above.", flush=True)
     while True:
@@ -92,8 +97,9 @@ def cmd_help_config(args: argparse.Namespace) -> int:
     from .backends.local import LocalBackend
     from .service.app import TiService
     from .spawner.local import TiLocalSpawner
+    from .ssh.settings import TiSSHGateway
 
-    for cls in (TiService, LocalBackend, TiLocalSpawner):
+    for cls in (TiService, LocalBackend, TiLocalSpawner, TiSSHGateway):
         print(cls.class_get_help())
     return 0
 
@@ -120,6 +126,11 @@ def build_parser(full: bool = True) -> argparse.ArgumentParser:
     s.add_argument("--hub-port", type=int, default=0, help="internal hub port (default 8081)")
     s.add_argument("--proxy-api-port", type=int, default=0, help="proxy API port (default 8001)")
     s.add_argument("--service-port", type=int, default=0, help="ti service port (default 10101)")
+    env_ssh = os.environ.get("TI_HUB_SSH_PORT", "")
+    s.add_argument("--ssh-port", type=int, default=int(env_ssh) if env_ssh.isdigit() else None,
+                   help="SSH gateway port (default: --port + 22, e.g. 8022; 0: no SSH gateway)")
+    s.add_argument("--ssh-ip", default=os.environ.get("TI_HUB_SSH_IP", ""),
+                   help="address the SSH gateway listens on (default: --ip)")
     s.add_argument("--config", default="", help="a jupyterhub_config.py (default: TiHub's packaged defaults)")
     s.add_argument("--demo-gpus", type=int, default=4,
                    help="fake demo devices when this machine has no NVIDIA GPU (0: none; default %(default)s)")

@@ -2,13 +2,15 @@
 
 Every setting here can be overridden after the call in your jupyterhub_config.py.
 Environment (set by ``ti-hub start``): TI_HUB_DATA_DIR, TI_HUB_ADMIN, TI_HUB_ADMIN_PASSWORD, TI_HUB_IP,
-TI_HUB_PORT, TI_HUB_HUB_PORT, TI_HUB_PROXY_API_PORT, TI_HUB_SERVICE_PORT, TI_HUB_CONFIG_FILE.
+TI_HUB_PORT, TI_HUB_HUB_PORT, TI_HUB_PROXY_API_PORT, TI_HUB_SERVICE_PORT, TI_HUB_SSH_PORT, TI_HUB_SSH_IP,
+TI_HUB_CONFIG_FILE.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+import socket
 import sys
 from pathlib import Path
 
@@ -18,6 +20,11 @@ from .secretfile import read_or_create
 
 SERVICE = "ti"
 SPAWNER_SERVICE = "ti-spawner"
+SSH_SERVICE = "ti-ssh"
+# the services load this same config: they get what it was computed from, and compute the same
+PASSED_ENV = ("TI_HUB_DATA_DIR", "TI_HUB_CONFIG_FILE", "TI_HUB_DEMO_GPUS", "TI_HUB_IP", "TI_HUB_PORT",
+              "TI_HUB_HUB_PORT", "TI_HUB_PROXY_API_PORT", "TI_HUB_SERVICE_PORT", "TI_HUB_SSH_PORT", "TI_HUB_SSH_IP",
+              "PATH", "PYTHONPATH")
 TEMPLATES = Path(__file__).parent / "templates"
 
 
@@ -49,6 +56,30 @@ def preset_roles() -> list[dict]:
         {"name": "ti-spawner", "scopes": [S.ADMIT_WORKSPACES, f"access:services!service={SERVICE}"],
          "services": [SPAWNER_SERVICE]},
     ]
+
+
+def ssh_role() -> dict:
+    """The SSH gateway's identity: read keys and targets of any user through the ti service, nothing else."""
+    return {"name": SSH_SERVICE, "description": "TiHub's SSH gateway",
+            "scopes": [S.SSH_GATEWAY, f"access:services!service={SERVICE}"], "services": [SSH_SERVICE]}
+
+
+def configure_ssh(c, d: Path, env, ip: str, port: int, service_port: int, service_env: dict, config_file: str) -> None:
+    """The SSH gateway (``ti_hub/ssh``) as a hub-managed service; TI_HUB_SSH_PORT=0 leaves it out."""
+    ssh_port = int(env.get("TI_HUB_SSH_PORT", "") or port + 22)
+    c.TiSSHGateway.port = ssh_port
+    c.TiSSHGateway.ip = env.get("TI_HUB_SSH_IP", "") or ip
+    c.TiSSHGateway.data_dir = str(d)
+    c.TiSSHGateway.api_url = f"http://127.0.0.1:{service_port}/services/{SERVICE}/api/v1"
+    c.TiSSHGateway.hub_db_url = c.JupyterHub.db_url
+    public = ip if ip not in ("", "0.0.0.0", "::") else socket.gethostname()
+    c.TiSSHGateway.hub_url = f"http://{public}:{port}"
+    if not ssh_port:
+        return
+    cmd = [sys.executable, "-m", "ti_hub.ssh"] + ([f"--config={config_file}"] if config_file else [])
+    c.JupyterHub.services.append({"name": SSH_SERVICE, "command": cmd, "environment": dict(service_env),
+                                  "display": False})
+    c.JupyterHub.load_roles.append(ssh_role())
 
 
 def configure(c, data: str | os.PathLike | None = None) -> None:
@@ -91,7 +122,7 @@ def configure(c, data: str | os.PathLike | None = None) -> None:
     c.JupyterHub.load_roles = preset_roles()
     config_file = env.get("TI_HUB_CONFIG_FILE", "")
     service_env = {"TI_HUB_DATA_DIR": str(d), "PYTHONUNBUFFERED": "1"}
-    for key in ("TI_HUB_DATA_DIR", "TI_HUB_CONFIG_FILE", "TI_HUB_DEMO_GPUS", "PATH", "PYTHONPATH"):
+    for key in PASSED_ENV:
         if env.get(key):
             service_env[key] = env[key] if key != "TI_HUB_DATA_DIR" else str(d)
     spawner_token = _secret_file(d / "spawner_token")
@@ -104,6 +135,7 @@ def configure(c, data: str | os.PathLike | None = None) -> None:
          "oauth_client_allowed_scopes": [*S.PERMISSIONS, "read:users:name!user", "read:users:groups!user"]},
         {"name": SPAWNER_SERVICE, "api_token": spawner_token, "display": False},
     ]
+    configure_ssh(c, d, env, ip, port, service_port, service_env, config_file)
 
     c.JupyterHub.spawner_class = "ti_hub.spawner.local.TiLocalSpawner"
     c.JupyterHub.allow_named_servers = True

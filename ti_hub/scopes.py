@@ -13,6 +13,9 @@ VIEW_CLUSTER = "custom:ti:cluster:view"
 MANAGE_USERS = "custom:ti:users:manage"
 # not a user permission: held only by the hub's spawner identity (service "ti-spawner")
 ADMIT_WORKSPACES = "custom:ti:workspaces:admit"
+# not a user permission: held only by the SSH gateway (service "ti-ssh"): read any user's registered public
+# keys and where their workspaces and SSH-enabled jobs run
+SSH_GATEWAY = "custom:ti:ssh:gateway"
 
 PERMISSIONS: dict[str, str] = {
     SUBMIT: "Submit training jobs and start workspaces",
@@ -27,6 +30,7 @@ PERMISSIONS: dict[str, str] = {
 CUSTOM_SCOPES: dict[str, dict[str, str]] = {
     **{s: {"description": d} for s, d in PERMISSIONS.items()},
     ADMIT_WORKSPACES: {"description": "Ask TiHub to admit, start and stop workspaces (the hub's spawner)"},
+    SSH_GATEWAY: {"description": "Read users' SSH public keys and where their workspaces run (the SSH gateway)"},
 }
 
 # Preset roles (SPEC ACC5). "User" submits jobs, views VCs, views cluster status and all users' jobs.

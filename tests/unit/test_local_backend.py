@@ -314,6 +314,22 @@ def test_bwrap_argv_shape():
     assert joined.index("--ro-bind /srv/ds /data") < joined.index("--bind /srv/a /data/a/b")  # parents first
     assert "--size 16777216 --tmpfs /dev/shm" in joined and "--dev-bind /dev /dev" in joined
     assert "--new-session" not in argv and "--unshare-pid" not in argv
+    assert "--cap-drop" not in sandbox.bwrap_argv("bwrap", "x", [], entries=[], cwd="/", as_root=False)
+    assert "--cap-drop ALL" in " ".join(sandbox.bwrap_argv("bwrap", "x", [], entries=[], cwd="/", as_root=True))
+
+
+def test_sandboxed_code_holds_no_capability(tmp_path):
+    """Even when the service runs as root: root's capabilities stay outside the sandbox."""
+    import subprocess
+
+    if not HAVE_BWRAP:
+        pytest.skip("bubblewrap cannot run here")
+    bwrap = sandbox.find_bwrap()
+    argv = sandbox.bwrap_argv(bwrap, "grep -E '^Cap(Eff|Prm|Bnd):' /proc/self/status", [],
+                              entries=sandbox.root_entries(), cwd="/")
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True).stdout
+    caps = dict(line.split(":\t") for line in out.strip().splitlines())
+    assert int(caps["CapEff"], 16) == 0 and int(caps["CapPrm"], 16) == 0, caps
 
 
 def test_cgroup_limits_and_cores():

@@ -1,4 +1,4 @@
-"""`ti login`, `ti logout`, `ti me` and `ti key ...` (SSH public keys)."""
+"""`ti login`, `ti logout`, `ti me`, `ti key ...` (SSH public keys) and `ti ssh-command`."""
 
 from __future__ import annotations
 
@@ -103,6 +103,16 @@ def cmd_key_delete(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ssh_command(args: argparse.Namespace) -> int:
+    params = {k: v for k, v in (("name", args.target), ("instance", args.instance)) if v is not None}
+    doc = make_client(args).get("/ssh/command", params=params) or {}
+    if args.json:
+        print_json(doc)
+    else:
+        out(doc.get("command", ""))
+    return 0
+
+
 def register(root: Any) -> None:
     p = command(root, "login", cmd_login, "save the TiHub URL and an API token for later commands", examples(
         "ti login --url http://127.0.0.1:8000 --token 0123abcd...",
@@ -128,3 +138,12 @@ def register(root: Any) -> None:
     p = command(sub, "delete", cmd_key_delete, "remove an SSH public key", examples("ti key delete laptop"),
                 aliases=["rm"])
     p.add_argument("key", metavar="NAME|ID")
+
+    p = command(root, "ssh-command", cmd_ssh_command, "print the ssh command that opens a workspace or job",
+                examples("ti ssh-command", "ti ssh-command dev-box", "ti ssh-command train-1 --instance 2",
+                         "$(ti ssh-command dev-box) nvidia-smi")
+                + "\n\nWithout a name: your default workspace ('default' if it runs, else your only running one).\n"
+                  "Jobs are reachable when submitted with --endpoint ssh. Register a key first: ti key add.")
+    p.add_argument("target", nargs="?", metavar="WORKSPACE|JOB", help="a workspace, or a job with an ssh endpoint")
+    p.add_argument("--instance", type=int, metavar="N", help="a job's instance (default 0)")
+    add_json(p)

@@ -37,9 +37,12 @@ EPILOG = wrap("""
     """)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="ti",
+def build_parser(parser_class: type[argparse.ArgumentParser] = argparse.ArgumentParser,
+                 prog: str = "ti") -> argparse.ArgumentParser:
+    """The whole command tree; every subcommand's parser is a `parser_class` (the notebook magics pass one
+    that reports errors in one line instead of exiting)."""
+    parser = parser_class(
+        prog=prog,
         description="TiHub command line: submit and manage training jobs, volumes, images and more.",
         epilog=EPILOG,
         formatter_class=Formatter,

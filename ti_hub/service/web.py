@@ -9,7 +9,7 @@ from jupyterhub.services.auth import HubOAuthCallbackHandler
 from tornado import web
 
 from .. import __version__
-from ..api import account, jobs, resources, workspaces
+from ..api import account, jobs, resources, ssh, workspaces
 from ..api.base import APIHandler
 from ..ops.jobspec import JOB_FIELDS
 from .pages import page_routes
@@ -54,6 +54,9 @@ ROUTES: list[tuple[str, type, dict[str, str]]] = [
     (f"/workspaces/{ID}/{ID}/running", workspaces.WorkspaceRunningHandler, {"post": "Report running (spawner)"}),
     (f"/workspaces/{ID}/{ID}/stop", workspaces.WorkspaceStopHandler, {"post": "Report stopped (spawner)"}),
     (f"/workspace-options/{ID}", workspaces.WorkspaceOptionsHandler, {"get": "Spawn form choices (spawner)"}),
+    ("/ssh/command", ssh.SSHCommandHandler, {"get": "The ssh command to copy (?name=WORKSPACE|JOB&instance=N)"}),
+    (f"/ssh/keys/{ID}", ssh.SSHKeysHandler, {"get": "A user's SSH public keys (SSH gateway)"}),
+    (f"/ssh/targets/{ID}", ssh.SSHTargetsHandler, {"get": "Where a user's workspaces or a job run (SSH gateway)"}),
 ]
 
 ERROR_SCHEMA = {"type": "object", "required": ["error", "detail"], "properties": {

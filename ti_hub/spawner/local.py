@@ -15,7 +15,7 @@ from typing import Any
 from jupyterhub.spawner import SimpleLocalProcessSpawner
 from traitlets import Bool, Unicode, default
 
-from ..backends.local import sandbox
+from ..backends.local import procs, sandbox
 from .mixin import TiSpawnerMixin
 
 
@@ -58,6 +58,7 @@ class TiLocalSpawner(TiSpawnerMixin, SimpleLocalProcessSpawner):
             else:
                 binds.append(sandbox.Bind(mnt["source"], mnt["mount_path"], mnt["read_only"]))
         Path(self.home_dir).mkdir(parents=True, exist_ok=True)
+        self._ti_sandbox: list[str] = []
         bwrap = sandbox.find_bwrap() if self.use_bubblewrap else None
         if binds or bwrap:
             if not bwrap:
@@ -66,7 +67,13 @@ class TiLocalSpawner(TiSpawnerMixin, SimpleLocalProcessSpawner):
                                       keep=[self.home_dir], shm_mib=int(ws.get("shm_mib") or 0))
             # LocalProcessSpawner appends the quoted server command as the last argument
             self.shell_cmd = argv[:-1]
+            self._ti_sandbox = argv[:-3]  # bwrap ... -- (the SSH gateway runs its sessions in the same sandbox)
         return await SimpleLocalProcessSpawner.start(self)
+
+    def ti_state(self) -> dict[str, Any]:
+        """What the SSH gateway needs to open sessions in this workspace (ti_hub/ssh/places.py)."""
+        return {"backend": "local", "pid": self.pid, "start_time": procs.start_time(self.pid),
+                "sandbox": list(getattr(self, "_ti_sandbox", [])), "cwd": self.home_dir}
 
     async def stop(self, now: bool = False):
         try:

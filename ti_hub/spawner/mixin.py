@@ -9,12 +9,14 @@ import asyncio
 import time
 from typing import Any
 
+from jupyterhub.spawner import LocalProcessSpawner
 from tornado import web
 from traitlets import Float, Unicode
 from traitlets.config import Configurable
 
 from ..domain import validation as v
 from ..domain.errors import ValidationError
+from ..magics import AUTOLOAD_FILE
 from . import form
 from .client import TiServiceError, call, ws_path
 
@@ -104,6 +106,10 @@ class TiSpawnerMixin(Configurable):
     def ti_env(self, ws: dict[str, Any]) -> dict[str, str]:
         devices = [d for inst in (ws.get("placement") or {}).get("instances", []) for d in inst["devices"]]
         env = dict(ws.get("env") or {})
+        if isinstance(self, LocalProcessSpawner):
+            # the workspace runs this very installation: its IPython kernels load the notebook magics
+            # (ti_hub/magics/autoload.py); a PYTHONSTARTUP of the user's own wins
+            env.setdefault("PYTHONSTARTUP", AUTOLOAD_FILE)
         env.update({
             "CUDA_VISIBLE_DEVICES": ",".join(map(str, devices)),
             "TI_API_URL": self.ti_public_api_url or self.ti_api_url,

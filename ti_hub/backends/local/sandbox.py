@@ -69,7 +69,7 @@ def _depth(path: str) -> int:
 
 
 def bwrap_argv(bwrap: str, command: str, binds: Sequence[Bind], *, entries: Iterable[tuple[str, str | None]],
-               cwd: str, keep: Sequence[str] = (), shm_mib: int = 0) -> list[str]:
+               cwd: str, keep: Sequence[str] = (), shm_mib: int = 0, as_root: bool | None = None) -> list[str]:
     """The full argv running ``command`` with ``/bin/sh -c`` inside bubblewrap.
 
     ``entries``: the host's top-level entries (``root_entries()``). ``keep``: host paths that must stay
@@ -94,6 +94,10 @@ def bwrap_argv(bwrap: str, command: str, binds: Sequence[Bind], *, entries: Iter
                 argv += ["--bind", path, path]
     for b in sorted(binds, key=lambda b: _depth(b.target)):  # parents first, or they would hide children
         argv += ["--ro-bind" if b.read_only else "--bind", b.source, b.target]
+    # bubblewrap started by root keeps every capability of root unless told otherwise; a user's code
+    # must never hold them (``as_root`` defaults to whether this process is root)
+    if os.geteuid() == 0 if as_root is None else as_root:
+        argv += ["--cap-drop", "ALL"]
     argv += ["--die-with-parent", "--chdir", cwd, "--", SHELL, "-c", command]
     return argv
 

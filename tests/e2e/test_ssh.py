@@ -1,0 +1,282 @@
+"""DEV4/WS3: the SSH gateway against a real embedded hub, driven by Debian's OpenSSH client (ssh, scp, sftp).
+
+One workspace (``dev-box``, a volume at /mnt/sshdata) is started through the hub for the module; the last
+test stops it. Logins use generated ed25519 keys registered with POST /keys.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+import requests
+from tihub_client import wait
+
+pytestmark = [pytest.mark.e2e,
+              pytest.mark.skipif(not shutil.which("ssh"), reason="needs OpenSSH's client (scripts/test installs it)")]
+
+WS = "dev-box"
+
+
+def keygen(path: Path) -> Path:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", path.name, "-f", str(path)], check=True)
+    return path
+
+
+def ssh_opts(hub, key: Path, source: str | None = None, log_level: str = "ERROR") -> list[str]:
+    opts = ["-F", "/dev/null", "-i", str(key), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+            "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-o", "IdentityAgent=none",
+            "-o", f"LogLevel={log_level}", "-o", "ConnectTimeout=20"]
+    return opts + (["-b", source] if source else [])
+
+
+def ssh(hub, login: str, key: Path, *command: str, source: str | None = None, input: str | None = None,
+        extra: tuple[str, ...] = (), timeout: float = 60) -> subprocess.CompletedProcess:
+    argv = ["ssh", "-p", str(hub.ssh_port), *ssh_opts(hub, key, source), *extra, f"{login}@127.0.0.1", *command]
+    return subprocess.run(argv, input=input, capture_output=True, text=True, timeout=timeout)
+
+
+def scp(hub, key: Path, *args: str) -> subprocess.CompletedProcess:
+    argv = ["scp", "-P", str(hub.ssh_port), *ssh_opts(hub, key), *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def person_with_key(hub, prefix: str, tmp: Path):
+    u = hub.person(prefix)
+    u.key = keygen(tmp / f"{u.name}_ed25519")
+    u.ok("POST", "/keys", json={"name": "laptop", "key": (tmp / f"{u.name}_ed25519.pub").read_text()})
+    return u
+
+
+def wait_server(u, server: str, ready: bool = True, timeout: float = 120) -> None:
+    def state():
+        s = u.hub_api("GET", f"/users/{u.name}").json()["servers"].get(server)
+        return (s and s["ready"]) if ready else not s
+    wait(state, timeout, f"workspace {server} {'ready' if ready else 'gone'}")
+
+
+def hub_log(hub) -> str:
+    return (hub.data_dir.parent / f"{hub.data_dir.name}.log").read_text(errors="replace")
+
+
+@pytest.fixture(scope="module")
+def keys_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("sshkeys")
+
+
+@pytest.fixture(scope="module")
+def alice(hub, keys_dir):
+    """A user with a registered key and a running workspace with a volume."""
+    u = person_with_key(hub, "sshalice", keys_dir)
+    u.ok("POST", "/volumes", json={"name": "ssh-data", "kind": "filesystem", "capacity_gib": 1})
+    r = u.hub_api("POST", f"/users/{u.name}/servers/{WS}",
+                  json={"plan": "cpu-small", "volumes": [{"volume": "ssh-data", "mount_path": "/mnt/sshdata"}]})
+    assert r.status_code in (201, 202), r.text
+    wait_server(u, WS)
+    u.ws = u.ok("GET", f"/jobs/{WS}")
+    u.volume_dir = hub.data_dir / "volumes" / str(u.ws["volumes"][0]["volume_id"])
+    (u.volume_dir / "from-host.txt").write_text("volume content\n")
+    u.home = hub.data_dir / "workspaces" / "home" / u.name
+    return u
+
+
+def test_a_command_runs_in_the_workspace_and_its_exit_status_comes_back(hub, alice):
+    r = ssh(hub, f"{alice.name}+{WS}", alice.key,
+            "echo ws=$TI_WORKSPACE user=$JUPYTERHUB_USER cuda=[$CUDA_VISIBLE_DEVICES]; pwd; "
+            "cat /mnt/sshdata/from-host.txt; grep CapEff /proc/self/status; exit 7")
+    assert r.returncode == 7, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == f"ws={WS} user={alice.name} cuda=[]"
+    assert lines[1] == str(alice.home)
+    assert lines[2] == "volume content"  # the workspace's volume, at its mount path inside the sandbox
+    assert lines[3].split() == ["CapEff:", "0000000000000000"]  # never a privileged shell
+    assert not Path("/mnt/sshdata").exists()  # the mount exists only inside the workspace's sandbox
+    # no name: the user's only running workspace; stdin reaches the command
+    r = ssh(hub, alice.name, alice.key, "cat; echo ws=$TI_WORKSPACE", input="piped\n")
+    assert (r.returncode, r.stdout) == (0, f"piped\nws={WS}\n"), r.stderr
+
+
+def test_interactive_shell_on_a_pty_follows_window_changes(hub, alice):
+    asyncssh = pytest.importorskip("asyncssh")
+    import asyncio
+
+    async def drive() -> str:
+        key = asyncssh.read_private_key(str(alice.key))
+        async with asyncssh.connect("127.0.0.1", hub.ssh_port, username=f"{alice.name}+{WS}", client_keys=[key],
+                                    known_hosts=None, agent_path=None) as conn:
+            p = await conn.create_process(term_type="xterm-256color", term_size=(120, 40))
+            p.stdin.write("echo TERM=$TERM; stty size; tty\n")
+            seen = ""
+            while "40 120" not in seen:
+                seen += await asyncio.wait_for(p.stdout.read(1024), 20)
+            p.change_terminal_size(100, 33)
+            p.stdin.write("stty size; exit 5\n")
+            seen += await asyncio.wait_for(p.stdout.read(), 20)
+            await p.wait_closed()
+            return seen + f"\nstatus={p.exit_status}"
+
+    out = asyncio.run(drive())
+    assert "TERM=xterm-256color" in out and "40 120" in out and "33 100" in out and "/dev/pts/" in out
+    assert out.endswith("status=5")
+    r = ssh(hub, f"{alice.name}+{WS}", alice.key, "tty", extra=("-tt",))
+    assert r.returncode == 0 and "/dev/pts/" in r.stdout
+
+
+def test_scp_and_sftp_both_ways_see_what_the_workspace_sees(hub, alice, keys_dir):
+    src = keys_dir / "upload.bin"
+    src.write_bytes(os.urandom(300_000))
+    dest = f"{alice.name}+{WS}@127.0.0.1"
+    r = scp(hub, alice.key, str(src), f"{dest}:uploaded.bin")  # OpenSSH 9 scp speaks SFTP
+    assert r.returncode == 0, r.stderr
+    assert (alice.home / "uploaded.bin").read_bytes() == src.read_bytes()
+    back = keys_dir / "downloaded.txt"
+    r = scp(hub, alice.key, f"{dest}:/mnt/sshdata/from-host.txt", str(back))
+    assert r.returncode == 0, r.stderr
+    assert back.read_text() == "volume content\n"
+    r = scp(hub, alice.key, "-O", str(src), f"{dest}:/mnt/sshdata/legacy.bin")  # the old protocol: scp -t
+    assert r.returncode == 0, r.stderr
+    assert (alice.volume_dir / "legacy.bin").read_bytes() == src.read_bytes()
+    batch = "ls /mnt/sshdata\nmkdir made-by-sftp\nsymlink /mnt/sshdata/from-host.txt sym.txt\n"
+    r = subprocess.run(["sftp", "-P", str(hub.ssh_port), *ssh_opts(hub, alice.key), "-b", "-", dest], input=batch,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "from-host.txt" in r.stdout and "legacy.bin" in r.stdout
+    assert (alice.home / "made-by-sftp").is_dir()
+    assert os.readlink(alice.home / "sym.txt") == "/mnt/sshdata/from-host.txt"  # OpenSSH's argument order
+
+
+def test_port_forwarding_reaches_a_server_inside_the_workspace(hub, alice):
+    inner = free_port()
+    (alice.home / "marker.txt").write_text("served from the workspace")
+    r = ssh(hub, f"{alice.name}+{WS}", alice.key,
+            f"nohup python3 -m http.server {inner} --bind 127.0.0.1 >/dev/null 2>&1 & echo $! > http.pid")
+    assert r.returncode == 0, r.stderr
+    local = free_port()
+    fwd = subprocess.Popen(["ssh", "-p", str(hub.ssh_port), *ssh_opts(hub, alice.key), "-N", "-L",
+                            f"{local}:localhost:{inner}", f"{alice.name}+{WS}@127.0.0.1"],
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        def fetch():
+            try:
+                return requests.get(f"http://127.0.0.1:{local}/marker.txt", timeout=5)
+            except requests.RequestException:
+                return None
+        resp = wait(fetch, 60, "the forwarded port")
+        assert resp.status_code == 200 and resp.text == "served from the workspace"
+    finally:
+        fwd.terminate()
+        fwd.wait(10)
+    # a destination outside the workspace is refused with the reason
+    local = free_port()
+    fwd = subprocess.Popen(["ssh", "-p", str(hub.ssh_port), *ssh_opts(hub, alice.key, log_level="INFO"), "-N",
+                            "-L", f"{local}:192.0.2.1:80", f"{alice.name}+{WS}@127.0.0.1"],
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        def refused():
+            try:
+                with socket.create_connection(("127.0.0.1", local), timeout=5) as s:
+                    return s.recv(100) == b""  # accepted by ssh, then closed: the gateway said no
+            except OSError:
+                return False
+        wait(refused, 60, "the refused forward")
+    finally:
+        fwd.terminate()
+        err = fwd.communicate(timeout=10)[1]
+    assert "open failed: connect failed: only ports inside the workspace can be forwarded" in err
+
+
+def test_the_ssh_command_is_offered_by_the_api_and_the_cli(hub, alice):
+    doc = alice.ok("GET", f"/ssh/command?name={WS}")
+    assert doc["command"] == f"ssh -p {hub.ssh_port} {alice.name}+{WS}@127.0.0.1"
+    out = subprocess.run(["python3", "-m", "ti_hub.cli.main", "ssh-command", WS, "--url", hub.url, "--token",
+                          alice.token], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert out.returncode == 0 and out.stdout.strip() == doc["command"], out.stderr
+    # the gateway's routes are the gateway's only
+    assert alice.api("GET", f"/ssh/keys/{alice.name}").status_code == 403
+    assert alice.api("GET", f"/ssh/targets/{alice.name}").status_code == 403
+
+
+def test_wrong_key_and_other_users_workspace_are_refused(hub, alice, keys_dir):
+    stranger = keygen(keys_dir / "stranger_ed25519")
+    r = ssh(hub, f"{alice.name}+{WS}", stranger, "true")
+    assert r.returncode == 255 and "Permission denied (publickey)" in r.stderr
+    bob = person_with_key(hub, "sshbob", keys_dir)
+    r = ssh(hub, f"{alice.name}+{WS}", bob.key, "true")  # bob's own valid key opens nothing of alice's
+    assert r.returncode == 255 and "Permission denied (publickey)" in r.stderr
+    r = ssh(hub, f"{bob.name}+{WS}", bob.key, "true")  # and bob has no workspace of that name
+    assert r.returncode == 1 and f"you have no workspace or job named '{WS}'" in r.stderr
+    log = hub_log(hub)
+    assert f"ssh login failed: user={alice.name} source=127.0.0.1 reason=key SHA256:" in log
+
+
+def test_an_account_whose_approval_was_taken_back_cannot_log_in(hub, keys_dir):
+    erin = person_with_key(hub, "ssherin", keys_dir)
+    r = ssh(hub, erin.name, erin.key, "true")
+    assert r.returncode == 1 and "no running workspace" in r.stderr  # logged in; nothing to reach
+    hub.admin.authorize(erin.name)  # NativeAuthenticator's toggle: unauthorized now
+    r = ssh(hub, erin.name, erin.key, "true")
+    assert r.returncode == 255 and "Permission denied" in r.stderr
+    assert f"user={erin.name} source=127.0.0.1 reason=the account is not authorized" in hub_log(hub)
+
+
+def test_jobs_with_an_ssh_endpoint_are_reachable_by_instance(hub, alice):
+    job = alice.ok("POST", "/jobs", json={"name": "ssh-job", "plan": "cpu-small", "image": "python-cpu",
+                                          "command": "sleep 300", "endpoints": ["ssh"]})
+    plain = alice.ok("POST", "/jobs", json={"name": "no-ssh-job", "plan": "cpu-small", "image": "python-cpu",
+                                            "command": "sleep 300"})
+    try:
+        wait(lambda: alice.ok("GET", f"/jobs/{job['id']}")["status"] == "running", 60, "the job to run")
+        r = ssh(hub, f"{alice.name}+ssh-job", alice.key, "echo job=$TI_JOB_ID; pwd")
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.splitlines()[0] == f"job={job['id']}" and r.stdout.splitlines()[1].endswith("/work")
+        r = ssh(hub, f"{alice.name}+ssh-job.0", alice.key, "true")
+        assert r.returncode == 0, r.stderr
+        r = ssh(hub, f"{alice.name}+ssh-job.1", alice.key, "true")
+        assert r.returncode == 1 and "has instances 0-0" in r.stderr
+        r = ssh(hub, f"{alice.name}+no-ssh-job", alice.key, "true")
+        assert r.returncode == 1 and "does not enable SSH" in r.stderr
+    finally:
+        for j in (job, plain):
+            alice.api("POST", f"/jobs/{j['id']}/kill")
+
+
+def test_failed_logins_are_rate_limited_per_source_and_per_account(hub, keys_dir):
+    carol, dave = person_with_key(hub, "sshcarol", keys_dir), person_with_key(hub, "sshdave", keys_dir)
+    stranger = keys_dir / "stranger_ed25519"
+    if not stranger.exists():
+        keygen(stranger)
+    for _ in range(10):  # the default burst: 10 failed logins
+        r = ssh(hub, carol.name, stranger, "true", source="127.0.0.9")
+        assert r.returncode == 255 and "Permission denied" in r.stderr
+    r = ssh(hub, dave.name, dave.key, "true", source="127.0.0.9")  # the right key, from a refused address
+    assert r.returncode == 255 and "too many failed logins from 127.0.0.9" in r.stderr
+    r = ssh(hub, carol.name, carol.key, "true", source="127.0.0.10")  # the right key, to a refused account
+    assert r.returncode == 255 and f"too many failed logins to {carol.name}" in r.stderr
+    r = ssh(hub, dave.name, dave.key, "true", source="127.0.0.10")  # others are not affected
+    assert r.returncode == 1 and "no running workspace" in r.stderr
+
+
+def test_a_stopped_workspace_is_refused_with_how_to_start_it(hub, alice):
+    """Last: stops the module's workspace. What sessions left running there ends with it."""
+    r = alice.hub_api("DELETE", f"/users/{alice.name}/servers/{WS}")
+    assert r.status_code in (202, 204)
+    wait_server(alice, WS, ready=False)
+    r = ssh(hub, f"{alice.name}+{WS}", alice.key, "true")
+    assert r.returncode == 1
+    assert f"workspace '{WS}' is stopped: start it at {hub.url}/hub/spawn/{alice.name}/{WS}" in r.stderr
+    r = ssh(hub, alice.name, alice.key, "true")
+    assert r.returncode == 1 and "you have no running workspace" in r.stderr
+    pid = int((alice.home / "http.pid").read_text())  # the server started over SSH in the forwarding test
+    wait(lambda: not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2],
+         40, "the workspace's leftover SSH processes to end")

@@ -1,0 +1,36 @@
+"""/ssh/command (anyone: the command to copy), /ssh/keys/{user} and /ssh/targets/{user} (the SSH gateway)."""
+
+from __future__ import annotations
+
+from ..domain import validation as v
+from ..domain.errors import NotFound
+from ..ops import sshaccess
+from ..ssh.logins import ssh_command
+from ..ssh.settings import TiSSHGateway
+from .base import APIHandler
+
+
+class SSHCommandHandler(APIHandler):
+    async def get(self):
+        args = self.args()
+        v.check_fields(args, ("name", "instance"))
+        gw = TiSSHGateway(config=self.ti.config)
+        if not gw.port:
+            raise NotFound("the SSH gateway is turned off on this TiHub")
+        name = v.name(args["name"]) if args.get("name") else None
+        raw = args.get("instance", "")
+        instance = v.integer(int(raw) if raw.isdigit() else raw, "instance", 0, 99_999) if raw else None
+        host, port = gw.shown_host(), gw.shown_port()
+        login = self.actor.name + (f"+{name}" if name else "") + (f".{instance}" if instance is not None else "")
+        self.send({"command": ssh_command(self.actor.name, name, host, port, instance), "login": login,
+                   "host": host, "port": port})
+
+
+class SSHKeysHandler(APIHandler):
+    async def get(self, user: str):
+        self.send(await self.op(sshaccess.keys_of, self.actor, user))
+
+
+class SSHTargetsHandler(APIHandler):
+    async def get(self, user: str):
+        self.send(await self.op(sshaccess.targets_of, self.actor, user, self.get_argument("name", "") or None))

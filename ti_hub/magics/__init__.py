@@ -1,0 +1,40 @@
+"""Notebook magics for TiHub (SPEC DEV2): submit and watch training jobs from a notebook.
+
+    %load_ext ti_hub.magics      # automatic in TiHub workspaces (see autoload.py)
+
+    %%ti_submit --name mnist --plan demo-gpu-1 --image pytorch
+    python3 /home/me/train.py --epochs 3
+
+    %ti_jobs [--all] [--json]    %ti_logs JOB [-f]    %ti_kill JOB    %ti_queue    %ti_quota
+    %ti_monitor JOB              %ti_form             %ti ANY TI COMMAND
+
+They use the `ti` CLI's client and settings (TI_API_URL and the workspace's JUPYTERHUB_API_TOKEN).
+This module stays light: IPython and ipywidgets are imported only when the extension is loaded or a
+widget is made.
+"""
+
+from __future__ import annotations
+
+import os
+
+# the file a workspace's kernels run at start (PYTHONSTARTUP, set by the spawner): it loads this extension
+AUTOLOAD_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "autoload.py")
+
+
+def autoload_env() -> dict[str, str]:
+    """The environment entry that makes IPython kernels load the magics by themselves."""
+    return {"PYTHONSTARTUP": AUTOLOAD_FILE}
+
+
+def load_ipython_extension(ipython) -> None:
+    from .magics import TiMagics
+
+    ipython.register_magics(TiMagics)
+
+
+def unload_ipython_extension(ipython) -> None:
+    from .magics import TiMagics
+
+    for kind, names in TiMagics.magics.items():
+        for name in names:
+            ipython.magics_manager.magics[kind].pop(name, None)

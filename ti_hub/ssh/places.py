@@ -1,0 +1,151 @@
+"""Pure: where a running workspace or job instance lives, from the backend state TiHub stored for it.
+
+- a local workspace: the pid (and start time) of its bubblewrap process, the sandbox's argv up to ``--`` and
+  its working directory, recorded by ``TiLocalSpawner.ti_state()``;
+- a local job instance: its supervisor's files (the command's pid, the instance's argv, env and limits);
+- a Kubernetes workspace or job instance: a namespace, a pod (or the Kubernetes Job and completion index that
+  find it) and a container.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Union
+
+from .logins import TargetError
+
+RESTART = "it was started before SSH access existed: stop it and start it again"
+
+
+@dataclass(frozen=True)
+class LocalWorkspace:
+    owner: str
+    name: str
+    pid: int
+    start_time: int | None
+    sandbox: tuple[str, ...]  # bwrap ... -- (empty: no sandbox)
+    cwd: str
+
+
+@dataclass(frozen=True)
+class LocalInstance:
+    owner: str
+    name: str
+    index: int
+    child_file: str  # {"pid", "start_time"} of the instance's command, written by its supervisor
+    config_file: str  # the supervisor's config: argv, env, cgroup, cpus
+
+
+@dataclass(frozen=True)
+class KubePod:
+    owner: str
+    name: str
+    namespace: str
+    container: str
+    pod: str = ""  # known (workspaces) ...
+    job: str = ""  # ... or found by the Kubernetes Job's name and completion index (job instances)
+    index: int = 0
+
+
+Place = Union[LocalWorkspace, LocalInstance, KubePod]
+
+
+def place_of(doc: dict[str, Any], instance: int, workspace_container: str = "notebook",
+             job_container: str = "main") -> Place:
+    state = doc.get("backend_state") or {}
+    owner, name = doc["owner"], doc["name"]
+    backend = state.get("backend")
+    if doc["kind"] == "workspace":
+        if backend == "local" and state.get("pid"):
+            return LocalWorkspace(owner, name, int(state["pid"]), state.get("start_time"),
+                                  tuple(state.get("sandbox") or ()), str(state.get("cwd") or "/"))
+        if backend == "kubernetes" and state.get("pod"):
+            return KubePod(owner, name, state["namespace"], workspace_container, pod=state["pod"])
+        raise TargetError(f"workspace {name!r} cannot be reached over SSH: {RESTART}")
+    if backend == "local":
+        rec = next((r for r in state.get("instances", []) if r.get("index") == instance), None)
+        if rec is None or not state.get("job_dir"):
+            raise TargetError(f"job {name!r} has no instance {instance} running")
+        config = os.path.join(state["job_dir"], "run", f"instance-{int(instance)}.json")
+        return LocalInstance(owner, name, instance, rec["child"], config)
+    if backend == "kubernetes":
+        for role in state.get("roles", []):
+            first, count = int(role["offset"]), int(role["count"])
+            if first <= instance < first + count:
+                return KubePod(owner, name, state["namespace"], job_container, job=role["job"],
+                               index=instance - first)
+        raise TargetError(f"job {name!r} has no instance {instance}")
+    raise TargetError(f"job {name!r} cannot be reached over SSH yet (backend {backend or 'unknown'})")
+
+
+def sandbox_prefix(argv: list[str]) -> tuple[str, ...]:
+    """The sandbox part of a wrapped command (``bwrap ... --`` of ``bwrap ... -- /bin/sh -c CMD``); () for a
+    command run without a sandbox (``/bin/sh -c CMD``)."""
+    if not argv or argv[0] == "/bin/sh" or "--" not in argv:
+        return ()
+    idx = argv.index("--")  # bwrap's options end here; paths in them are absolute, never "--"
+    return tuple(argv[:idx + 1])
+
+
+def session_argv(prefix: tuple[str, ...] | list[str], argv: list[str], drop_caps: bool) -> list[str]:
+    """``argv`` inside the sandbox ``prefix``. As root, bubblewrap keeps root's capabilities unless told to drop
+    them: a session never runs with any (``drop_caps``)."""
+    if not prefix:
+        return list(argv)
+    head = list(prefix[:-1])
+    if drop_caps and "--cap-drop" not in head:
+        head += ["--cap-drop", "ALL"]
+    return [*head, "--", *argv]
+
+
+def shell_argv(shell: str, command: str | None, login: bool) -> list[str]:
+    """OpenSSH's convention: ``shell -c COMMAND`` for a command, ``-shell`` (here ``shell -l``) for a login."""
+    if command is not None:
+        return [shell, "-c", command]
+    return [shell, "-l"] if login else [shell]
+
+
+def pick_shell(env: dict[str, str], exists) -> str:
+    for candidate in (env.get("SHELL", ""), "/bin/bash", "/bin/sh"):
+        if candidate.startswith("/") and exists(candidate):
+            return candidate
+    return "/bin/sh"
+
+
+def session_env(base: dict[str, str], *, term: str | None, client: tuple[str, int], server: tuple[str, int],
+                marker: str, login_name: str) -> dict[str, str]:
+    """The workspace's (or instance's) own environment plus what an SSH session adds."""
+    env = dict(base)
+    env.pop("TERM", None)
+    if term:
+        env["TERM"] = term
+    env["SSH_CONNECTION"] = f"{client[0]} {client[1]} {server[0]} {server[1]}"
+    env["SSH_CLIENT"] = f"{client[0]} {client[1]} {server[1]}"
+    env["TI_SSH_LOGIN"] = login_name
+    env[MARKER] = marker
+    return env
+
+
+MARKER = "TI_SSH_OF"  # pid:start_time of the workspace or instance a session runs in (for the reaper)
+
+
+def marker_of(pid: int, start_time: int | None) -> str:
+    return f"{int(pid)}:{start_time if start_time is not None else ''}"
+
+
+def parse_marker(value: str) -> tuple[int, int | None] | None:
+    pid, sep, start = value.partition(":")
+    if not sep or not pid.isdigit() or (start and not start.isdigit()):
+        return None
+    return int(pid), int(start) if start else None
+
+
+def parse_environ(raw: bytes) -> dict[str, str]:
+    """/proc/PID/environ."""
+    out = {}
+    for item in raw.split(b"\0"):
+        if b"=" in item:
+            k, _, v = item.partition(b"=")
+            out[k.decode(errors="replace")] = v.decode(errors="replace")
+    return out
