@@ -267,6 +267,19 @@ def test_failed_logins_are_rate_limited_per_source_and_per_account(hub, keys_dir
     assert r.returncode == 1 and "no running workspace" in r.stderr
 
 
+def test_a_workspace_started_without_ssh_access_is_refused(hub, keys_dir):
+    u = person_with_key(hub, "sshoff", keys_dir)
+    r = u.hub_api("POST", f"/users/{u.name}/servers/quiet", json={"plan": "cpu-small", "ssh": False})
+    assert r.status_code in (201, 202), r.text
+    wait_server(u, "quiet")
+    try:
+        r = ssh(hub, f"{u.name}+quiet", u.key, "true")
+        assert r.returncode == 1 and "was started without SSH access" in r.stderr, r.stderr
+    finally:
+        u.hub_api("DELETE", f"/users/{u.name}/servers/quiet")
+        wait_server(u, "quiet", ready=False)
+
+
 def test_a_stopped_workspace_is_refused_with_how_to_start_it(hub, alice):
     """Last: stops the module's workspace. What sessions left running there ends with it."""
     r = alice.hub_api("DELETE", f"/users/{alice.name}/servers/{WS}")

@@ -65,9 +65,14 @@ def test_the_default_workspace():
         choose(Login("alice"), [ws("dev-box", "stopped")], HINTS)
 
 
+def test_a_default_workspace_without_ssh_access_is_refused():
+    with pytest.raises(TargetError, match="started without SSH access"):
+        choose(Login("alice"), [ws("default", ssh=False)], HINTS)
+
+
 def test_named_targets_and_their_refusals():
     docs = [ws("dev-box"), ws("old-box", "stopped"), ws("new-box", "queued", reason="waiting for devices"),
-            job("train-1"), job("no-ssh", ssh=False), job("done-job", "completed")]
+            job("train-1"), job("no-ssh", ssh=False), job("done-job", "completed"), ws("quiet-box", ssh=False)]
     assert choose(Login("alice", "dev-box"), docs, HINTS)["name"] == "dev-box"
     assert choose(Login("alice", "train-1", 1), docs, HINTS)["name"] == "train-1"
     cases = {
@@ -78,6 +83,7 @@ def test_named_targets_and_their_refusals():
         Login("alice", "no-ssh"): "job 'no-ssh' does not enable SSH: submit it with --endpoint ssh",
         Login("alice", "done-job"): "job 'done-job' is completed: SSH reaches running jobs only",
         Login("alice", "nothing"): "you have no workspace or job named 'nothing'",
+        Login("alice", "quiet-box"): "workspace 'quiet-box' was started without SSH access",
     }
     for login, message in cases.items():
         with pytest.raises(TargetError) as e:
@@ -268,3 +274,12 @@ def test_port_forward_frames_drop_the_port_prefix_once():
     assert f.feed(b"\x00" + port + b"hello") == (port + b"hello", "")  # later frames are all data
     assert f.feed(b"\x01boom") == (b"", "boom")
     assert kube.PortFrames.outgoing(b"x") == b"\x00x"
+
+
+def test_the_spawn_forms_ssh_checkbox():
+    from ti_hub.spawner.form import options_from_form
+
+    # the page sends the hidden "off" always and "on" when ticked; an API start sends neither (default: on)
+    assert options_from_form({"plan": ["cpu-small"], "ssh": ["off", "on"]})["ssh"] is True
+    assert options_from_form({"plan": ["cpu-small"], "ssh": ["off"]})["ssh"] is False
+    assert "ssh" not in options_from_form({"plan": ["cpu-small"]})

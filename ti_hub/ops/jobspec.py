@@ -150,7 +150,7 @@ def parse_workspace(session: Session, actor: Actor, data: dict[str, Any], settin
         "env": v.env(data.get("env")),
         "volumes": parse_volumes(session, actor, data.get("volumes"), 1),
         "jupyter": v.boolean(data.get("jupyter", True), "jupyter"),
-        "ssh": v.boolean(data.get("ssh", False), "ssh"),
+        "ssh": v.boolean(data.get("ssh", True), "ssh"),
         "ports": v.ports(data.get("ports")),
         "warnings": [warning] if warning else [],
     }

@@ -26,7 +26,8 @@ def keys_of(session: Session, caller: Actor, user: str) -> dict[str, Any]:
 
 def _target(j: m.Job) -> dict[str, Any]:
     spec = j.spec or {}
-    ssh = j.kind == "workspace" or "ssh" in (spec.get("endpoints") or [])
+    # workspaces: SSH unless started with it turned off (WS3); jobs: only with the ssh endpoint
+    ssh = bool(spec.get("ssh", True)) if j.kind == "workspace" else "ssh" in (spec.get("endpoints") or [])
     return {"id": j.id, "owner": j.owner, "name": j.name, "kind": j.kind, "status": j.status, "reason": j.reason,
             "ssh": ssh, "instances": j.workers + j.ps, "backend_state": j.backend_state}
 

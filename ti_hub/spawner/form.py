@@ -40,7 +40,9 @@ def render_form(options: dict[str, Any]) -> str:
         rows.append("</fieldset>")
     rows.append('<div class="form-group"><label for="ti-env">Environment (NAME=value, one per line)</label>'
                 '<textarea class="form-control" id="ti-env" name="env" rows="3"></textarea></div>')
-    rows.append('<div class="checkbox"><label><input type="checkbox" name="ssh" value="on"> SSH access</label></div>')
+    # a hidden "off" first: an unticked checkbox sends nothing, and nothing must not mean "no SSH" for API starts
+    rows.append('<input type="hidden" name="ssh" value="off"><div class="checkbox"><label><input type="checkbox" '
+                'name="ssh" value="on" checked> SSH access (with your keys from the account page)</label></div>')
     rows.append('<p class="help-block">Files outside mounted volumes and your home directory are ephemeral: '
                 'they are gone when the workspace stops.</p>')
     return "\n".join(rows)
@@ -71,5 +73,7 @@ def options_from_form(formdata: dict[str, list[str]]) -> dict[str, Any]:
         env[k.strip()] = val
     if env:
         out["env"] = env
-    out["ssh"] = one("ssh") == "on"
+    # the form sends "off" (hidden) and "on" when ticked; an API start without the field gets the default (on)
+    if formdata.get("ssh"):
+        out["ssh"] = "on" in formdata["ssh"]
     return out

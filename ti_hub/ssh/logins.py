@@ -104,13 +104,14 @@ def choose(login: Login, docs: list[dict[str, Any]], hints: Hints) -> dict[str, 
     """The workspace or job this login reaches, from the owner's candidates (``docs``: name, kind, status,
     ssh, instances); TargetError with a message for the user when there is none."""
     if login.target is None:
-        return _default_workspace(login, [d for d in docs if d["kind"] == "workspace"], hints)
+        return _ssh_enabled(_default_workspace(login, [d for d in docs if d["kind"] == "workspace"], hints))
     doc = next((d for d in docs if d["name"] == login.target), None)
     if doc is None:
         raise TargetError(f"you have no workspace or job named {login.target!r}")
     if doc["kind"] == "workspace":
         if login.instance not in (None, 0):
             raise TargetError(f"workspace {doc['name']!r} has one instance: drop the '.{login.instance}'")
+        _ssh_enabled(doc)
     elif not doc.get("ssh"):
         raise TargetError(f"job {doc['name']!r} does not enable SSH: submit it with --endpoint ssh")
     if doc["status"] != RUNNING:
@@ -118,6 +119,14 @@ def choose(login: Login, docs: list[dict[str, Any]], hints: Hints) -> dict[str, 
     instances = int(doc.get("instances") or 1)
     if (login.instance or 0) >= instances:
         raise TargetError(f"job {doc['name']!r} has instances 0-{instances - 1}")
+    return doc
+
+
+def _ssh_enabled(doc: dict[str, Any]) -> dict[str, Any]:
+    """A workspace started without 'SSH access' (WS3) is not reachable; it is on unless its owner turned it off."""
+    if doc["kind"] == "workspace" and not doc.get("ssh", True):
+        raise TargetError(f"workspace {doc['name']!r} was started without SSH access: stop it and start it again "
+                          "with 'SSH access' ticked")
     return doc
 
 
