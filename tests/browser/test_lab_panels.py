@@ -115,13 +115,17 @@ def test_storage_panel_create_share_browse(hub, lab, page_for):
     share.locator("select[name=mode]").select_option("rw")
     share.locator("button").click()
     panel.locator(".ti-message-success").wait_for()
+    detail.get_by_text(f"user {friend.name}").wait_for()  # the detail redrawn with the new share
     screenshot(page, "storage-panel", "#ti-storage-panel")
     # the friend now sees it, read-write
     theirs = [v for v in friend.ok("GET", "/volumes")["items"] if v["name"] == "panel-vol"]
     assert theirs and theirs[0]["access"] == "rw"
 
     # an impossible size is refused with the API's reason, shown in the panel
-    detail.locator("input[name=capacity_gib]").fill("2000000")
+    size = detail.locator("input[name=capacity_gib]")
+    size.fill("2000000")
+    page.wait_for_timeout(11_000)  # past the panel's 10-s refresh: what the user typed must survive it
+    assert size.input_value() == "2000000"
     detail.locator("button", has_text="Expand").click()
     panel.locator(".ti-form-status .ti-message-error").wait_for()
     assert user.ok("GET", "/volumes/panel-vol")["capacity_gib"] == 2

@@ -125,6 +125,7 @@ export function when(iso: string | null | undefined): string {
 export abstract class PollingPanel extends Widget {
   private _timer = 0;
   private _busy = false;
+  private _again = false;
 
   constructor(private readonly periodMs: number) {
     super();
@@ -133,13 +134,18 @@ export abstract class PollingPanel extends Widget {
   /** Fetch and redraw; errors are shown by the subclass. */
   protected abstract refresh(): Promise<void>;
 
+  /** Refresh now; if a refresh is under way, once more right after it (an action's result must show). */
   async tick(): Promise<void> {
     if (this._busy) {
+      this._again = true;
       return;
     }
     this._busy = true;
     try {
-      await this.refresh();
+      do {
+        this._again = false;
+        await this.refresh();
+      } while (this._again);
     } finally {
       this._busy = false;
     }

@@ -18,6 +18,10 @@ export class StoragePanel extends PollingPanel {
   private detailArea = h('section', { id: 'ti-volume-detail' });
   private status = h('div', { class: 'ti-form-status', 'aria-live': 'polite' });
   private selected: number | null = null;
+  // the detail holds forms (expand, share): redraw it when another volume is chosen or after an action,
+  // never on the periodic refresh, or it would wipe what the user is typing
+  private shown: number | null = null;
+  private stale = false;
 
   constructor(private readonly me: () => string) {
     super(10000);
@@ -59,6 +63,11 @@ export class StoragePanel extends PollingPanel {
     this.listArea.append(message('loading', 'Loading your volumes…'));
   }
 
+  protected async run(status: HTMLElement, done: string, fn: () => Promise<void>): Promise<void> {
+    this.stale = true;
+    return super.run(status, done, fn);
+  }
+
   protected async refresh(): Promise<void> {
     try {
       const [vols, quota] = await Promise.all([
@@ -67,7 +76,9 @@ export class StoragePanel extends PollingPanel {
       ]);
       this.drawQuota(quota);
       this.drawList(vols.items);
-      if (this.selected !== null) {
+      if (this.selected !== null && (this.selected !== this.shown || this.stale)) {
+        this.shown = this.selected;
+        this.stale = false;
         await this.drawDetail(this.selected);
       }
     } catch (err) {
@@ -144,7 +155,7 @@ export class StoragePanel extends PollingPanel {
             if (window.confirm(`Delete ${v.name} and everything in it?`)) {
               void this.run(this.status, `${v.name} deleted.`, async () => {
                 await requestAPI(`volumes/${v.id}`, { method: 'DELETE' });
-                this.selected = null;
+                this.selected = this.shown = null;
                 this.detailArea.replaceChildren();
               });
             }
@@ -160,7 +171,7 @@ export class StoragePanel extends PollingPanel {
       manage,
       h('h4', {}, 'Contents'),
       browser,
-      button('Close', () => { this.selected = null; this.detailArea.replaceChildren(); })
+      button('Close', () => { this.selected = this.shown = null; this.detailArea.replaceChildren(); })
     );
     await this.browse(v, '', browser);
   }
