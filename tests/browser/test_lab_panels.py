@@ -171,3 +171,50 @@ def test_forwarding_with_the_browser_login(hub, lab, page_for):
     assert up.status == 400 and "ti service" in up.text()
     # writes without JupyterLab's XSRF token are refused by the workspace server
     assert page.request.post(base + "/volumes", data={"name": "x"}).status == 403
+
+
+def test_jobs_panel_links_ports_and_opens_tensorboard(hub, lab, page_for):
+    """JOB6 from the panel: a running job's declared port is a link through the hub, and TensorBoard starts for a
+    log directory of its volume; what the browser then fetches through those links is the job's."""
+    import random
+
+    user = lab
+    port = random.randint(40000, 49990)
+    user.ok("POST", "/volumes", json={"name": "tb-panel", "kind": "filesystem", "capacity_gib": 1})
+    job = user.ok("POST", "/jobs", json={
+        "name": "served", "plan": "cpu-small", "image": "python-cpu", "ports": [port],
+        "volumes": [{"volume": "tb-panel", "mount_path": "/mnt/out"}],
+        "command": f"mkdir -p /mnt/out/tb && echo served-by-the-job > index.html && "
+                   f"exec python3 -m http.server {port} --bind 127.0.0.1"})
+    try:
+        user.wait_job(job["id"], states=("running",))
+        page = open_lab(page_for, hub, user)
+        panel = open_panel(page, "ti-jobs-panel")
+        panel.locator('#ti-jobs-table button[data-job="served"]').click()
+        link = panel.locator(f'#ti-job-endpoints a:has-text("port {port}")')
+        link.wait_for(timeout=30_000)
+        href = link.get_attribute("href")
+        assert href == f"/services/ti/endpoints/{job['id']}/0/{port}/"
+        # following the link, the browser's hub login reaches the job's server through the ti service
+        tab = page.context.new_page()
+        wait(lambda: tab.goto(hub.url + href).status == 200, 30, "the job's server to answer")
+        assert "served-by-the-job" in tab.content()  # the index.html the job wrote
+        tab.close()
+
+        form = panel.locator("#ti-tensorboard-form")
+        form.locator("input[name=logdir]").fill("/etc")
+        form.locator("button").click()
+        err = form.locator(".ti-message-error")
+        err.wait_for()
+        assert "logdir" in err.inner_text()
+        page.wait_for_timeout(2500)  # past a redraw of the detail: the form keeps what was typed
+        form.locator("input[name=logdir]").fill("/mnt/out/tb")
+        with page.expect_popup() as popup:
+            form.locator("button").click()
+        tb_url = f"/services/ti/endpoints/{job['id']}/tensorboard/"
+        form.locator(f'.ti-message-success a[href^="{tb_url}"]').wait_for(timeout=60_000)
+        assert popup.value.url.startswith(hub.url + tb_url)
+        screenshot(page, "jobs-panel-endpoints", "#ti-jobs-panel")
+    finally:
+        user.api("POST", f"/jobs/{job['id']}/kill")
+        user.api("DELETE", f"/jobs/{job['id']}/tensorboard")

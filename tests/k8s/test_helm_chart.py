@@ -295,6 +295,10 @@ def test_network_policies(helm, own_chart, tmp_path):
     assert [p["port"] for p in hub_rule[0]["ports"]] == [8081, 10101]
     # the hub reaches the Kubernetes API; the proxy reaches user pods and the ti service
     assert any(p["port"] in (443, 6443) for r in pols["ti-hub-hub"]["egress"] for p in r["ports"])
+    # JOB6: the ti service (in the hub's pod) reaches job pods' interactive ports for the endpoints proxy
+    ports_range = {"protocol": "TCP", "port": 40000, "endPort": 49999}
+    assert ports_range in ingress["ports"]
+    assert any(ports_range in r.get("ports", []) for r in pols["ti-hub-hub"]["egress"])
     assert pols["ti-hub-proxy"]["policyTypes"] == ["Egress"]
     # no policies at all when disabled; no additions to z2jh's hub policy when z2jh has none
     f = values_file(tmp_path, {"networkPolicy": {"enabled": False}})

@@ -23,7 +23,22 @@ def _reject_constants(name: str) -> Any:
     raise ValueError(f"{name} is not a valid number")
 
 
-class APIHandler(HubOAuthenticated, web.RequestHandler):
+class Refusals:
+    """For request handlers: a TiError is a refusal answered with its status, never logged as a server error."""
+
+    def log_exception(self, typ, value, tb) -> None:
+        if isinstance(value, TiError):
+            return  # an expected refusal, not a server problem
+        super().log_exception(typ, value, tb)
+
+    def _handle_request_exception(self, e: BaseException) -> None:
+        if isinstance(e, TiError):
+            self.send_error(e.status, exc_info=(type(e), e, e.__traceback__))
+            return
+        super()._handle_request_exception(e)
+
+
+class APIHandler(Refusals, HubOAuthenticated, web.RequestHandler):
     """Every API route derives from this: an unauthenticated request never reaches a handler body."""
 
     @property
@@ -106,16 +121,6 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
                     "field": None}
         self.finish(json.dumps(body, default=_default))
 
-    def log_exception(self, typ, value, tb) -> None:
-        if isinstance(value, TiError):
-            return  # an expected refusal, not a server problem
-        super().log_exception(typ, value, tb)
-
-    def _handle_request_exception(self, e: BaseException) -> None:
-        if isinstance(e, TiError):
-            self.send_error(e.status, exc_info=(type(e), e, e.__traceback__))
-            return
-        super()._handle_request_exception(e)
 
 
 def _default(o: Any) -> Any:

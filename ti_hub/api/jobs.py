@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..domain.errors import ValidationError
 from ..ops import jobs, queue
 from .base import APIHandler
+from .endpoints import endpoint_info
 
 
 class JobsHandler(APIHandler):
@@ -19,7 +20,8 @@ class JobsHandler(APIHandler):
 
 class JobHandler(APIHandler):
     async def get(self, ref: str):
-        self.send(await self.op(jobs.show, self.actor, ref))
+        out = await self.op(jobs.show, self.actor, ref)
+        self.send(endpoint_info(self.settings["service_prefix"], self.ti.tensorboards, self.actor, out))
 
 
 ACTIONS = ("kill", "pause", "resume", "clone", "pin", "unpin", "priority", "move", "cancel")

@@ -122,6 +122,17 @@ class ExecutionBackend(LoggingConfigurable):
         lines = text.splitlines(keepends=True)
         return "".join(lines[-n:]), end
 
+    # True where every job shares this machine's network (the embedded local backend): a port then belongs to
+    # one running job at a time, and the endpoints proxy refuses a job that declared a port another holds
+    shares_host_network = False
+
+    async def endpoint_address(self, job_id: int, state: dict[str, Any], instance: int
+                               ) -> tuple[str, dict[int, int] | None]:
+        """JOB6: where one instance's interactive ports answer, for the endpoints proxy: (host, port mapping),
+        the mapping None when the job's ports are reached as they are. Raises LookupError when the instance
+        is not running (the proxy answers 502)."""
+        raise NotImplementedError
+
     async def cleanup(self, job_id: int, state: dict[str, Any]) -> None:
         """Release what outlives the processes (scratch space, ...); logs are kept."""
         raise NotImplementedError

@@ -7,7 +7,7 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from . import submit
+from . import endpoints, submit
 from .client import quote
 from .common import add_json, command, examples, group
 from .config import make_client
@@ -115,18 +115,25 @@ def show_job(job: Mapping[str, Any]) -> None:
         flat["estimated_duration"] = fmt_duration(flat["estimated_duration"])
     if flat.get("started_at"):
         flat["runtime"] = runtime_of(flat)
-    details(flat, SHOW_ORDER + ("runtime",), skip=("backend_state",))
+    details(flat, SHOW_ORDER + ("runtime",), skip=("backend_state", "endpoint_urls", "tensorboards", "ports_added"))
     if isinstance(events, list) and events:
         out("\nevents:")
         table(events, [("AT", "at"), ("STATUS", "status"), ("MESSAGE", "message")])
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    job = make_client(args).get(f"/jobs/{quote(args.job)}")
+    client = make_client(args)
+    job = client.get(f"/jobs/{quote(args.job)}")
     if args.json:
         print_json(job)
     else:
         show_job(job)
+        links = endpoints.endpoint_lines(client, job)
+        if links:
+            out("\nendpoints:")
+            width = max(len(w) for w, _ in links)
+            for what, url in links:  # whole URLs (a table would clip them)
+                out(f"  {what.ljust(width)}  {url}")
     return 0
 
 
@@ -210,6 +217,8 @@ def register(root: Any) -> None:
     p.add_argument("job", metavar="ID|NAME")
     p.add_argument("--name", required=True, help="the new job's name")
     add_json(p)
+
+    endpoints.register(sub)
 
     p = command(sub, "wait", cmd_wait, "wait until a job ends, printing its state changes", examples(
         "ti job wait mnist", "ti job wait 42 --timeout 2h || echo 'not completed'",

@@ -44,3 +44,24 @@ class QuotaExceeded(TiError):
 
     status = 403
     error = "quota_exceeded"
+
+
+class BadGateway(TiError):
+    """A job's server behind an endpoint did not answer (not listening yet, or gone)."""
+
+    status = 502
+    error = "bad_gateway"
+
+
+class Unavailable(TiError):
+    """Something this TiHub lacks (an optional package)."""
+
+    status = 503
+    error = "unavailable"
+
+
+class NotHere(TiError):
+    """Not implemented on this backend."""
+
+    status = 501
+    error = "not_implemented"

@@ -31,6 +31,7 @@ from ..backends.base import ExecutionBackend
 from ..db import models as m
 from ..db.session import make_engine, make_sessionmaker, sqlite_url, upgrade
 from ..db.writelock import WriteLock
+from ..endpoints.tensorboard import TensorBoards
 from ..ops.rendercache import RenderCache
 from ..ops.settings import OpsSettings
 from ..secretfile import read_or_create
@@ -187,6 +188,13 @@ class TiService(Application):
              "'ti_hub.storage.k8s.KubernetesVolumeDriver' (one PersistentVolumeClaim per volume, with the "
              "Kubernetes backend).",
     )
+    tensorboard_idle_timeout = Float(
+        3600.0, config=True,
+        help="JOB6 seconds a TensorBoard started for a job's log directory (POST /jobs/ID/tensorboard) keeps "
+             "running without a request through its URL; it is stopped after that (an open TensorBoard tab polls, "
+             "so it counts as use). TensorBoards also stop with the service.")
+    tensorboard_max = Integer(
+        8, config=True, help="JOB6 most TensorBoards the service runs at once (each is a Python process of ~150 MB).")
     backend = Instance(ExecutionBackend)
     volume_driver = Instance(VolumeDriver)
 
@@ -215,6 +223,8 @@ class TiService(Application):
                                         {k: list(v) for k, v in self.device_count_rules.items()}, self.max_workers,
                                         self.max_ps)
         self.render_cache = RenderCache(self.list_cache_size)
+        self.tensorboards = TensorBoards(Path(self.data_dir) / "tensorboard", self.tensorboard_idle_timeout,
+                                         self.tensorboard_max, log=self.log)
         self.runner = JobRunner(self)
         self._poke_fd: int | None = None
         self.leader_serves_http = True  # serve() says; scheduler_max_share only applies when it does
@@ -389,6 +399,7 @@ class TiService(Application):
         await stop.wait()
         refresher.cancel()
         server.stop()
+        self.tensorboards.stop_all()
         self.executor.shutdown(wait=False, cancel_futures=True)
 
     async def serve(self, sockets=None, poke_reader: int | None = None, http: bool = True) -> None:
@@ -421,6 +432,7 @@ class TiService(Application):
         finally:
             if server is not None:
                 server.stop()
+            self.tensorboards.stop_all()
             self.executor.shutdown(wait=False, cancel_futures=True)
             self.loop_executor.shutdown(wait=False, cancel_futures=True)
             self.engine.dispose()

@@ -9,8 +9,9 @@ from jupyterhub.services.auth import HubOAuthCallbackHandler
 from tornado import web
 
 from .. import __version__
-from ..api import account, jobs, resources, ssh, workspaces
+from ..api import account, endpoints, jobs, resources, ssh, workspaces
 from ..api.base import APIHandler
+from ..endpoints.proxy import EndpointHandler
 from ..ops.jobspec import JOB_FIELDS
 from .pages import page_routes
 
@@ -26,6 +27,12 @@ ROUTES: list[tuple[str, type, dict[str, str]]] = [
                                  "post": "Submit a training job"}),
     (f"/jobs/{ID}", jobs.JobHandler, {"get": "A job's detail, queue position and history"}),
     (f"/jobs/{ID}/logs", jobs.JobLogsHandler, {"get": "Log text of one instance (?instance=&offset=&tail=)"}),
+    (f"/jobs/{ID}/ports", endpoints.JobPortsHandler, {"post": "Open one more interactive port {port} on my running "
+                                                              "job (40000-49999)"}),
+    (f"/jobs/{ID}/tensorboard", endpoints.JobTensorBoardHandler,
+     {"get": "My job's running TensorBoards", "post": "Start (or find) TensorBoard for {logdir} inside my job's "
+                                                      "volume mounts; returns its URL",
+      "delete": "Stop my job's TensorBoards (?logdir=)"}),
     (f"/jobs/{ID}/(kill|pause|resume|clone|pin|unpin|priority|move|cancel)", jobs.JobActionHandler,
      {"post": "Kill, pause, resume or clone; pin, unpin, priority {priority} (admins); move {to|before|after} "
               "(owners); cancel (queued)"}),
@@ -117,6 +124,8 @@ def handlers(prefix: str, service_prefix: str) -> list[tuple]:
         (prefix + "/?", RootHandler),
         *api,
         (service_prefix + "oauth_callback", HubOAuthCallbackHandler),
+        # JOB6: a job's ports and TensorBoards (docs/api.md "Endpoints"); not in ROUTES: not JSON, any method
+        (service_prefix + "endpoints/.*", EndpointHandler),
         *page_routes(service_prefix),
         (prefix + "/(.*)", NotFoundHandler),
     ]

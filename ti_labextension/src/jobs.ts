@@ -38,6 +38,8 @@ export class JobsPanel extends PollingPanel {
   private logInstance = 0;
   private logDone = false;
   private form: JobForm | null = null;
+  // kept across the detail's redraws (every 2 s), so what the user types in it survives them
+  private tbForm: HTMLFormElement | null = null;
 
   constructor() {
     super(2000);
@@ -92,6 +94,7 @@ export class JobsPanel extends PollingPanel {
     this.logOffset = 0;
     this.logInstance = 0;
     this.logDone = false;
+    this.tbForm = this.tensorBoardForm(id);
     this.main.replaceChildren(message('loading', 'Loading the job…'));
     void this.tick();
   }
@@ -211,9 +214,20 @@ export class JobsPanel extends PollingPanel {
       ['Finished', when(job.finished_at) || '—'],
       ['Run time', runTime(job)]
     ];
-    const endpoints = job.endpoints.length || job.ports.length
-      ? h('ul', {}, job.endpoints.map(e => h('li', {}, e)), job.ports.map(p => h('li', {}, `port ${p}`)))
-      : message('empty', 'No endpoints or ports were asked for.');
+    const urls = job.endpoint_urls || {};
+    const link = (href: string, text: string) => h('a', { href, target: '_blank', rel: 'noopener' }, text);
+    const endpoints = h(
+      'div',
+      { id: 'ti-job-endpoints' },
+      job.endpoints.length || job.ports.length
+        ? h('ul', {}, job.endpoints.map(e => h('li', {}, e)),
+            job.ports.map(p => h('li', {}, urls[String(p)] ? link(urls[String(p)], `port ${p}`) : `port ${p}`)))
+        : message('empty', 'No endpoints or ports were asked for.'),
+      (job.tensorboards || []).length
+        ? h('ul', {}, (job.tensorboards || []).map(t => h('li', {}, link(t.url, `TensorBoard: ${t.logdir}`))))
+        : '',
+      this.tbForm || ''
+    );
     const ahead = job.queue?.jobs_ahead?.length
       ? h('ol', {}, job.queue.jobs_ahead.map(a => h('li', {}, `${a.owner}/${a.name} (#${a.position})`)))
       : null;
@@ -229,6 +243,25 @@ export class JobsPanel extends PollingPanel {
       h('section', {}, h('h4', {}, 'Console'), job.instances > 1 ? instance : null, logs)
     );
     await this.pollLogs(job, logs);
+  }
+
+  /** TensorBoard for a log directory inside one of the job's volume mounts (JOB6). */
+  private tensorBoardForm(id: number): HTMLFormElement {
+    const logdir = h('input', { name: 'logdir', placeholder: '/mnt/output/tb', 'aria-label': 'Log directory' });
+    const status = h('div', { class: 'ti-form-status', 'aria-live': 'polite' });
+    const form = h('form', { class: 'ti-row', id: 'ti-tensorboard-form', 'aria-label': 'Open TensorBoard' },
+      logdir, h('button', { type: 'submit', class: 'ti-button' }, 'Open TensorBoard'), status);
+    form.addEventListener('submit', ev => {
+      ev.preventDefault();
+      status.replaceChildren(message('loading', 'Starting TensorBoard…'));
+      void requestAPI<{ url: string }>(`jobs/${id}/tensorboard`, { method: 'POST', json: { logdir: logdir.value.trim() } })
+        .then(tb => {
+          status.replaceChildren(h('p', { class: 'ti-message ti-message-success', role: 'status' },
+            'TensorBoard is ready: ', h('a', { href: tb.url, target: '_blank', rel: 'noopener' }, tb.url)));
+          window.open(tb.url, '_blank', 'noopener');
+        }, err => status.replaceChildren(message('error', `TensorBoard: ${errorText(err)}`)));
+    });
+    return form;
   }
 
   private async pollLogs(job: IJob, logs: HTMLPreElement): Promise<void> {

@@ -60,6 +60,9 @@ export interface IJob {
   started_at: string | null;
   finished_at: string | null;
   queue?: IQueueInfo;
+  /** The owner's only: declared port -> its path through the hub (instance 0, while running). */
+  endpoint_urls?: Record<string, string>;
+  tensorboards?: { logdir: string; url: string }[];
   events?: { at: string; status: string; message: string }[];
 }
 

@@ -357,6 +357,21 @@ class KubernetesBackend(ExecutionBackend):
                 for p in self.pods_by_job.get(job_id, {}).values()):
             await asyncio.sleep(0.1)
 
+    async def endpoint_address(self, job_id: int, state: dict[str, Any], instance: int
+                               ) -> tuple[str, dict[int, int] | None]:
+        """The pod's IP from the shared pod watch: single-instance jobs have no Service to give them a DNS name,
+        and an IP needs no lookup. The chart's NetworkPolicies let the hub's pod reach 40000-49999 of job pods."""
+        await self.start_watches(jobs=False)
+        for role in state.get("roles", []):
+            first, count = int(role["offset"]), int(role["count"])
+            if first <= instance < first + count:
+                pod = self._pods_of(job_id, role["job"]).get(instance - first) or {}
+                status = pod.get("status") or {}
+                if status.get("phase") != "Running" or not status.get("podIP"):
+                    raise LookupError(f"instance {instance} of job {job_id} has no running pod")
+                return status["podIP"], None
+        raise LookupError(f"job {job_id} has no instance {instance}")
+
     async def cleanup(self, job_id: int, state: dict[str, Any]) -> None:
         return None  # nothing outlives the Jobs: scratch is emptyDir, claims belong to volumes
 

@@ -331,6 +331,14 @@ class LocalBackend(ExecutionBackend):
         return await asyncio.to_thread(logfiles.read_tail, self.log_path(job_id, state, instance), n)
 
     # ---- cleanup and re-adoption -------------------------------------------------------------
+    shares_host_network = True  # jobs are processes of this machine (bubblewrap keeps the host's network)
+
+    async def endpoint_address(self, job_id: int, state: dict[str, Any], instance: int
+                               ) -> tuple[str, dict[int, int] | None]:
+        if not any(r.get("index") == instance for r in (state or {}).get("instances", [])):
+            raise LookupError(f"job {job_id} has no instance {instance} on this machine")
+        return "127.0.0.1", None
+
     async def cleanup(self, job_id: int, state: dict[str, Any]) -> None:
         await asyncio.to_thread(jobdir.remove_scratch, state or {})
 

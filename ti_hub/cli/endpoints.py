@@ -1,0 +1,79 @@
+"""`ti job tensorboard` and `ti job port`: a job's endpoints (JOB6, docs/user-guide.md "Endpoints")."""
+
+from __future__ import annotations
+
+import argparse
+import urllib.parse
+from collections.abc import Mapping
+from typing import Any
+
+from .client import TiClient, quote
+from .common import add_json, command, examples
+from .config import make_client
+from .output import out, print_json
+
+
+def absolute(client: TiClient, path: str) -> str:
+    """The API answers paths on the hub (they hold the hub's base URL): the hub's origin makes them links."""
+    parts = urllib.parse.urlsplit(client.url)
+    return f"{parts.scheme}://{parts.netloc}{path}"
+
+
+def endpoint_lines(client: TiClient, job: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(what, URL) for `ti job show`: each open port (instance 0) and each running TensorBoard."""
+    rows = [(f"port {p}", absolute(client, url)) for p, url in (job.get("endpoint_urls") or {}).items()]
+    rows += [(f"tensorboard {t.get('logdir')}", absolute(client, t["url"])) for t in job.get("tensorboards") or []]
+    return rows
+
+
+def cmd_tensorboard(args: argparse.Namespace) -> int:
+    client = make_client(args)
+    path = f"/jobs/{quote(args.job)}/tensorboard"
+    if args.stop:
+        done = client.delete(path, params={"logdir": args.logdir})
+        out(f"stopped {done.get('stopped', 0)} TensorBoard(s) of {args.job}")
+        return 0
+    if not args.logdir:
+        items = (client.get(path) or {}).get("items", [])
+        if args.json:
+            print_json(items)
+        elif not items:
+            out("(no TensorBoard running; start one with --logdir PATH)")
+        for t in [] if args.json else items:
+            out(f"{t['logdir']}  {absolute(client, t['url'])}")
+        return 0
+    tb = client.post(path, {"logdir": args.logdir})
+    if args.json:
+        print_json({**tb, "url": absolute(client, tb["url"])})
+    else:
+        out(absolute(client, tb["url"]))
+    return 0
+
+
+def cmd_port(args: argparse.Namespace) -> int:
+    client = make_client(args)
+    job = client.post(f"/jobs/{quote(args.job)}/ports", {"port": args.port})
+    if args.json:
+        print_json(job)
+        return 0
+    url = (job.get("endpoint_urls") or {}).get(str(args.port))
+    out(absolute(client, url) if url else f"port {args.port} added to {args.job}")
+    return 0
+
+
+def register(sub: Any) -> None:
+    p = command(sub, "tensorboard", cmd_tensorboard,
+                "TensorBoard for a log directory of a job's volumes; prints its URL",
+                examples("ti job tensorboard mnist --logdir /mnt/out/tb", "ti job tensorboard mnist",
+                         "ti job tensorboard mnist --stop"))
+    p.add_argument("job", metavar="ID|NAME")
+    p.add_argument("--logdir", metavar="PATH", help="a directory inside one of the job's volume mounts; without it: "
+                                                    "list the job's running TensorBoards")
+    p.add_argument("--stop", action="store_true", help="stop the job's TensorBoard (of --logdir, else all)")
+    add_json(p)
+
+    p = command(sub, "port", cmd_port, "open one more interactive port (40000-49999) on a running job",
+                examples("ti job port mnist 40002"))
+    p.add_argument("job", metavar="ID|NAME")
+    p.add_argument("port", type=int, metavar="PORT")
+    add_json(p)

@@ -1,0 +1,254 @@
+"""TensorBoard for a job's log directory, run by the ti service on this machine (embedded platform).
+
+One TensorBoard per (job, logdir), at most ``TiService.tensorboard_max`` at once, each stopped after
+``TiService.tensorboard_idle_timeout`` seconds without a request and when the service stops.
+
+The ti service may be several processes (an API request can land in any of them), so what runs is recorded in
+files, ``<data_dir>/tensorboard/<job>-<key>.json`` (pid, start time, port): any process finds a TensorBoard
+another one started. Starting takes an flock on the directory (one TensorBoard per logdir, the cap counted
+once). Each TensorBoard is a child of the process that started it, which reaps it and stops it when idle;
+a request through the proxy, in whatever process, marks it used by touching its file. It dies with its parent
+(PR_SET_PDEATHSIG, set before the exec), so a killed service never leaves one behind; its environment is a
+short list, so the service's tokens never reach it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import importlib.util
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ..backends.local import procs
+from ..domain.errors import BadGateway, Conflict, Unavailable
+from .pure import tensorboard_key
+
+# sets the parent-death signal, then becomes TensorBoard: no preexec_fn (unsafe in a threaded parent), and
+# the signal survives the exec. A parent already gone (the pid differs) means nobody wants it.
+WRAPPER = ("import ctypes, os, signal, sys\n"
+           "try:\n    ctypes.CDLL(None).prctl(1, signal.SIGTERM, 0, 0, 0)\nexcept (OSError, AttributeError):\n"
+           "    pass\n"
+           "if os.getppid() != int(sys.argv[1]):\n    sys.exit(0)\n"
+           "os.execv(sys.executable, [sys.executable, '-m', 'tensorboard.main', *sys.argv[2:]])\n")
+EXTRA_HINT = "pip install 'ti-hub[tensorboard]'"
+INHERIT = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "LD_LIBRARY_PATH")
+
+
+def installed() -> bool:
+    return importlib.util.find_spec("tensorboard") is not None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _write(path: Path, doc: dict[str, Any]) -> None:
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(doc))
+    os.replace(tmp, path)
+
+
+def _alive(rec: dict[str, Any] | None) -> bool:
+    return bool(rec) and procs.is_alive(rec.get("pid"), rec.get("start_time"))
+
+
+class TensorBoards:
+    def __init__(self, root: str | Path, idle_timeout: float = 3600.0, max_running: int = 8,
+                 python: str = sys.executable, log: Any = None):
+        self.root = Path(root)
+        self.idle_timeout = idle_timeout
+        self.max_running = max_running
+        self.python = python
+        self.log = log
+        self._children: dict[str, subprocess.Popen] = {}  # record file name -> this process's own TensorBoards
+        self._touched: dict[str, float] = {}
+        self._reaper: asyncio.Task | None = None
+        self._starting: set[str] = set()
+
+    # -- records ---------------------------------------------------------------------------------------------
+    def _path(self, job_id: int, key: str) -> Path:
+        return self.root / f"{int(job_id)}-{key}.json"
+
+    def get(self, job_id: int, key: str) -> dict[str, Any] | None:
+        """The running TensorBoard of this job and key (any process's), or None."""
+        rec = _read(self._path(job_id, key))
+        return rec if _alive(rec) else None
+
+    def of_job(self, job_id: int) -> list[dict[str, Any]]:
+        out = [rec for p in sorted(self.root.glob(f"{int(job_id)}-*.json")) if _alive(rec := _read(p))]
+        return sorted(out, key=lambda r: r["logdir"])
+
+    def _running(self) -> list[dict[str, Any]]:
+        return [rec for p in self.root.glob("*.json") if _alive(rec := _read(p))]
+
+    def touch(self, rec: dict[str, Any]) -> None:
+        """Used now: the idle clock restarts (at most one write per 10 s and process)."""
+        name = f"{rec['job_id']}-{rec['key']}.json"
+        now = time.monotonic()
+        if now - self._touched.get(name, -1e9) < 10:
+            return
+        self._touched[name] = now
+        try:
+            os.utime(self.root / name)
+        except OSError:
+            pass
+
+    # -- start and stop --------------------------------------------------------------------------------------
+    async def start(self, job_id: int, owner: str, logdir: str, hostdir: str, prefix: str
+                    ) -> tuple[dict[str, Any], bool]:
+        """(the record, whether it was started now); waits until it answers (at most a minute)."""
+        if not installed():
+            raise Unavailable(f"TensorBoard is not installed on this TiHub: an administrator installs it with "
+                              f"{EXTRA_HINT}")
+        key = tensorboard_key(logdir)
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            await asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX)
+            rec = self.get(job_id, key)
+            if rec is not None:
+                self.touch(rec)
+                return rec, False
+            if len(self._running()) >= self.max_running:
+                raise Conflict(f"{self.max_running} TensorBoards already run on this TiHub (the most at once); "
+                               "stop one with DELETE /jobs/ID/tensorboard, or wait until one has been idle for "
+                               f"{self.idle_timeout:g} s", field="logdir")
+            port = free_port()
+            path = self._path(job_id, key)
+            log = open(path.with_suffix(".log"), "wb")  # noqa: SIM115 - the child keeps it
+            with log:
+                # the Popen runs on the event loop's thread: the parent-death signal follows the forking thread
+                proc = subprocess.Popen(
+                    [self.python, "-c", WRAPPER, str(os.getpid()), "--logdir", hostdir, "--path_prefix", prefix,
+                     "--host", "127.0.0.1", "--port", str(port), "--load_fast", "false"],
+                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=self.root, start_new_session=True,
+                    env={k: os.environ[k] for k in INHERIT if k in os.environ})
+            rec = {"job_id": int(job_id), "key": key, "owner": owner, "logdir": logdir, "hostdir": hostdir,
+                   "prefix": prefix, "port": port, "pid": proc.pid, "start_time": procs.start_time(proc.pid),
+                   "started_at": time.time()}
+            _write(path, rec)
+            self._children[path.name] = proc
+        finally:
+            os.close(fd)  # releases the flock
+        self._ensure_reaper()
+        self._starting.add(path.name)  # its idle time counts from when it answers
+        try:
+            await self._wait_ready(rec, proc)
+        finally:
+            self._starting.discard(path.name)
+            self._touched.pop(path.name, None)
+            self.touch(rec)
+        return rec, True
+
+    async def _wait_ready(self, rec: dict[str, Any], proc: subprocess.Popen, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                self._forget(f"{rec['job_id']}-{rec['key']}.json", proc.pid)
+                tail = self._log_tail(rec)
+                raise BadGateway(f"TensorBoard exited at start (code {proc.returncode}): {tail}", field="logdir")
+            try:
+                _reader, writer = await asyncio.open_connection("127.0.0.1", rec["port"])
+                writer.close()
+                return
+            except OSError:
+                await asyncio.sleep(0.1)
+        # still loading: the proxy answers 502 until it listens; the record stays for the idle reaper
+
+    def _log_tail(self, rec: dict[str, Any], n: int = 5) -> str:
+        try:
+            lines = self._path(rec["job_id"], rec["key"]).with_suffix(".log").read_text(errors="replace")
+        except OSError:
+            return ""
+        return " | ".join(line.strip() for line in lines.splitlines()[-n:] if line.strip())[:2000]
+
+    def _forget(self, name: str, pid: int | None) -> None:
+        path = self.root / name
+        rec = _read(path)
+        if rec is not None and (pid is None or rec.get("pid") == pid):
+            path.unlink(missing_ok=True)
+        self._children.pop(name, None)
+        self._touched.pop(name, None)
+
+    def stop(self, job_id: int, key: str | None = None) -> int:
+        """Stop this job's TensorBoards (one key, or all); returns how many were running."""
+        n = 0
+        for rec in self.of_job(job_id):
+            if key is not None and rec["key"] != key:
+                continue
+            try:
+                os.kill(rec["pid"], signal.SIGTERM)
+                n += 1
+            except ProcessLookupError:
+                pass
+            self._path(job_id, rec["key"]).unlink(missing_ok=True)
+        return n
+
+    def stop_all(self) -> None:
+        """This process's TensorBoards (the service stops)."""
+        for name, proc in list(self._children.items()):
+            if proc.poll() is None:
+                proc.terminate()
+            self._forget(name, proc.pid)
+        if self._reaper is not None:
+            self._reaper.cancel()
+            self._reaper = None
+
+    # -- reaping -------------------------------------------------------------------------------------------
+    def _ensure_reaper(self) -> None:
+        if self._reaper is None or self._reaper.done():
+            self._reaper = asyncio.ensure_future(self._reap_forever())
+
+    async def _reap_forever(self) -> None:
+        period = max(1.0, min(30.0, self.idle_timeout / 4))
+        while self._children:
+            await asyncio.sleep(period)
+            try:
+                self.reap()
+            except Exception:  # noqa: BLE001 - the reaper must outlive one bad file
+                if self.log:
+                    self.log.exception("reaping TensorBoards failed")
+
+    def reap(self, now: float | None = None) -> None:
+        now = time.time() if now is None else now
+        for name, proc in list(self._children.items()):
+            if proc.poll() is not None:
+                self._forget(name, proc.pid)
+                continue
+            if name in self._starting:
+                continue
+            try:
+                idle = now - (self.root / name).stat().st_mtime
+            except FileNotFoundError:
+                idle = float("inf")  # stopped through another process (DELETE): the file is gone
+            if idle > self.idle_timeout:
+                if self.log:
+                    self.log.info("stopping TensorBoard %s: idle for %.0f s", name, idle)
+                proc.terminate()
+                self._path_unlink(name, proc.pid)
+        for path in self.root.glob("*.json"):  # records whose process is gone (a crash, a restart)
+            rec = _read(path)
+            if rec is not None and not _alive(rec) and path.name not in self._children:
+                path.unlink(missing_ok=True)
+
+    def _path_unlink(self, name: str, pid: int) -> None:
+        rec = _read(self.root / name)
+        if rec is not None and rec.get("pid") == pid:
+            (self.root / name).unlink(missing_ok=True)
