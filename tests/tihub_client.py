@@ -79,6 +79,20 @@ class Session:
         r = self.browser.get(f"{self.hub.url}/hub/authorize/{name}")
         assert r.status_code == 200, r.text[:300]
 
+    def wait_server(self, server: str, ready: bool = True, timeout: float = 120) -> dict:
+        """Wait until this person's named server is ready (its model), or gone (``ready=False``: {})."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            r = self.hub_api("GET", f"/users/{self.name}")
+            r.raise_for_status()
+            s = r.json()["servers"].get(server)
+            if ready and s and s["ready"]:
+                return s
+            if not ready and not s:
+                return {}
+            time.sleep(0.3)
+        raise TimeoutError(f"server {server} not {'ready' if ready else 'gone'} after {timeout} s")
+
     def wait_job(self, ref: Any, states=("completed", "failed", "killed", "error"), timeout: float = 120) -> dict:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -10,18 +10,14 @@ from tihub_client import wait
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 
+
 @pytest.fixture(scope="module")
 def lab(hub):
     """One user with a running workspace named 'mylab'."""
     user = hub.person("labuser")
     r = user.hub_api("POST", f"/users/{user.name}/servers/mylab", json={"plan": "cpu-small"})
     assert r.status_code in (201, 202), r.text
-
-    def ready():
-        s = user.hub_api("GET", f"/users/{user.name}").json()["servers"].get("mylab")
-        return s if s and s["ready"] else None
-
-    wait(ready, 120, "the workspace to be ready")
+    user.wait_server("mylab")
     yield user
     user.hub_api("DELETE", f"/users/{user.name}/servers/mylab")
 

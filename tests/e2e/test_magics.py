@@ -146,24 +146,12 @@ def test_magics_submit_follow_list_kill_in_a_notebook(hub, new_user, tmp_path):
     assert time.monotonic() - started < 170
 
 
-def wait_server(session, server: str, ready: bool = True, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        r = session.hub_api("GET", f"/users/{session.name}")
-        r.raise_for_status()
-        s = r.json()["servers"].get(server)
-        if (ready and s and s["ready"]) or (not ready and not s):
-            return
-        time.sleep(0.3)
-    raise TimeoutError(f"server {server} not {'ready' if ready else 'gone'} after {timeout} s")
-
-
 def test_workspace_kernels_load_the_magics_by_themselves(hub, new_user, tmp_path):
     u = new_user("nbauto")
     r = u.hub_api("POST", f"/users/{u.name}/servers/nb-box", json={"plan": "cpu-small"})
     assert r.status_code in (201, 202), r.text
     try:
-        wait_server(u, "nb-box")
+        u.wait_server("nb-box")
         found = processes_with_env(JUPYTERHUB_USER=u.name, TI_WORKSPACE="nb-box")
         assert found, "the workspace process is not running"
         env = dict(next(iter(found.values())))
@@ -181,4 +169,4 @@ def test_workspace_kernels_load_the_magics_by_themselves(hub, new_user, tmp_path
         assert stream(cells[2]) == "Automatically created module for IPython interactive environment []\n"
     finally:
         u.hub_api("DELETE", f"/users/{u.name}/servers/nb-box")
-        wait_server(u, "nb-box", ready=False)
+        u.wait_server("nb-box", ready=False)

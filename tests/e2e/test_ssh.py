@@ -58,13 +58,6 @@ def person_with_key(hub, prefix: str, tmp: Path):
     return u
 
 
-def wait_server(u, server: str, ready: bool = True, timeout: float = 120) -> None:
-    def state():
-        s = u.hub_api("GET", f"/users/{u.name}").json()["servers"].get(server)
-        return (s and s["ready"]) if ready else not s
-    wait(state, timeout, f"workspace {server} {'ready' if ready else 'gone'}")
-
-
 def hub_log(hub) -> str:
     return (hub.data_dir.parent / f"{hub.data_dir.name}.log").read_text(errors="replace")
 
@@ -82,7 +75,7 @@ def alice(hub, keys_dir):
     r = u.hub_api("POST", f"/users/{u.name}/servers/{WS}",
                   json={"plan": "cpu-small", "volumes": [{"volume": "ssh-data", "mount_path": "/mnt/sshdata"}]})
     assert r.status_code in (201, 202), r.text
-    wait_server(u, WS)
+    u.wait_server(WS)
     u.ws = u.ok("GET", f"/jobs/{WS}")
     u.volume_dir = hub.data_dir / "volumes" / str(u.ws["volumes"][0]["volume_id"])
     (u.volume_dir / "from-host.txt").write_text("volume content\n")
@@ -271,20 +264,20 @@ def test_a_workspace_started_without_ssh_access_is_refused(hub, keys_dir):
     u = person_with_key(hub, "sshoff", keys_dir)
     r = u.hub_api("POST", f"/users/{u.name}/servers/quiet", json={"plan": "cpu-small", "ssh": False})
     assert r.status_code in (201, 202), r.text
-    wait_server(u, "quiet")
+    u.wait_server("quiet")
     try:
         r = ssh(hub, f"{u.name}+quiet", u.key, "true")
         assert r.returncode == 1 and "was started without SSH access" in r.stderr, r.stderr
     finally:
         u.hub_api("DELETE", f"/users/{u.name}/servers/quiet")
-        wait_server(u, "quiet", ready=False)
+        u.wait_server("quiet", ready=False)
 
 
 def test_a_stopped_workspace_is_refused_with_how_to_start_it(hub, alice):
     """Last: stops the module's workspace. What sessions left running there ends with it."""
     r = alice.hub_api("DELETE", f"/users/{alice.name}/servers/{WS}")
     assert r.status_code in (202, 204)
-    wait_server(alice, WS, ready=False)
+    alice.wait_server(WS, ready=False)
     r = ssh(hub, f"{alice.name}+{WS}", alice.key, "true")
     assert r.returncode == 1
     assert f"workspace '{WS}' is stopped: start it at {hub.url}/hub/spawn/{alice.name}/{WS}" in r.stderr

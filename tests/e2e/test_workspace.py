@@ -17,20 +17,6 @@ def process_env_of(**wanted: str) -> dict[str, str] | None:
     return next(iter(found.values())) if found else None
 
 
-def wait_server(session, server: str, ready: bool = True, timeout: float = 90) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        r = session.hub_api("GET", f"/users/{session.name}")
-        r.raise_for_status()
-        s = r.json()["servers"].get(server)
-        if ready and s and s["ready"]:
-            return s
-        if not ready and not s:
-            return {}
-        time.sleep(0.3)
-    raise TimeoutError(f"server {server} not {'ready' if ready else 'gone'} after {timeout} s")
-
-
 def workspace_usage(session) -> int:
     quota = session.ok("GET", "/quota")
     return sum(c["used"]["devices"] for c in quota["compute"] if c["kind"] == "workspace")
@@ -40,7 +26,7 @@ def test_workspace_start_stop_through_admission(hub, new_user):
     u = new_user("wsuser")
     r = u.hub_api("POST", f"/users/{u.name}/servers/dev-box", json={"plan": "demo-gpu-1"})
     assert r.status_code in (201, 202), r.text
-    wait_server(u, "dev-box")
+    u.wait_server("dev-box")
     ws = u.ok("GET", "/jobs/dev-box")
     assert ws["kind"] == "workspace" and ws["status"] == "running"
     assert workspace_usage(u) == 1
@@ -60,16 +46,16 @@ def test_workspace_start_stop_through_admission(hub, new_user):
 
     r = u.hub_api("DELETE", f"/users/{u.name}/servers/dev-box")
     assert r.status_code in (202, 204)
-    wait_server(u, "dev-box", ready=False)
+    u.wait_server("dev-box", ready=False)
     assert u.ok("GET", "/jobs/dev-box")["status"] == "stopped"
     assert workspace_usage(u) == 0
     # a restart keeps the configuration
     r = u.hub_api("POST", f"/users/{u.name}/servers/dev-box", json={"plan": "demo-gpu-1"})
     assert r.status_code in (201, 202), r.text
-    wait_server(u, "dev-box")
+    u.wait_server("dev-box")
     assert u.ok("GET", "/jobs/dev-box")["status"] == "running"
     u.hub_api("DELETE", f"/users/{u.name}/servers/dev-box")
-    wait_server(u, "dev-box", ready=False)
+    u.wait_server("dev-box", ready=False)
 
 
 def test_workspace_options_are_validated_like_the_api(hub, new_user):
@@ -111,7 +97,7 @@ def test_spawn_form_offers_only_runnable_plans_and_my_volumes(hub, new_user):
                        data={"plan": "cpu-small", "volumes": f"{u.name}/form-data", "env": "FOO=bar",
                              "_xsrf": u.browser.cookies.get("_xsrf", path="/hub/")})
     assert r.status_code == 200, r.text[:500]
-    wait_server(u, "form-box")
+    u.wait_server("form-box")
     ws = u.ok("GET", "/jobs/form-box")
     assert ws["volumes"][0]["mount_path"] == "/mnt/form-data" and ws["env"] == {"FOO": "bar"}
     # the volume really is at its mount path inside the workspace's mount namespace
@@ -126,4 +112,4 @@ def test_spawn_form_offers_only_runnable_plans_and_my_volumes(hub, new_user):
     assert "from the host" in seen
     assert not Path("/mnt/form-data").exists()  # the mount point exists only inside the sandbox
     u.hub_api("DELETE", f"/users/{u.name}/servers/form-box")
-    wait_server(u, "form-box", ready=False)
+    u.wait_server("form-box", ready=False)
