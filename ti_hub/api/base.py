@@ -24,7 +24,8 @@ def _reject_constants(name: str) -> Any:
 
 
 class Refusals:
-    """For request handlers: a TiError is a refusal answered with its status, never logged as a server error."""
+    """For request handlers: a TiError is a refusal answered with its status, never logged as a server error;
+    every error is answered as the API's JSON error document."""
 
     def log_exception(self, typ, value, tb) -> None:
         if isinstance(value, TiError):
@@ -36,6 +37,23 @@ class Refusals:
             self.send_error(e.status, exc_info=(type(e), e, e.__traceback__))
             return
         super()._handle_request_exception(e)
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(exc, TiError):
+            self.set_status(exc.status)
+            body = exc.to_json()
+        elif isinstance(exc, web.HTTPError):
+            body = {"error": {401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed"}
+                    .get(status_code, "http_error"), "detail": exc.log_message or self._reason, "field": None}
+        else:
+            body = {"error": "internal", "detail": "internal error; the administrators can find it in the log",
+                    "field": None}
+        # the proxy may fail after relaying a job's headers: answer plain JSON whatever was set before
+        self.clear_header("Content-Encoding")
+        self.set_header("Content-Type", "application/json")
+        self.set_header("Cache-Control", "no-store")
+        self.finish(json.dumps(body, default=_default))
 
 
 class APIHandler(Refusals, HubOAuthenticated, web.RequestHandler):
@@ -107,19 +125,6 @@ class APIHandler(Refusals, HubOAuthenticated, web.RequestHandler):
 
         GET requests never write, so they run as read-only transactions (no SQLite write lock)."""
         return await self.ti.db(fn, *args, readonly=self.request.method == "GET", **kwargs)
-
-    def write_error(self, status_code: int, **kwargs: Any) -> None:
-        exc = kwargs.get("exc_info", (None, None, None))[1]
-        if isinstance(exc, TiError):
-            self.set_status(exc.status)
-            body = exc.to_json()
-        elif isinstance(exc, web.HTTPError):
-            body = {"error": {401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed"}
-                    .get(status_code, "http_error"), "detail": exc.log_message or self._reason, "field": None}
-        else:
-            body = {"error": "internal", "detail": "internal error; the administrators can find it in the log",
-                    "field": None}
-        self.finish(json.dumps(body, default=_default))
 
 
 

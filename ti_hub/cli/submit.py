@@ -116,18 +116,23 @@ def build_submission(args: argparse.Namespace) -> dict[str, Any]:
     return body
 
 
+def report_submitted(args: argparse.Namespace, job: dict, body: dict):
+    """Say what was submitted (the job as JSON with --json); returns how to refer to the job."""
+    if args.json:
+        print_json(job)
+    else:
+        out(f"submitted job {job.get('id', '?')} {job.get('name', body.get('name', ''))} "
+            f"({job.get('status', 'created')})")
+    return job.get("id") or job.get("name") or body.get("name")
+
+
 def cmd_submit(args: argparse.Namespace) -> int:
     body = build_submission(args)
     if not body.get("command") and not body.get("template"):
         raise UsageError("no command: give it after `--` (ti job submit --name N --plan P -- python train.py)")
     client = make_client(args)
     job = client.post("/jobs", body)
-    ref = job.get("id") or job.get("name") or body.get("name")
-    if args.json:
-        print_json(job)
-    else:
-        out(f"submitted job {job.get('id', '?')} {job.get('name', body.get('name', ''))} "
-            f"({job.get('status', 'created')})")
+    ref = report_submitted(args, job, body)
     if not (args.wait or args.follow):
         return 0
     return watch_job(client, ref, job, follow=args.follow, timeout=args.timeout_wait)

@@ -11,7 +11,6 @@ cookies) in ``pure.py``. Errors are the API's JSON.
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 from jupyterhub.services.auth import HubOAuthenticated, UserNotAllowed
@@ -22,7 +21,7 @@ from tornado.simple_httpclient import SimpleAsyncHTTPClient
 
 from ..api.base import Refusals
 from ..domain.actor import Actor
-from ..domain.errors import BadGateway, NotFound, TiError
+from ..domain.errors import BadGateway, NotFound
 from ..ops import endpoints as ops
 from .pure import (cross_site, parse_endpoint_path, request_headers, response_headers, strip_token_query)
 
@@ -306,23 +305,6 @@ class EndpointHandler(Refusals, HubOAuthenticated, websocket.WebSocketHandler):
         client, self.ws_client = self.ws_client, None
         if client is not None:
             client.close(*_close_args(self))
-
-    # -- errors ----------------------------------------------------------------------------------------------
-    def write_error(self, status_code: int, **kwargs: Any) -> None:
-        exc = kwargs.get("exc_info", (None, None, None))[1]
-        if isinstance(exc, TiError):
-            self.set_status(exc.status)
-            body = exc.to_json()
-        elif isinstance(exc, web.HTTPError):
-            body = {"error": {401: "unauthorized", 403: "forbidden", 404: "not_found"}.get(status_code, "http_error"),
-                    "detail": exc.log_message or self._reason, "field": None}
-        else:
-            body = {"error": "internal", "detail": "internal error; the administrators can find it in the log",
-                    "field": None}
-        self.clear_header("Content-Encoding")
-        self.set_header("Content-Type", "application/json")
-        self.set_header("Cache-Control", "no-store")
-        self.finish(json.dumps(body))
 
 
 def _why(e: BaseException) -> str:

@@ -15,7 +15,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
 from ..cli.client import quote
 from ..cli.config import make_client
-from ..cli.output import out, print_json
+from ..cli.submit import report_submitted
 from ..cli.watch import watch_job
 from . import commands
 from .commands import HelpShown, MagicError, call, split_line
@@ -124,12 +124,7 @@ class TiMagics(Magics):
             return None
         except MagicError as e:
             raise _fail("%%ti_submit", e) from None
-        ref = job.get("id") or job.get("name") or body.get("name")
-        if args.json:
-            print_json(job)
-        else:
-            out(f"submitted job {job.get('id', '?')} {job.get('name', body.get('name'))} "
-                f"({job.get('status', 'created')})")
+        ref = report_submitted(args, job, body)
         if args.follow or args.wait:
             try:
                 call(watch_job, client, ref, job, args.follow, args.timeout_wait)
