@@ -5,8 +5,9 @@
     python3 helm/tools/render-schema.py --check    exit 1 if it is missing or out of date
 
 Both first check the schema's own rules: every object has ``additionalProperties: false`` and
-every property has a description. The only object allowed extra properties is ``jupyterhub``
-(passed through to the subchart, whose own schema checks it), and it must say why.
+every property has a description. A map (``additionalProperties`` a schema, e.g. annotations:
+string to string) checks every value. The only object allowed any extra property is
+``jupyterhub`` (passed through to the subchart, whose own schema checks it).
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ def problems(schema: dict, path: str = "") -> list[str]:
         if path in OPEN_OBJECTS:
             if extra is not True:
                 out.append(f"{where}: a pass-through object must say additionalProperties: true")
+        elif isinstance(extra, dict) and not schema.get("properties"):
+            out.extend(problems(extra, f"{path}.*"))  # a map: its values are checked
         elif extra is not False:
             out.append(f"{where}: objects need additionalProperties: false")
         for name, sub in (schema.get("properties") or {}).items():

@@ -82,6 +82,8 @@ def test_magics_submit_follow_list_kill_in_a_notebook(hub, new_user, tmp_path):
         "follow": "%ti_logs nb-hello -f",
         "jobs": "%ti_jobs --json",
         "quota": "%ti_quota",
+        "tensorboards": "%ti_tensorboard nb-hello",
+        "tb_outside": new_code_cell("%ti_tensorboard nb-hello --logdir /etc", metadata=ERROR_CELL),
         "kill": new_code_cell("%ti_kill nb-hello", metadata=ERROR_CELL),
         "bad_int": new_code_cell("%ti_jobs --limit lots", metadata=ERROR_CELL),
         "bad_plan": new_code_cell("%%ti_submit --name nb-bad --plan no-such-plan --image python-cpu\necho x",
@@ -115,6 +117,9 @@ def test_magics_submit_follow_list_kill_in_a_notebook(hub, new_user, tmp_path):
     listed = json.loads(stream(out["jobs"]))
     assert {j["name"]: j["status"] for j in listed}["nb-hello"] == "completed"
     assert "cpu" in stream(out["quota"]).lower()
+    assert stream(out["tensorboards"]) == "(no TensorBoard running; start one with --logdir PATH)\n"
+    assert one_line_error(out["tb_outside"]).startswith("UsageError: %ti_tensorboard: ")
+    assert one_line_error(out["tb_outside"]).endswith("(field: logdir)")
 
     kill = one_line_error(out["kill"])
     assert kill == f"UsageError: %ti_kill: job {job_id} has already ended (completed) (field: id)"
@@ -163,7 +168,7 @@ def test_workspace_kernels_load_the_magics_by_themselves(hub, new_user, tmp_path
             "print(__doc__, [k for k in globals() if 'autoload' in k])",
         ], env, tmp_path).cells
         assert stream(cells[0]) == str(sorted(["ti", "ti_form", "ti_jobs", "ti_kill", "ti_logs", "ti_monitor",
-                                               "ti_queue", "ti_quota"])) + "\n"
+                                               "ti_queue", "ti_quota", "ti_tensorboard"])) + "\n"
         listed = json.loads(stream(cells[1]))
         assert [(j["name"], j["status"]) for j in listed] == [("nb-box", "running")]
         assert stream(cells[2]) == "Automatically created module for IPython interactive environment []\n"

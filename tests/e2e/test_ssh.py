@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import requests
+from sshkit import pty_session
 from tihub_client import wait
 
 pytestmark = [pytest.mark.e2e,
@@ -100,25 +101,11 @@ def test_a_command_runs_in_the_workspace_and_its_exit_status_comes_back(hub, ali
 
 
 def test_interactive_shell_on_a_pty_follows_window_changes(hub, alice):
-    asyncssh = pytest.importorskip("asyncssh")
+    pytest.importorskip("asyncssh")
     import asyncio
 
-    async def drive() -> str:
-        key = asyncssh.read_private_key(str(alice.key))
-        async with asyncssh.connect("127.0.0.1", hub.ssh_port, username=f"{alice.name}+{WS}", client_keys=[key],
-                                    known_hosts=None, agent_path=None) as conn:
-            p = await conn.create_process(term_type="xterm-256color", term_size=(120, 40))
-            p.stdin.write("echo TERM=$TERM; stty size; tty\n")
-            seen = ""
-            while "40 120" not in seen:
-                seen += await asyncio.wait_for(p.stdout.read(1024), 20)
-            p.change_terminal_size(100, 33)
-            p.stdin.write("stty size; exit 5\n")
-            seen += await asyncio.wait_for(p.stdout.read(), 20)
-            await p.wait_closed()
-            return seen + f"\nstatus={p.exit_status}"
-
-    out = asyncio.run(drive())
+    out = asyncio.run(pty_session(hub.ssh_port, f"{alice.name}+{WS}", alice.key, "echo TERM=$TERM; stty size; tty\n",
+                                  "40 120", (100, 33), "stty size; exit 5\n"))
     assert "TERM=xterm-256color" in out and "40 120" in out and "33 100" in out and "/dev/pts/" in out
     assert out.endswith("status=5")
     r = ssh(hub, f"{alice.name}+{WS}", alice.key, "tty", extra=("-tt",))

@@ -29,6 +29,11 @@ HERE = Path(__file__).resolve().parent
 DEVICE_TYPE_LABEL = "ti-hub.io/device-type"
 POOL_LABEL = "ti-hub.io/pool"
 GPU = "nvidia.com/gpu"
+# Pods in these namespaces "run" what is exec'd in them on this machine (kwok's ClusterExec, as nobody when
+# the tests run as root), and their port FORWARDED_POD_PORT leads to 127.0.0.1:<LocalCluster.forward_port>
+# (ClusterPortForward): the SSH gateway's Kubernetes path is tested end to end through the API server.
+EXEC_NAMESPACES = ("ti-ssh-k8s",)
+FORWARDED_POD_PORT = 47001
 
 
 def _port() -> int:
@@ -97,6 +102,7 @@ class LocalCluster:
         self.procs: dict[str, subprocess.Popen] = {}
         self.kubeconfig = self.dir / "admin.kubeconfig"
         self.server = ""
+        self.forward_port = _port()  # where FORWARDED_POD_PORT of pods in EXEC_NAMESPACES leads
         # a token for a user with no rights of its own (RBAC tests grant it roles)
         self.user_token = secrets.token_hex(16)
 
@@ -209,12 +215,23 @@ class LocalCluster:
         return p
 
     def _write_kwok_config(self) -> None:
+        # a pod's user is never root: as root, kwok runs exec'd commands as nobody (it cannot switch otherwise)
+        nobody = {"securityContext": {"runAsUser": 65534, "runAsGroup": 65534}} if os.geteuid() == 0 else {}
         docs = [json.dumps({"apiVersion": "config.kwok.x-k8s.io/v1alpha1", "kind": "KwokConfiguration",
                             "options": {"podPlayStageParallelism": 16, "nodePlayStageParallelism": 8,
                                         "nodeLeaseParallelism": 4, "enableDebuggingHandlers": True}}),
                 json.dumps({"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterLogs",
                             "metadata": {"name": "ti-test-logs"},
-                            "spec": {"logs": [{"logsFile": str(self.dir / "logs.txt"), "follow": False}]}})]
+                            "spec": {"logs": [{"logsFile": str(self.dir / "logs.txt"), "follow": False}]}}),
+                json.dumps({"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterExec",
+                            "metadata": {"name": "ti-test-exec"},
+                            "spec": {"selector": {"matchNamespaces": list(EXEC_NAMESPACES)},
+                                     "execs": [{"local": {"workDir": "/tmp", **nobody}}]}}),
+                json.dumps({"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterPortForward",
+                            "metadata": {"name": "ti-test-forward"},
+                            "spec": {"selector": {"matchNamespaces": list(EXEC_NAMESPACES)},
+                                     "forwards": [{"ports": [FORWARDED_POD_PORT],
+                                                   "target": {"address": "127.0.0.1", "port": self.forward_port}}]}})]
         for f in sorted((self.bin / "kwok-stages").glob("*.yaml")) + sorted((HERE / "stages").glob("*.yaml")):
             docs.append(f.read_text())
         (self.dir / "kwok.yaml").write_text("\n---\n".join(docs))

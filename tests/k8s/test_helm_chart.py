@@ -169,7 +169,7 @@ def test_own_objects_render_builtin_kinds(helm, own_chart):
     docs = render(helm, own_chart)
     assert {(d["apiVersion"], d["kind"]) for d in docs} <= BUILTIN
     assert {d["kind"] for d in docs} == {"ConfigMap", "Secret", "ServiceAccount", "Role", "RoleBinding", "ClusterRole",
-                                          "ClusterRoleBinding", "NetworkPolicy", "Pod"}
+                                          "ClusterRoleBinding", "NetworkPolicy", "Pod", "Service"}
     settings = json.loads(one(docs, "ConfigMap", "ti-hub-config")["data"]["settings.json"])
     assert settings["userNamespace"] == NS and settings["devices"]["resourceName"] == "nvidia.com/gpu"
     assert settings["devices"]["typeLabel"] == "ti-hub.io/device-type"
@@ -238,6 +238,8 @@ def test_broken_wiring_to_the_subchart_fails_with_a_reason(helm, own_chart, tmp_
 ROLE_RULES = {
     ("", "pods"): {"create", "get", "list", "watch", "delete"},
     ("", "pods/log"): {"get"},
+    ("", "pods/exec"): {"create"},
+    ("", "pods/portforward"): {"create"},
     ("", "services"): {"create", "get", "list", "watch", "delete"},
     ("", "persistentvolumeclaims"): {"create", "get", "list", "watch", "delete", "patch"},
     ("", "secrets"): {"create", "get", "delete"},
@@ -268,6 +270,10 @@ def test_rbac_is_least_privilege(helm, own_chart, tmp_path):
     # without per-user policies the ti service gets no right on NetworkPolicies
     f = values_file(tmp_path, {"networkPolicy": {"perUser": False}})
     assert ("networking.k8s.io", "networkpolicies") not in rules_of(one(render(helm, own_chart, "-f", f), "Role"))
+    # without the SSH gateway, no exec or port-forward into user pods
+    f = values_file(tmp_path, {"sshGateway": {"enabled": False}})
+    rules = rules_of(one(render(helm, own_chart, "-f", f), "Role"))
+    assert ("", "pods/exec") not in rules and ("", "pods/portforward") not in rules
     f = values_file(tmp_path, {"rbac": {"create": False}})
     assert not [d for d in render(helm, own_chart, "-f", f) if "Role" in d["kind"]]
 
@@ -300,11 +306,48 @@ def test_network_policies(helm, own_chart, tmp_path):
     assert ports_range in ingress["ports"]
     assert any(ports_range in r.get("ports", []) for r in pols["ti-hub-hub"]["egress"])
     assert pols["ti-hub-proxy"]["policyTypes"] == ["Egress"]
+    # SSH clients reach the gateway's port of the hub's pod from anywhere, and only that port
+    ssh_rules = [r for r in pols["ti-hub-hub"]["ingress"] if "from" not in r]
+    assert ssh_rules == [{"ports": [{"protocol": "TCP", "port": 8022}]}]
+    f = values_file(tmp_path, {"sshGateway": {"enabled": False}})
+    hub_pol = one(render(helm, own_chart, "-f", f), "NetworkPolicy", "ti-hub-hub")["spec"]
+    assert all("from" in r for r in hub_pol["ingress"])
     # no policies at all when disabled; no additions to z2jh's hub policy when z2jh has none
     f = values_file(tmp_path, {"networkPolicy": {"enabled": False}})
     assert not by_kind(render(helm, own_chart, "-f", f), "NetworkPolicy")
     f = values_file(tmp_path, {"jupyterhub": {"hub": {"networkPolicy": {"enabled": False}}}})
     assert "ti-hub-hub" not in {d["metadata"]["name"] for d in by_kind(render(helm, own_chart, "-f", f), "NetworkPolicy")}
+
+
+# --- the SSH gateway ----------------------------------------------------------------------------------------------
+def test_ssh_gateway_service_and_host_key(helm, own_chart, tmp_path):
+    import asyncssh
+
+    docs = render(helm, own_chart)
+    svc = one(docs, "Service", "ti-hub-ssh")["spec"]
+    assert svc["type"] == "LoadBalancer" and svc["selector"] == {"component": "hub", "release": RELEASE}
+    assert svc["ports"] == [{"name": "ssh", "protocol": "TCP", "port": 22, "targetPort": 8022}]
+    # the host key: made by the chart, kept in its Secret, and a key the gateway loads
+    pem = base64.b64decode(one(docs, "Secret", "ti-hub-secret")["data"]["ssh-host-key"])
+    assert asyncssh.import_private_key(pem).algorithm == b"ssh-ed25519"
+    f = values_file(tmp_path, {"sshGateway": {"port": 2222, "service": {
+        "type": "NodePort", "nodePort": 30022, "annotations": {"example.com/lb": "internal"}}}})
+    svc = one(render(helm, own_chart, "-f", f), "Service", "ti-hub-ssh")
+    assert svc["metadata"]["annotations"] == {"example.com/lb": "internal"}
+    assert svc["spec"]["ports"][0] | {} == {"name": "ssh", "protocol": "TCP", "port": 22, "targetPort": 2222,
+                                          "nodePort": 30022}
+    f = values_file(tmp_path, {"sshGateway": {"service": {"loadBalancerSourceRanges": ["203.0.113.0/24"]}}})
+    assert one(render(helm, own_chart, "-f", f), "Service")["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"]
+    # off: no Service (the Secret keeps its key: turning it back on keeps the clients' known_hosts right)
+    f = values_file(tmp_path, {"sshGateway": {"enabled": False}})
+    assert not by_kind(render(helm, own_chart, "-f", f), "Service")
+    # the port shares the hub's pod with the hub and the ti service; a privileged port is refused by the schema
+    for data, reason in (({"sshGateway": {"port": 10101}}, "sshGateway.port must differ"),
+                         ({"sshGateway": {"port": 22}}, "/sshGateway/port"),
+                         ({"sshGateway": {"service": {"type": "ExternalName"}}}, "/sshGateway/service/type"),
+                         ({"sshGateway": {"publicHost": "a b"}}, "/sshGateway/publicHost")):
+        out = render(helm, own_chart, "-f", values_file(tmp_path, data), check=False)
+        assert out.returncode != 0 and reason in out.stderr, (data, out.stderr)
 
 
 # --- the hub's Python configuration ----------------------------------------------------------------------------------
@@ -344,9 +387,10 @@ def assert_known_traits(c):
     from ti_hub.service.app import TiService
     from ti_hub.spawner.kube import TiKubeSpawner
     from ti_hub.spawner.mixin import TiSpawnerMixin
+    from ti_hub.ssh.settings import TiSSHGateway
     from ti_hub.storage.k8s import KubernetesVolumeDriver
 
-    classes = {"JupyterHub": JupyterHub, "Spawner": Spawner, "KubeSpawner": TiKubeSpawner,
+    classes = {"TiSSHGateway": TiSSHGateway,"JupyterHub": JupyterHub, "Spawner": Spawner, "KubeSpawner": TiKubeSpawner,
                "TiKubeSpawner": TiKubeSpawner, "TiSpawnerMixin": TiSpawnerMixin, "TiService": TiService,
                "KubernetesBackend": KubernetesBackend, "KubernetesVolumeDriver": KubernetesVolumeDriver}
     for section, settings in c.items():
@@ -361,10 +405,13 @@ def process_dir(process):
     return f"etc-{process or 'service'}"
 
 
-def test_hub_config_wires_services_spawner_and_backend(helm, own_chart, tmp_path):
+def test_hub_config_wires_services_spawner_and_backend(helm, own_chart, tmp_path, monkeypatch):
     f = values_file(tmp_path, {"userNamespace": "users", "storageClasses": {"filesystem": "cephfs"},
                                "tiService": {"extraConfig": "c.TiService.max_workers = 7"}})
     docs = render(helm, own_chart, "-f", f)
+    hub_dir = tmp_path / "srv-jupyterhub"  # z2jh's hub runs in /srv/jupyterhub, its SQLite path relative to it
+    hub_dir.mkdir()
+    monkeypatch.chdir(hub_dir)
     env = {"TI_HUB_POD_IP": "10.1.2.3", "KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443",
            "POD_NAMESPACE": NS}
     c = load_hub_config(tmp_path, docs, "hub", env)
@@ -387,13 +434,29 @@ def test_hub_config_wires_services_spawner_and_backend(helm, own_chart, tmp_path
     from ti_hub.storage.k8s import KubernetesVolumeDriver
     assert KubernetesVolumeDriver(config=c).storage_classes == {"filesystem": "cephfs"}
     assert KubernetesBackend(config=c).namespace == "users"
-    assert {r["name"] for r in c.JupyterHub.load_roles} == {"user", "ti-admin", "ti-service", "ti-spawner"}
+    assert {r["name"] for r in c.JupyterHub.load_roles} == {"user", "ti-admin", "ti-service", "ti-spawner", "ti-ssh"}
+    # the SSH gateway: a service the hub starts with this file, reading the hub's database but not TiHub's
+    gw = services["ti-ssh"]
+    assert gw["command"][1:] == ["-m", "ti_hub.ssh", f"--config={ti['command'][3].split('=', 1)[1]}"]
+    assert gw["environment"]["TI_SSH_HUB_DB_URL"] == f"sqlite:///{hub_dir}/jupyterhub.sqlite"
+    assert "TI_HUB_DB_URL" not in gw["environment"] and gw["environment"]["KUBERNETES_SERVICE_HOST"] == "10.96.0.1"
+    assert gw["cwd"] == str(hub_dir)
+    (ssh_role,) = [r for r in c.JupyterHub.load_roles if r["name"] == "ti-ssh"]
+    assert ssh_role["services"] == ["ti-ssh"] and "custom:ti:ssh:gateway" in ssh_role["scopes"]
+    assert (c.TiSSHGateway.port, c.TiSSHGateway.ip, c.TiSSHGateway.public_port) == (8022, "", 22)
+    assert c.TiSSHGateway.host_key_file.endswith("/secret/ssh-host-key")
     assert c.JupyterHub.load_groups["ti-admins"]["users"] == ["root-admin"]
     assert c.TiService.max_workers == 7
+    assert c.TiService.tensorboard_image == "ti-hub/workspace:0.1.0"
     assert c.TiKubeSpawner.installation == c.KubernetesBackend.installation == "tihub.tihub"
     assert_known_traits(c)
     # the ti service's process: its own settings, none of the hub's
     c = load_hub_config(tmp_path, docs, None, {})
+    assert c.TiSSHGateway.port == 8022 and "api_url" not in c.TiSSHGateway  # no pod address given
+    # the gateway's process: the hub gave it the pod's address and its database's URL
+    gw_c = load_hub_config(tmp_path / "gateway", docs, None, gw["environment"])
+    assert gw_c.TiSSHGateway.api_url == "http://10.1.2.3:10101/services/ti/api/v1"
+    assert gw_c.TiSSHGateway.hub_db_url == f"sqlite:///{hub_dir}/jupyterhub.sqlite"
     assert c.TiService.backend_class == "ti_hub.backends.k8s.KubernetesBackend"
     assert c.TiService.secret_file.endswith("/secret/ti-secret") and "db_url" not in c.TiService
     assert "services" not in c.JupyterHub and c.TiService.max_workers == 7
@@ -474,12 +537,15 @@ def test_rbac_grants_on_the_api_server(helm, own_chart, k8s_cluster, namespaces,
                      ("get", "pods", "--subresource=log", "-n", user_ns), ("create", "secrets", "-n", user_ns),
                      ("patch", "persistentvolumeclaims", "-n", user_ns), ("watch", "events", "-n", user_ns),
                      ("create", "networkpolicies.networking.k8s.io", "-n", user_ns), ("list", "nodes"),
-                     ("watch", "pods", "--all-namespaces"), ("get", "storageclasses.storage.k8s.io")):
+                     ("watch", "pods", "--all-namespaces"), ("get", "storageclasses.storage.k8s.io"),
+                     ("create", "pods", "--subresource=exec", "-n", user_ns),
+                     ("create", "pods", "--subresource=portforward", "-n", user_ns)):
             assert can(*args), args
         for args in (("update", "pods", "-n", user_ns), ("list", "secrets", "-n", user_ns),
                      ("get", "secrets", "-n", "kube-system"), ("create", "pods", "-n", "kube-system"),
                      ("delete", "nodes"), ("patch", "nodes"), ("get", "configmaps", "-n", user_ns),
-                     ("create", "pods", "--subresource=exec", "-n", user_ns), ("create", "roles", "-n", user_ns),
+                     ("create", "pods", "--subresource=exec", "-n", "kube-system"), ("create", "roles", "-n", user_ns),
+                     ("create", "pods", "--subresource=attach", "-n", user_ns),
                      ("get", "pods", "--subresource=log", "-n", "kube-system")):
             assert not can(*args), args
     finally:

@@ -304,3 +304,50 @@ def test_a_workspace_pod_mounts_its_volumes_claims(shub, k8s_cluster):
     assert any(f"{admin.name}/with-notes" in h for h in admin.ok("GET", f"/volumes/{vol['id']}")["mounted_by"])
     admin.hub_api("DELETE", f"/users/{admin.name}/servers/with-notes")
     wait(lambda: pod() is None, timeout=60, what="the pod to go")
+
+
+def test_tensorboard_for_a_jobs_logdir_is_a_pod_reading_its_claim(shub, k8s_cluster):
+    """JOB6 on Kubernetes: a pod per (job, logdir) mounts the volume's claim read-only at the logdir's sub-path."""
+    from ti_hub.endpoints import kubetb
+
+    admin, other = shub.admin, shub.person("tbother")
+    vol = admin.ok("POST", "/volumes", json={"name": "runs", "kind": "filesystem", "capacity_gib": 1})
+    claim_name = ob.pvc_name(vol["id"], f"{admin.name}/runs")
+    bound(k8s_cluster, claim_name, HUB_NS)
+    job = admin.ok("POST", "/jobs", json={"name": "tb-train", "plan": "cpu-small", "image": "python-cpu",
+                                          "command": "python train.py",
+                                          "volumes": [{"volume": "runs", "mount_path": "/mnt/runs"}]})
+    r = admin.api("POST", f"/jobs/{job['id']}/tensorboard", json={"logdir": "/mnt/runs/exp1"})
+    assert r.status_code == 201, r.text
+    tb = r.json()
+    assert tb["logdir"] == "/mnt/runs/exp1" and tb["url"].endswith(f"/endpoints/{job['id']}/tensorboard/{tb['key']}/")
+    pods = json.loads(k8s_cluster.kubectl("get", "pods", "-n", HUB_NS, "-l", f"{kubetb.LABEL_TB_JOB}={job['id']}",
+                                          "-o", "json").stdout)["items"]
+    assert len(pods) == 1
+    spec, meta = pods[0]["spec"], pods[0]["metadata"]
+    (c,) = spec["containers"]
+    (logs,) = [v for v in spec["volumes"] if "persistentVolumeClaim" in v]
+    assert logs["persistentVolumeClaim"] == {"claimName": claim_name, "readOnly": True}
+    mount = next(m for m in c["volumeMounts"] if m["name"] == logs["name"])
+    assert mount == {"name": logs["name"], "mountPath": "/logs", "readOnly": True, "subPath": "exp1"}
+    assert c["args"][:4] == ["--logdir", "/logs", "--path_prefix", tb["url"].rstrip("/")]
+    assert c["securityContext"]["runAsNonRoot"] and c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert spec["automountServiceAccountToken"] is False and spec["activeDeadlineSeconds"] == 3600
+    # not TiHub's accounting: capacity counts it like any other pod's; never taken for a job's pod
+    assert ob.LABEL_INSTALLATION not in meta["labels"] and ob.LABEL_JOB_ID not in meta["labels"]
+    # a second start finds it; the list, the job's detail; nobody else sees or stops it
+    again = admin.api("POST", f"/jobs/{job['id']}/tensorboard", json={"logdir": "/mnt/runs/exp1/"})
+    assert again.status_code == 200 and again.json()["key"] == tb["key"], again.text
+    assert [t["logdir"] for t in admin.ok("GET", f"/jobs/{job['id']}/tensorboard")["items"]] == ["/mnt/runs/exp1"]
+    assert [t["url"] for t in admin.ok("GET", f"/jobs/{job['id']}")["tensorboards"]] == [tb["url"]]
+    assert other.api("GET", f"/jobs/{job['id']}/tensorboard").status_code == 403
+    assert other.api("DELETE", f"/jobs/{job['id']}/tensorboard").status_code == 403
+    # a logdir outside the job's volumes is refused by name, with no pod made
+    r = admin.api("POST", f"/jobs/{job['id']}/tensorboard", json={"logdir": "/etc"})
+    assert r.status_code == 400 and r.json()["field"] == "logdir", r.text
+    assert admin.ok("DELETE", f"/jobs/{job['id']}/tensorboard") == {"stopped": 1}
+    wait(lambda: not json.loads(k8s_cluster.kubectl("get", "pods", "-n", HUB_NS, "-l",
+                                                    f"{kubetb.LABEL_TB_JOB}={job['id']}", "-o", "json").stdout
+                                ).get("items"), timeout=30, what="TensorBoard's pod to go")
+    assert admin.ok("GET", f"/jobs/{job['id']}/tensorboard")["items"] == []
+    admin.api("POST", f"/jobs/{job['id']}/kill")

@@ -222,3 +222,18 @@ async def test_kube_exec_stream_in_order_with_its_exit_status():
     assert stream.ws.sent == [b"\x00reply"]
     await stream.close()
     assert stream.ws.closed
+
+
+def test_host_key_is_made_once_or_read_from_a_read_only_pem(tmp_path):
+    made = host_key(str(tmp_path / "made" / "key"))
+    assert host_key(str(tmp_path / "made" / "key")).export_public_key() == made.export_public_key()
+    assert (tmp_path / "made" / "key").stat().st_mode & 0o777 == 0o600
+    # the Helm chart's key: PKCS#8 PEM (helm's genPrivateKey "ed25519"), mode 0440 from its Secret volume
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
+    pem = ed25519.Ed25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    (tmp_path / "ssh-host-key").write_bytes(pem)
+    (tmp_path / "ssh-host-key").chmod(0o440)
+    assert host_key(str(tmp_path / "ssh-host-key")).algorithm == b"ssh-ed25519"

@@ -221,6 +221,21 @@ def test_settings_show_a_reachable_host():
     assert TiSSHGateway(ip="10.1.2.3", port=8022).shown_host() == "10.1.2.3"
     assert TiSSHGateway(ip="0.0.0.0", public_host="hub.example.com").shown_host() == "hub.example.com"
     assert TiSSHGateway(ip="0.0.0.0").shown_host() not in ("", "0.0.0.0")
+    # listening everywhere, the name the user reached the hub with beats this machine's own name
+    assert TiSSHGateway(ip="").shown_host(seen="hub.example.com") == "hub.example.com"
+    assert TiSSHGateway(ip="10.1.2.3").shown_host(seen="hub.example.com") == "10.1.2.3"
+    assert TiSSHGateway(ip="", public_host="ssh.example.com").shown_host(seen="hub") == "ssh.example.com"
+
+
+def test_request_host_is_a_plain_name_or_nothing():
+    from ti_hub.api.ssh import request_host
+
+    assert request_host("hub.example.com:8000") == "hub.example.com"
+    assert request_host("hub.example.com") == "hub.example.com"
+    assert request_host("[fd00::1]:8000") == "fd00::1" and request_host("10.0.0.7:80") == "10.0.0.7"
+    # it lands in a command people paste into a shell: anything else is dropped
+    for bad in ("", "a b", "x;rm -rf ~", "$(id)", "[fd00::1", "user@host"):
+        assert request_host(bad) == "", bad
     assert TiSSHGateway(port=8022, public_port=22).shown_port() == 22
     assert TiSSHGateway(data_dir="/d").key_path() == "/d/ssh_host_ed25519_key"
 
@@ -238,6 +253,11 @@ def test_exec_frames_and_statuses():
     assert kube.exit_status(json.dumps({"status": "Failure", "message": "container not found"})) == \
         (None, "container not found")
     assert kube.exit_status(b"not json")[0] is None
+    # kwok's (and some runtimes') untranslated error: the command ran and exited 3
+    kwok = {"status": "Failure", "reason": "InternalError", "message": "Internal error occurred: error executing "
+            "command in container: cmd wait: /bin/sh -c exit 3: exit status 3"}
+    assert kube.exit_status(json.dumps(kwok)) == (3, None)
+    assert kube.exit_status(json.dumps({**kwok, "message": "exec failed: exit status of the node is bad"}))[0] is None
     p = kube.exec_params(["/bin/sh", "-c", "id"], "main", tty=True)
     assert p == {"command": ["/bin/sh", "-c", "id"], "container": "main", "stdin": True, "stdout": True,
                  "stderr": False, "tty": True}

@@ -13,19 +13,20 @@ from ..endpoints.pure import check_logdir, inside, port_url, tensorboard_key, te
 from ..ops import endpoints as ops
 from .base import APIHandler
 
-K8S_TENSORBOARD = ("TensorBoard for a job's volumes is not yet on Kubernetes: run TensorBoard in a job with the "
-                   "tensorboard endpoint (declare a port, e.g. 40006, and run `tensorboard --logdir DIR --host 0.0.0.0 "
-                   "--port 40006`), then open the port's endpoint")
+NO_DIRECTORY = ("this TiHub's volumes have no directory on the service's machine, where its TensorBoards run: run "
+                "TensorBoard in a job instead (declare a port, e.g. 40006, run `tensorboard --logdir DIR --host "
+                "0.0.0.0 --port 40006`, then open the port's endpoint)")
 
 
-def endpoint_info(service_prefix: str, tensorboards: Any, actor: Actor, job: dict[str, Any]) -> dict[str, Any]:
+async def endpoint_info(service_prefix: str, tensorboards: Any, actor: Actor, job: dict[str, Any]
+                        ) -> dict[str, Any]:
     """The detail's endpoint URLs (paths on the hub), for the owner only: each declared port of instance 0 while
     the job runs (instance N: replace the /0/), and the TensorBoards running for it."""
     if job.get("owner") != actor.name or job.get("kind") == "workspace":
         return job
     ports = (job.get("ports") or []) if job.get("status") == "running" else []
     job["endpoint_urls"] = {str(p): port_url(service_prefix, job["id"], 0, p) for p in ports}
-    job["tensorboards"] = [tb_doc(r) for r in tensorboards.of_job(job["id"])] if tensorboards else []
+    job["tensorboards"] = [tb_doc(r) for r in await tensorboards.list_of(job["id"])] if tensorboards else []
     return job
 
 
@@ -37,28 +38,31 @@ class JobPortsHandler(APIHandler):
     async def post(self, ref: str):
         out = await self.op(ops.add_port, self.actor, ref, self.body(),
                             shared_network=self.ti.backend.shares_host_network)
-        self.send(endpoint_info(self.settings["service_prefix"], self.ti.tensorboards, self.actor, out))
+        self.send(await endpoint_info(self.settings["service_prefix"], self.ti.tensorboards, self.actor, out))
 
 
 class JobTensorBoardHandler(APIHandler):
     async def get(self, ref: str):
         job = await self.op(ops.owned_job, self.actor, ref)
-        items = [tb_doc(r) for r in self.ti.tensorboards.of_job(job["id"])]
+        items = [tb_doc(r) for r in await self.ti.tensorboards.list_of(job["id"])]
         self.send({"items": items, "total": len(items)})
 
     async def post(self, ref: str):
         data = self.body()
         v.check_fields(data, ("logdir",))
-        if not self.ti.backend.shares_host_network:
-            raise NotHere(K8S_TENSORBOARD)
         src = await self.ti.db(ops.tensorboard_source, self.actor, ref, data.get("logdir"), readonly=True)
-        root = str(self.ti.volume_driver.path(src["volume_id"]) or "")
-        if not root:
-            raise NotHere("this TiHub's volumes have no directory on the service's machine; " + K8S_TENSORBOARD)
-        hostdir = _resolve(root, src["rel"], src["logdir"])
-        logdir = src["logdir"]
-        prefix = tensorboard_prefix(self.settings["service_prefix"], src["id"], tensorboard_key(logdir))
-        rec, started = await self.ti.tensorboards.start(src["id"], src["owner"], logdir, hostdir, prefix)
+        logdir, tbs = src["logdir"], self.ti.tensorboards
+        key = tensorboard_key(logdir)
+        prefix = tensorboard_prefix(self.settings["service_prefix"], src["id"], key)
+        if hasattr(tbs, "start_on_volume"):  # Kubernetes: a pod mounts the volume's claim (endpoints/kubetb.py)
+            rec, started = await tbs.start_on_volume(src["id"], src["owner"], logdir, src["volume_id"],
+                                                     src["volume"], src["rel"], prefix, key)
+        else:
+            root = str(self.ti.volume_driver.path(src["volume_id"]) or "")
+            if not root:
+                raise NotHere(NO_DIRECTORY)
+            hostdir = _resolve(root, src["rel"], logdir)
+            rec, started = await tbs.start(src["id"], src["owner"], logdir, hostdir, prefix)
         self.send({**tb_doc(rec), "job": src["id"], "started": started}, 201 if started else 200)
 
     async def delete(self, ref: str):
@@ -66,7 +70,7 @@ class JobTensorBoardHandler(APIHandler):
         v.check_fields(args, ("logdir",))
         job = await self.ti.db(ops.owned_job, self.actor, ref, readonly=True)
         key = tensorboard_key(check_logdir(args["logdir"])) if args.get("logdir") else None
-        self.send({"stopped": self.ti.tensorboards.stop(job["id"], key)})
+        self.send({"stopped": await self.ti.tensorboards.stop_some(job["id"], key)})
 
 
 def _resolve(root: str, rel: str, logdir: str) -> str:

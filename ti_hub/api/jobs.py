@@ -21,7 +21,7 @@ class JobsHandler(APIHandler):
 class JobHandler(APIHandler):
     async def get(self, ref: str):
         out = await self.op(jobs.show, self.actor, ref)
-        self.send(endpoint_info(self.settings["service_prefix"], self.ti.tensorboards, self.actor, out))
+        self.send(await endpoint_info(self.settings["service_prefix"], self.ti.tensorboards, self.actor, out))
 
 
 ACTIONS = ("kill", "pause", "resume", "clone", "pin", "unpin", "priority", "move", "cancel")

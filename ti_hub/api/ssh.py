@@ -10,6 +10,17 @@ from ..ssh.settings import TiSSHGateway
 from .base import APIHandler
 
 
+def request_host(host_header: str) -> str:
+    """The host of a Host header without its port (ssh takes an IPv6 address bare), or "" when it is not a plain
+    name or address (it ends up in a command users copy)."""
+    host = (host_header or "").strip()
+    if host.startswith("["):
+        name = host[1:host.find("]")] if "]" in host else ""
+    else:
+        name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+    return name if name and all(ch.isalnum() or ch in ".-_:" for ch in name) else ""
+
+
 class SSHCommandHandler(APIHandler):
     async def get(self):
         args = self.args()
@@ -20,7 +31,7 @@ class SSHCommandHandler(APIHandler):
         name = v.name(args["name"]) if args.get("name") else None
         raw = args.get("instance", "")
         instance = v.integer(int(raw) if raw.isdigit() else raw, "instance", 0, 99_999) if raw else None
-        host, port = gw.shown_host(), gw.shown_port()
+        host, port = gw.shown_host(seen=request_host(self.request.host)), gw.shown_port()
         login = self.actor.name + (f"+{name}" if name else "") + (f".{instance}" if instance is not None else "")
         self.send({"command": ssh_command(self.actor.name, name, host, port, instance), "login": login,
                    "host": host, "port": port})

@@ -116,13 +116,13 @@ class EndpointHandler(Refusals, HubOAuthenticated, websocket.WebSocketHandler):
             self._target = (host, (mapping or {}).get(ep.port, ep.port), ep.rest or "/", ep.base)
         else:
             job = await self.ti.db(ops.tensorboard_job, actor, ep.job, via_cookie, readonly=True)
-            rec = self.ti.tensorboards.get(job["id"], ep.key)
+            rec = await self.ti.tensorboards.find(job["id"], ep.key)
             if rec is None:
                 raise NotFound(f"no TensorBoard runs at this address (stopped when idle?); start it again with "
                                f"POST /jobs/{job['id']}/tensorboard", field="key")
             self.ti.tensorboards.touch(rec)
             # TensorBoard serves under its --path_prefix (the job's id): the path keeps it, whatever the caller wrote
-            self._target = ("127.0.0.1", rec["port"], rec["prefix"] + ep.rest, None)
+            self._target = (rec.get("host", "127.0.0.1"), rec["port"], rec["prefix"] + ep.rest, None)
         if self._has_body():
             self.request.connection.set_max_body_size(MAX_UPLOAD)
             self._body_q = asyncio.Queue(maxsize=4)

@@ -187,6 +187,16 @@ class TensorBoards:
         self._children.pop(name, None)
         self._touched.pop(name, None)
 
+    # the interface the API and the proxy use, shared with KubeTensorBoards (kubetb.py), whose lookups are API calls
+    async def find(self, job_id: int, key: str) -> dict[str, Any] | None:
+        return self.get(job_id, key)
+
+    async def list_of(self, job_id: int) -> list[dict[str, Any]]:
+        return self.of_job(job_id)
+
+    async def stop_some(self, job_id: int, key: str | None = None) -> int:
+        return self.stop(job_id, key)
+
     def stop(self, job_id: int, key: str | None = None) -> int:
         """Stop this job's TensorBoards (one key, or all); returns how many were running."""
         n = 0

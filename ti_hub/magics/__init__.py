@@ -6,7 +6,8 @@
     python3 /home/me/train.py --epochs 3
 
     %ti_jobs [--all] [--json]    %ti_logs JOB [-f]    %ti_kill JOB    %ti_queue    %ti_quota
-    %ti_monitor JOB              %ti_form             %ti ANY TI COMMAND
+    %ti_monitor JOB              %ti_form             %ti_tensorboard JOB --logdir /mnt/out/tb
+    %ti ANY TI COMMAND
 
 They use the `ti` CLI's client and settings (TI_API_URL and the workspace's JUPYTERHUB_API_TOKEN).
 This module stays light: IPython and ipywidgets are imported only when the extension is loaded or a

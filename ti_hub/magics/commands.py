@@ -24,6 +24,7 @@ MAGIC_COMMANDS = {
     "ti_kill": ("job", "kill"),
     "ti_queue": ("queue",),
     "ti_quota": ("quota",),
+    "ti_tensorboard": ("job", "tensorboard"),
 }
 
 

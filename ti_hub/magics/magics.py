@@ -75,6 +75,12 @@ class TiMagics(Magics):
         self._cli("ti_quota", line)
 
     @line_magic
+    def ti_tensorboard(self, line: str) -> None:
+        """TensorBoard for a log directory of a job's volumes (`ti job tensorboard`); prints its URL:
+        %ti_tensorboard JOB --logdir /mnt/out/tb, %ti_tensorboard JOB (the running ones), %ti_tensorboard JOB --stop."""
+        self._cli("ti_tensorboard", line)
+
+    @line_magic
     def ti_monitor(self, line: str) -> Any:
         """A live view of a job: %ti_monitor JOB [--instance N]."""
         p = commands.OneLineParser(prog="%ti_monitor", description="a live view of a job")

@@ -192,7 +192,12 @@ class TiService(Application):
         3600.0, config=True,
         help="JOB6 seconds a TensorBoard started for a job's log directory (POST /jobs/ID/tensorboard) keeps "
              "running without a request through its URL; it is stopped after that (an open TensorBoard tab polls, "
-             "so it counts as use). TensorBoards also stop with the service.")
+             "so it counts as use). TensorBoards also stop with the service. On Kubernetes a TensorBoard is a pod that "
+             "runs at most this long (activeDeadlineSeconds), whether used or not; a later start replaces it.")
+    tensorboard_image = Unicode(
+        "ti-hub/workspace:0.1.0", config=True,
+        help="JOB6 Kubernetes: the image of TensorBoard pods; it needs `python3 -m tensorboard.main` and the user "
+             "namespace's pull secrets reach it (helm/images/workspace/Dockerfile builds one with TensorBoard).")
     tensorboard_max = Integer(
         8, config=True, help="JOB6 most TensorBoards the service runs at once (each is a Python process of ~150 MB).")
     backend = Instance(ExecutionBackend)
@@ -223,12 +228,21 @@ class TiService(Application):
                                         {k: list(v) for k, v in self.device_count_rules.items()}, self.max_workers,
                                         self.max_ps)
         self.render_cache = RenderCache(self.list_cache_size)
-        self.tensorboards = TensorBoards(Path(self.data_dir) / "tensorboard", self.tensorboard_idle_timeout,
-                                         self.tensorboard_max, log=self.log)
+        self.tensorboards = self._tensorboards()
         self.runner = JobRunner(self)
         self._poke_fd: int | None = None
         self.leader_serves_http = True  # serve() says; scheduler_max_share only applies when it does
         self._seed()
+
+    def _tensorboards(self) -> Any:
+        """Processes beside the service (embedded), or pods beside the jobs (Kubernetes: ti_hub/endpoints/kubetb.py)."""
+        if not self.backend.shares_host_network and hasattr(self.backend, "api") and hasattr(self.backend, "settings"):
+            from ..endpoints.kubetb import KubeTensorBoards
+
+            return KubeTensorBoards(self.backend, self.tensorboard_image, self.tensorboard_idle_timeout,
+                                    self.tensorboard_max, log=self.log)
+        return TensorBoards(Path(self.data_dir) / "tensorboard", self.tensorboard_idle_timeout, self.tensorboard_max,
+                            log=self.log)
 
     def _lock_path(self, what: str) -> Path:
         """Lock files sit beside an SQLite database, else in the data dir."""

@@ -27,11 +27,15 @@ log = logging.getLogger("ti_hub.ssh")
 
 
 def host_key(path: str) -> asyncssh.SSHKey:
-    """The gateway's host key: made once (ed25519, 0600) so that clients see the same key across restarts."""
+    """The gateway's host key: made once (ed25519, 0600) so that clients see the same key across restarts.
+    OpenSSH's format or PEM (PKCS#8, as the Helm chart's genPrivateKey writes it) both load."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     data = read_or_create(p, lambda: asyncssh.generate_private_key("ssh-ed25519").export_private_key())
-    os.chmod(p, 0o600)
+    try:
+        os.chmod(p, 0o600)
+    except OSError:
+        pass  # a mounted Secret (the Helm chart's) is read-only; its volume sets the mode
     return asyncssh.import_private_key(data)
 
 

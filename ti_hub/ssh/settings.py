@@ -24,7 +24,8 @@ class TiSSHGateway(Configurable):
                         "port + 22, so 8022 beside 8000); 0 turns the gateway off.")
     public_host = Unicode("", config=True,
                           help="Host name users put in `ssh -p PORT user@HOST` (the copy-the-command answer). "
-                               "Default: the listen address, or this machine's name when it listens everywhere.")
+                               "Default: the listen address; when it listens everywhere, the host name the user "
+                               "reached the hub with (this machine's name in the gateway's own messages).")
     public_port = Integer(0, config=True,
                           help="Port users connect to when it differs from `port` (a NAT or a load balancer in "
                                "front); 0: `port`.")
@@ -88,10 +89,14 @@ class TiSSHGateway(Configurable):
     def key_path(self) -> str:
         return self.host_key_file or os.path.join(self.data_dir or ".", "ssh_host_ed25519_key")
 
-    def shown_host(self) -> str:
+    def shown_host(self, seen: str = "") -> str:
+        """``seen``: the host name a user reached the hub with, the best guess when the gateway listens on every
+        address and no public_host is set (this machine's own name may not resolve for them)."""
         if self.public_host:
             return self.public_host
-        return socket.gethostname() if self.ip in WILDCARDS else self.ip
+        if self.ip not in WILDCARDS:
+            return self.ip
+        return seen or socket.gethostname()
 
     def shown_port(self) -> int:
         return self.public_port or self.port

@@ -29,6 +29,8 @@ IN_HUB = globals().get("TI_HUB_PROCESS") == "hub"
 
 SERVICE = "ti"  # ti_hub.hub_config.SERVICE
 SPAWNER_SERVICE = "ti-spawner"  # ti_hub.hub_config.SPAWNER_SERVICE
+SSH_SERVICE = "ti-ssh"  # ti_hub.hub_config.SSH_SERVICE
+SSH_HUB_DB_ENV = "TI_SSH_HUB_DB_URL"  # the hub's database URL, given to the SSH gateway only
 BACKEND_CLASS = "ti_hub.backends.k8s.KubernetesBackend"
 SPAWNER_CLASS = "ti_hub.spawner.kube.TiKubeSpawner"
 USER_POD_LABELS = {"app.kubernetes.io/managed-by": "ti-hub"}
@@ -52,11 +54,17 @@ def _service_prefix():
     return f"{_base_url()}services/{SERVICE}/"
 
 
+def _pod_host():
+    pod_ip = os.environ.get("TI_HUB_POD_IP", "")
+    return f"[{pod_ip}]" if ":" in pod_ip else pod_ip  # an IPv6 pod address
+
+
 # --- both processes: the ti service's own settings, and the backend's --------------------------
 c.TiService.backend_class = BACKEND_CLASS
 c.TiService.volume_driver_class = "ti_hub.storage.k8s.KubernetesVolumeDriver"
 c.TiService.data_dir = SETTINGS["dataDir"]
 c.TiService.secret_file = str(SECRETS / "ti-secret")
+c.TiService.tensorboard_image = SETTINGS["tensorBoardImage"]  # TensorBoard pods (ti_hub/endpoints/kubetb.py)
 _db_url = os.environ.get("TI_HUB_DB_URL") or _secret("db-url")
 if _db_url:
     c.TiService.db_url = _db_url
@@ -80,6 +88,21 @@ c.KubernetesBackend.network_policy_per_user = bool(SETTINGS["networkPolicyPerUse
 c.KubernetesVolumeDriver.storage_classes = {kind: sc for kind, sc in SETTINGS["storageClasses"].items() if sc}
 
 
+# The SSH gateway's settings: the gateway (a service the hub starts with this file) listens with
+# them, and the ti service names them in the "copy SSH command" text (ti_hub/ssh/settings.py).
+_ssh = SETTINGS.get("sshGateway") or {}
+c.TiSSHGateway.port = int(_ssh.get("port") or 0) if _ssh.get("enabled") else 0
+c.TiSSHGateway.ip = ""  # every address of the hub's pod; the Service ti-hub-ssh leads there
+c.TiSSHGateway.public_host = _ssh.get("publicHost", "")
+c.TiSSHGateway.public_port = int(_ssh.get("publicPort") or 0)
+c.TiSSHGateway.data_dir = SETTINGS["dataDir"]
+c.TiSSHGateway.host_key_file = str(SECRETS / "ssh-host-key")  # the chart's Secret: the same key after a reinstall
+if _pod_host():
+    c.TiSSHGateway.api_url = f"http://{_pod_host()}:{int(SETTINGS['servicePort'])}{_service_prefix()}api/v1"
+if os.environ.get(SSH_HUB_DB_ENV):
+    c.TiSSHGateway.hub_db_url = os.environ[SSH_HUB_DB_ENV]
+
+
 # --- the hub only ------------------------------------------------------------------------------
 def _merge_roles(existing, ours):
     """Our preset roles, merged into roles of the same name that z2jh's hub.loadRoles defined."""
@@ -97,12 +120,12 @@ def _merge_roles(existing, ours):
 
 def configure_hub(c):
     from ti_hub import scopes as S
-    from ti_hub.hub_config import TEMPLATES, preset_roles
+    from ti_hub.hub_config import TEMPLATES, preset_roles, ssh_role
 
     pod_ip = os.environ.get("TI_HUB_POD_IP", "")
     if not pod_ip:
         raise RuntimeError("TI_HUB_POD_IP is not set: keep the chart's jupyterhub.hub.extraEnv entry")
-    host = f"[{pod_ip}]" if ":" in pod_ip else pod_ip  # an IPv6 pod address
+    host = _pod_host()
     port = int(SETTINGS["servicePort"])
     prefix = _service_prefix()
     spawner_token = _secret("spawner-token")
@@ -133,7 +156,10 @@ def configure_hub(c):
         if os.environ.get(key):
             env[key] = os.environ[key]
     services = [s for s in (c.JupyterHub.services if "services" in c.JupyterHub else [])
-                if s.get("name") not in (SERVICE, SPAWNER_SERVICE)]
+                if s.get("name") not in (SERVICE, SPAWNER_SERVICE, SSH_SERVICE)]
+    if SETTINGS.get("sshGateway", {}).get("enabled"):
+        services.append(_ssh_service(c, env))
+        c.JupyterHub.load_roles = _merge_roles(list(c.JupyterHub.load_roles), [ssh_role()])
     c.JupyterHub.services = [
         *services,
         {"name": SERVICE, "url": f"http://{host}:{port}",
@@ -166,6 +192,28 @@ def configure_hub(c):
         c.KubeSpawner.image_pull_secrets = [*pulls, *(n for n in _kube["image_pull_secrets"] if n not in pulls)]
     for _trait in ("installation", "device_resource", "device_type_label", "pool_label"):
         setattr(c.TiKubeSpawner, _trait, _kube[_trait])
+
+
+def _hub_db_url(c):
+    """The hub's database URL as the gateway can open it: z2jh's SQLite path is relative to the hub's directory."""
+    url = c.JupyterHub.db_url if "db_url" in c.JupyterHub else "sqlite:///jupyterhub.sqlite"
+    prefix = "sqlite:///"
+    if url.startswith(prefix) and not url[len(prefix):].startswith("/") and url[len(prefix):] != ":memory:":
+        url = prefix + os.path.join(os.getcwd(), url[len(prefix):])
+    return url
+
+
+def _ssh_service(c, env):
+    """The SSH gateway, started by the hub with this file: it needs the Kubernetes API (pod exec), the ti
+    service's URL (the pod's address) and the hub's database (read-only: is the account still authorized),
+    not TiHub's own database."""
+    ssh_env = {k: v for k, v in env.items() if k != "TI_HUB_DB_URL"}
+    ssh_env[SSH_HUB_DB_ENV] = _hub_db_url(c)
+    for key in ("PGPASSWORD", "MYSQL_PWD"):  # z2jh gives the hub's database password this way
+        if os.environ.get(key):
+            ssh_env[key] = os.environ[key]
+    return {"name": SSH_SERVICE, "command": [sys.executable, "-m", "ti_hub.ssh", f"--config={__file__}"],
+            "environment": ssh_env, "cwd": os.getcwd(), "display": False}
 
 
 if IN_HUB:

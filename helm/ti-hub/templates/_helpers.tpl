@@ -84,7 +84,13 @@ devices: {{ .Values.devices | toJson }}
 storageClasses: {{ .Values.storageClasses | toJson }}
 imagePullSecrets: {{ .Values.imagePullSecrets | toJson }}
 extraConfig: {{ .Values.tiService.extraConfig | quote }}
+tensorBoardImage: {{ .Values.tiService.tensorBoardImage | quote }}
 networkPolicyPerUser: {{ and .Values.networkPolicy.enabled .Values.networkPolicy.perUser }}
+sshGateway:
+  enabled: {{ .Values.sshGateway.enabled }}
+  port: {{ .Values.sshGateway.port }}
+  publicHost: {{ .Values.sshGateway.publicHost | quote }}
+  publicPort: {{ .Values.sshGateway.publicPort | default .Values.sshGateway.service.port }}
 {{- end }}
 
 {{- /*
@@ -95,6 +101,9 @@ networkPolicyPerUser: {{ and .Values.networkPolicy.enabled .Values.networkPolicy
 {{- $hub := .Values.jupyterhub.hub -}}
 {{- if and .Values.serviceAccount.create $hub.serviceAccount.create -}}
 {{- fail "serviceAccount.create and jupyterhub.hub.serviceAccount.create are both true: two charts would create the same ServiceAccount; set one of them to false" -}}
+{{- end -}}
+{{- if and .Values.sshGateway.enabled (has (int .Values.sshGateway.port) (list 8081 (int .Values.tiService.port))) -}}
+{{- fail "sshGateway.port must differ from the hub's port 8081 and from tiService.port: they share the hub's pod" -}}
 {{- end -}}
 {{- if eq (int .Values.tiService.port) 8081 -}}
 {{- fail "tiService.port must not be 8081, the hub's own port" -}}
