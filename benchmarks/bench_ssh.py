@@ -1,6 +1,6 @@
 """SSH gateway: session setup time and concurrent sessions against the real embedded platform.
 
-    python benchmarks/bench_ssh.py [--runs 50] [--concurrent 50] [--out benchmarks/results/ssh.json]
+    python benchmarks/bench_ssh.py [--runs 50] [--concurrent 50] [--kubernetes] [--out FILE]
 
 Starts `ti-hub start` on a fresh data dir (``benchplatform.Platform``), signs up a user with a generated
 ed25519 key, starts a workspace (plan cpu-small) through the hub and measures, against the gateway's port:
@@ -13,6 +13,11 @@ ed25519 key, starts a workspace (plan cpu-small) through the hub and measures, a
 * **concurrent**: ``--concurrent`` sessions at once (asyncssh clients in one process, each connect + auth +
   ``sleep 1`` so that they overlap), and as many OpenSSH client processes at once running ``true``: errors
   and latency.
+
+With ``--kubernetes`` the platform's backend is the KWOK test control plane (tests/k8s/cluster.py) and the
+sessions go into a job's pod (a job with the ssh endpoint) through the API server's exec and port-forward
+streams; kwok runs the exec'd command on this machine, so the figures are the gateway's and the API server's
+share, not a kubelet's or a container runtime's. Results: results/ssh.json, results/ssh-k8s.json.
 
 Targets (issue 6): setup p50 ≤ 300 ms; 50 concurrent sessions without errors.
 """
@@ -117,19 +122,56 @@ async def asyncssh_concurrent(port: int, key, login: str, n: int) -> dict:
             **summary([m for m, _e in results]), "messages": errors[:5]}
 
 
+def workspace_target(hub, u) -> str:
+    r = u.hub_api("POST", f"/users/{u.name}/servers/{WS}", json={"plan": "cpu-small"})
+    assert r.status_code in (201, 202), r.text
+    deadline = time.monotonic() + 180
+    while not (u.hub_api("GET", f"/users/{u.name}").json()["servers"].get(WS) or {}).get("ready"):
+        if time.monotonic() > deadline:
+            raise TimeoutError("the workspace did not start")
+        time.sleep(0.5)
+    return f"{u.name}+{WS}"
+
+
+def job_pod_target(hub, u) -> str:
+    """--kubernetes: a job with the ssh endpoint, whose pod kwok 'runs' (exec'd commands run on this machine)."""
+    job = u.ok("POST", "/jobs", json={"name": WS, "plan": "cpu-small", "image": "python-cpu",
+                                      "command": "sleep infinity", "endpoints": ["ssh"]})
+    u.wait_job(job["id"], states=("running",), timeout=120)
+    time.sleep(2)  # the pod's Running reaches the backend's watch
+    return f"{u.name}+{WS}"
+
+
+def start(args, work: Path):
+    """(platform, cluster or None, what the sessions run in)."""
+    data = work / "data"
+    if not args.kubernetes:
+        data.mkdir()
+        return Platform(data), None, "workspace cpu-small, bubblewrap"
+    import k8sbench
+    from tests.k8s.cluster import FakeNode, LocalCluster, bin_dir
+
+    cluster = LocalCluster(work / "k8s", bin_path=bin_dir(), exec_namespaces=(k8sbench.NAMESPACE,))
+    cluster.start()
+    cluster.add_nodes([FakeNode("cpu-0", cpu="16", memory="64Gi")])
+    cluster.namespace(k8sbench.NAMESPACE)
+    plat = k8sbench.start_platform(data, cluster, f"c.TiSSHGateway.kubeconfig = {str(cluster.kubeconfig)!r}\n")
+    return plat, cluster, "job pod on KWOK: API server exec/port-forward streams to kwok's local exec"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--concurrent", type=int, default=50)
-    ap.add_argument("--out", default=str(HERE / "results" / "ssh.json"))
+    ap.add_argument("--kubernetes", action="store_true",
+                    help="sessions in a job pod on the KWOK test control plane, through the API server")
+    ap.add_argument("--out", default="")
     args = ap.parse_args()
+    out = args.out or str(HERE / "results" / ("ssh-k8s.json" if args.kubernetes else "ssh.json"))
     import asyncssh
-    import requests
 
     work = Path(tempfile.mkdtemp(prefix="tihub-bench-ssh-"))
-    data = work / "data"
-    data.mkdir()
-    plat = Platform(data)
+    plat, cluster, where = start(args, work)
     try:
         hub = plat.hub
         hub.admin = hub.login(ADMIN, ADMIN_PASSWORD)
@@ -139,14 +181,8 @@ def main() -> None:
         key_file.write_bytes(key.export_private_key())
         key_file.chmod(0o600)
         u.ok("POST", "/keys", json={"name": "bench", "key": key.export_public_key().decode()})
-        r = u.hub_api("POST", f"/users/{u.name}/servers/{WS}", json={"plan": "cpu-small"})
-        assert r.status_code in (201, 202), r.text
-        deadline = time.monotonic() + 180
-        while not (u.hub_api("GET", f"/users/{u.name}").json()["servers"].get(WS) or {}).get("ready"):
-            if time.monotonic() > deadline:
-                raise TimeoutError("the workspace did not start")
-            time.sleep(0.5)
-        port, login = hub.ssh_port, f"{u.name}+{WS}"
+        login = (job_pod_target if cluster else workspace_target)(hub, u)
+        port = hub.ssh_port
         openssh_sequential(port, key_file, login, 3)  # warm-up: token caches, page cache
         seq, seq_err = openssh_sequential(port, key_file, login, args.runs)
         ain, ain_err = asyncio.run(asyncssh_runs(port, key, login, args.runs, "true"))
@@ -156,7 +192,7 @@ def main() -> None:
         result = {
             "what": "SSH gateway: session setup and concurrent sessions (benchmarks/bench_ssh.py)",
             "code": code_version(), "machine": machine_info(), "loadavg_after": loadavg(),
-            "settings": {"runs": args.runs, "concurrent": args.concurrent, "workspace": "cpu-small, bubblewrap",
+            "settings": {"runs": args.runs, "concurrent": args.concurrent, "target": where,
                          "asyncssh": asyncssh.__version__,
                          "openssh": subprocess.run(["ssh", "-V"], capture_output=True, text=True).stderr.strip()},
             "setup_openssh_true": {**summary(seq), "errors": seq_err},
@@ -169,13 +205,13 @@ def main() -> None:
             "setup_p50_le_300ms": result["setup_openssh_true"]["p50_ms"] <= 300,
             "concurrent_without_errors": conc["errors"] == 0 and conc_ssh["errors"] == 0,
         }
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(json.dumps(result, indent=2) + "\n")
         print(json.dumps({k: v for k, v in result.items() if k not in ("machine", "code")}, indent=2))
-        u.hub_api("DELETE", f"/users/{u.name}/servers/{WS}")
-        requests.Session().close()
     finally:
         plat.stop()
+        if cluster is not None:
+            cluster.stop()
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ configure(c)  # noqa: F821 (c is provided by the config loader)
 
 _root = os.environ.get("TI_HUB_BENCH_CODE_ROOT")
 for _svc in c.JupyterHub.services:  # noqa: F821
-    if _svc["name"] == "ti":
+    if _svc["name"] in ("ti", "ti-ssh"):  # the SSH gateway loads this file too (bench_ssh.py --kubernetes)
         _env = _svc.setdefault("environment", {})
         if _root:
             _env["PYTHONPATH"] = _root

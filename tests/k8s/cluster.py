@@ -93,7 +93,7 @@ class LocalCluster:
     """Start with ``start()``, stop with ``stop()``; ``kubeconfig`` is an admin's."""
 
     def __init__(self, workdir: Path | None = None, bin_path: Path | None = None, api_qps: int = 500,
-                 terminated_pod_gc_threshold: int = 12500):
+                 terminated_pod_gc_threshold: int = 12500, exec_namespaces: tuple[str, ...] = EXEC_NAMESPACES):
         self.dir = Path(workdir or tempfile.mkdtemp(prefix="ti-hub-k8s-"))
         self.bin = bin_path
         self.api_qps = api_qps
@@ -102,7 +102,8 @@ class LocalCluster:
         self.procs: dict[str, subprocess.Popen] = {}
         self.kubeconfig = self.dir / "admin.kubeconfig"
         self.server = ""
-        self.forward_port = _port()  # where FORWARDED_POD_PORT of pods in EXEC_NAMESPACES leads
+        self.forward_port = _port()  # where FORWARDED_POD_PORT of pods in exec_namespaces leads
+        self.exec_namespaces = tuple(exec_namespaces)
         # a token for a user with no rights of its own (RBAC tests grant it roles)
         self.user_token = secrets.token_hex(16)
 
@@ -225,11 +226,11 @@ class LocalCluster:
                             "spec": {"logs": [{"logsFile": str(self.dir / "logs.txt"), "follow": False}]}}),
                 json.dumps({"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterExec",
                             "metadata": {"name": "ti-test-exec"},
-                            "spec": {"selector": {"matchNamespaces": list(EXEC_NAMESPACES)},
+                            "spec": {"selector": {"matchNamespaces": list(self.exec_namespaces)},
                                      "execs": [{"local": {"workDir": "/tmp", **nobody}}]}}),
                 json.dumps({"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterPortForward",
                             "metadata": {"name": "ti-test-forward"},
-                            "spec": {"selector": {"matchNamespaces": list(EXEC_NAMESPACES)},
+                            "spec": {"selector": {"matchNamespaces": list(self.exec_namespaces)},
                                      "forwards": [{"ports": [FORWARDED_POD_PORT],
                                                    "target": {"address": "127.0.0.1", "port": self.forward_port}}]}})]
         for f in sorted((self.bin / "kwok-stages").glob("*.yaml")) + sorted((HERE / "stages").glob("*.yaml")):

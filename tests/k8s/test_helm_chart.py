@@ -246,6 +246,7 @@ ROLE_RULES = {
     ("", "events"): {"list", "watch"},
     ("batch", "jobs"): {"create", "get", "list", "watch", "delete"},
     ("networking.k8s.io", "networkpolicies"): {"create"},
+    ("metrics.k8s.io", "pods"): {"list"},
 }
 CLUSTER_RULES = {("", "nodes"): {"list", "watch"}, ("", "pods"): {"list", "watch"},
                  ("storage.k8s.io", "storageclasses"): {"get", "list"}}

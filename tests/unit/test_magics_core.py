@@ -217,6 +217,9 @@ class ScriptedClient:
                 start = 0 if "tail" in (params or {}) else params["offset"]
                 written = self.log[:self.written]
                 return {"text": written[start:], "offset": len(written), "finished": False}
+            if path.endswith("/metrics"):
+                return {"instances": [{"instance": 0, "cpu_cores": 0.97, "memory_bytes": 300 << 20, "gpus": None,
+                                       "note": ""}]}
             doc = self.jobs.pop(0) if len(self.jobs) > 1 else self.jobs[0]
             if isinstance(doc, Exception):
                 raise doc
@@ -247,8 +250,10 @@ def test_the_monitor_follows_a_job_to_its_end_in_a_thread():
     assert mon.log_text == "step1\nstep2"
     logs = [params for path, params in client.calls if path.endswith("/logs")]
     assert logs[0] == {"tail": 200} and logs[1] == {"offset": 6} and logs[-1] == {"offset": 12}
-    # the round after the end read the log's rest (nothing more came): then it stopped
-    assert [p for p, _ in client.calls if not p.endswith("/logs")] == ["/jobs/7"] * 5 and len(logs) == 3
+    # the round after the end read the log's rest (nothing more came): then it stopped; metrics only while running
+    assert [p for p, _ in client.calls if not p.endswith("/logs")] == [
+        "/jobs/7", "/jobs/7", "/jobs/7", "/jobs/7/metrics", "/jobs/7", "/jobs/7"] and len(logs) == 3
+    assert mon.usage is None  # not shown once the job has ended
     assert ">completed</span>" in mon._info.value and "step2" in mon._log.value
     assert mon._kill_button.disabled and mon._stop_button.disabled
     mon.close()

@@ -1,6 +1,8 @@
-"""/jobs, /jobs/{id}[/action|/logs], /queue."""
+"""/jobs, /jobs/{id}[/action|/logs|/metrics], /queue."""
 
 from __future__ import annotations
+
+import datetime as dt
 
 from ..domain.errors import ValidationError
 from ..ops import jobs, queue
@@ -80,6 +82,24 @@ class JobLogsHandler(APIHandler):
                 text, nxt = await self.ti.backend.logs(job["id"], state, instance, offset, 1 << 20)
         self.send({"text": text, "offset": nxt, "instance": instance, "instances": job["instances"],
                    "status": job["status"], "finished": job["finished"]})
+
+
+class JobMetricsHandler(APIHandler):
+    async def get(self, ref: str):
+        # the monitors poll this every 2 s: the logs' light read, then the backend's sample (~0.25 s locally)
+        job = await self.op(jobs.log_source, self.actor, ref)
+        items: list = []
+        note = ""
+        if job["status"] != "running" or not job["backend_state"]:
+            note = f"the job is {job['status']}: metrics exist while it runs"
+        else:
+            try:
+                items = [m.to_json() for m in await self.ti.backend.metrics(job["id"], job["backend_state"],
+                                                                            job["devices"])]
+            except NotImplementedError:
+                note = "this TiHub's backend reports no metrics"
+        self.send({"job": job["id"], "status": job["status"], "instances": items, "note": note,
+                   "at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")})
 
 
 class QueueHandler(APIHandler):

@@ -133,6 +133,11 @@ class ExecutionBackend(LoggingConfigurable):
         is not running (the proxy answers 502)."""
         raise NotImplementedError
 
+    async def metrics(self, job_id: int, state: dict[str, Any], devices: dict[int, list[int]]) -> list[Any]:
+        """Resource use of each running instance now (``metrics.InstanceMetrics``); ``devices``: the device
+        indices each instance holds (its placement)."""
+        raise NotImplementedError
+
     async def cleanup(self, job_id: int, state: dict[str, Any]) -> None:
         """Release what outlives the processes (scratch space, ...); logs are kept."""
         raise NotImplementedError

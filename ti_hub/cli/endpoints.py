@@ -1,4 +1,5 @@
-"""`ti job tensorboard` and `ti job port`: a job's endpoints (JOB6, docs/user-guide.md "Endpoints")."""
+"""`ti job tensorboard`, `ti job port` and `ti job metrics`: a running job's endpoints (JOB6, docs/user-guide.md
+"Endpoints") and resource use."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 from .client import TiClient, quote
 from .common import add_json, command, examples
 from .config import make_client
-from .output import out, print_json
+from .output import err, out, print_json, table
 
 
 def absolute(client: TiClient, path: str) -> str:
@@ -61,6 +62,31 @@ def cmd_port(args: argparse.Namespace) -> int:
     return 0
 
 
+def _gpus(m: Mapping[str, Any]) -> str:
+    gpus = m.get("gpus")
+    if gpus is None:
+        return "-"
+    return " ".join(f"{g['index']}:{g.get('utilization_percent', '?')}%/{g.get('memory_used_mib', '?')}MiB"
+                    for g in gpus) or "-"
+
+
+def cmd_metrics(args: argparse.Namespace) -> int:
+    doc = make_client(args).get(f"/jobs/{quote(args.job)}/metrics") or {}
+    if args.json:
+        print_json(doc)
+        return 0
+    if doc.get("note"):
+        err(doc["note"])
+    table(doc.get("instances") or [], [
+        ("INST", "instance"),
+        ("CPU (cores)", lambda m: "-" if m.get("cpu_cores") is None else f"{m['cpu_cores']:.2f}"),
+        ("MEMORY", lambda m: "-" if m.get("memory_bytes") is None else f"{int(m['memory_bytes']) >> 20} MiB"),
+        ("GPU (util/memory)", _gpus),
+        ("NOTE", "note"),
+    ], empty="(no instance running)")
+    return 0
+
+
 def register(sub: Any) -> None:
     p = command(sub, "tensorboard", cmd_tensorboard,
                 "TensorBoard for a log directory of a job's volumes; prints its URL",
@@ -76,4 +102,10 @@ def register(sub: Any) -> None:
                 examples("ti job port mnist 40002"))
     p.add_argument("job", metavar="ID|NAME")
     p.add_argument("port", type=int, metavar="PORT")
+    add_json(p)
+
+    p = command(sub, "metrics", cmd_metrics,
+                "a running job's resource use now, per instance: CPU cores busy, memory, GPU utilization and memory",
+                examples("ti job metrics mnist", "ti job metrics ddp --json"))
+    p.add_argument("job", metavar="ID|NAME")
     add_json(p)

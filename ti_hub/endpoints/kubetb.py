@@ -29,6 +29,7 @@ ANN_LOGDIR = "ti-hub.io/logdir"
 ANN_PREFIX = "ti-hub.io/prefix"
 ANN_KEY = "ti-hub.io/tensorboard-key"
 ENDED = ("Succeeded", "Failed")
+FIND_TTL = 5.0
 
 
 # -- pure ----------------------------------------------------------------------------------------------------
@@ -119,6 +120,7 @@ class KubeTensorBoards:
         self.backend, self.image, self.lifetime_s = backend, image, lifetime_s
         self.max_running, self.ready_timeout, self.cpu, self.memory_mib = max_running, ready_timeout, cpu, memory_mib
         self.log = log
+        self._found: dict[str, tuple[float, dict[str, Any]]] = {}  # pod name -> (when, record)
 
     async def _core(self):
         from kubernetes_asyncio import client as k8s
@@ -154,9 +156,22 @@ class KubeTensorBoards:
             if e.status != 404:
                 raise
 
-    async def find(self, job_id: int, key: str) -> dict[str, Any] | None:
-        pod = await self._read(pod_name(self.backend.settings, job_id, key))
-        return record_of(pod) if pod else None
+    async def find(self, job_id: int, key: str, max_age: float = FIND_TTL) -> dict[str, Any] | None:
+        """The running TensorBoard; the proxy asks at every request (TensorBoard's page polls), so an answer is
+        reused for ``max_age`` seconds: a pod deleted meanwhile costs a 502, not an API read per request."""
+        name = pod_name(self.backend.settings, job_id, key)
+        now = time.monotonic()
+        hit = self._found.get(name)
+        if hit is not None and now - hit[0] < max_age:
+            return hit[1]
+        self._found.pop(name, None)
+        pod = await self._read(name)
+        rec = record_of(pod) if pod else None
+        if len(self._found) > 1000:
+            self._found.clear()
+        if rec is not None:  # a miss is asked again: the pod may answer any moment
+            self._found[name] = (now, rec)
+        return rec
 
     async def list_of(self, job_id: int) -> list[dict[str, Any]]:
         recs = [r for p in await self._pods(job_id) if (r := record_of(p))]
@@ -218,6 +233,7 @@ class KubeTensorBoards:
             await asyncio.sleep(0.2)
 
     async def stop_some(self, job_id: int, key: str | None = None) -> int:
+        self._found.clear()
         n = 0
         for pod in await self._pods(job_id):
             if key is not None and (pod["metadata"].get("annotations") or {}).get(ANN_KEY) != key:

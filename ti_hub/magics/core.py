@@ -38,6 +38,7 @@ class MonitorView:
     log_label: str = "log"
     final: bool = False
     note: str = ""                  # the last poll's problem, or "stopped watching"
+    usage: tuple[str, ...] = ()     # resource use now, a line per instance (GET /jobs/{id}/metrics)
 
     @property
     def status_text(self) -> str:
@@ -140,8 +141,21 @@ def metrics_of(job: Mapping[str, Any], now: dt.datetime) -> tuple[tuple[str, str
     return tuple((k, v) for k, v in rows if v)
 
 
+def usage_lines(doc: Mapping[str, Any] | None, instance: int | None = None, most: int = 8) -> tuple[str, ...]:
+    """GET /jobs/{id}/metrics as lines: "now: CPU 0.98 cores · memory 52 MiB", one per instance when several."""
+    from ..backends.metrics import summary
+
+    items = list((doc or {}).get("instances") or [])
+    if instance is not None:
+        items = [m for m in items if m.get("instance") == instance]
+    if len(items) == 1:
+        return (f"now: {summary(items[0])}",)
+    lines = tuple(f"instance {m.get('instance')}: {summary(m)}" for m in items[:most])
+    return lines + ((f"... and {len(items) - most} more instances",) if len(items) > most else ())
+
+
 def view_of(job: Mapping[str, Any], log: str = "", now: dt.datetime | None = None, note: str = "",
-            instance: int | None = None) -> MonitorView:
+            instance: int | None = None, usage: Mapping[str, Any] | None = None) -> MonitorView:
     now = now or dt.datetime.now(dt.timezone.utc)
     status = str(job.get("status") or "unknown")
     reason = str(job.get("reason") or "")
@@ -152,7 +166,8 @@ def view_of(job: Mapping[str, Any], log: str = "", now: dt.datetime | None = Non
     title = " ".join(str(p) for p in (f"job {job.get('id', '?')}", job.get("name") or "") if p)
     return MonitorView(title=title, status=status, color=COLORS.get(status, "#57606a"), reason=reason,
                        queue=queue_line(job, now), metrics=metrics_of(job, now), log=log, log_label=label,
-                       final=status in FINAL, note=note)
+                       final=status in FINAL, note=note,
+                       usage=usage_lines(usage, instance) if status == "running" else ())
 
 
 # -- the log tail -------------------------------------------------------------------------------
@@ -201,6 +216,8 @@ def render_info(view: MonitorView) -> str:
     if view.metrics:
         cells = " &nbsp;·&nbsp; ".join(f"<span style='opacity:.7'>{e(k)}</span> {e(v)}" for k, v in view.metrics)
         parts.append(f"<div style='font-size:90%'>{cells}</div>")
+    for line in view.usage:
+        parts.append(f"<div style='font-size:90%'><span style='opacity:.7'>usage</span> {e(line)}</div>")
     if view.note:
         parts.append(f"<div style='color:#9a6700'>{e(view.note)}</div>")
     return "".join(parts)

@@ -1,7 +1,7 @@
 """JobMonitor: an ipywidgets view of one job, kept up to date by a background thread.
 
-The thread polls GET /jobs/{id} (and, once the job has started, its log from the last offset) every
-POLL_INTERVAL seconds with its own TiClient, and stops when the job has ended and its log is read, when
+The thread polls GET /jobs/{id} (while it runs, its metrics; once it has started, its log from the last offset)
+every POLL_INTERVAL seconds with its own TiClient, and stops when the job has ended and its log is read, when
 `stop()` or `close()` is called, or when the API says the job is gone or not ours. It never touches the
 kernel's event loop (widget updates from a thread go out through ipykernel's thread-safe IOPub), so the
 notebook stays usable, and it keeps updating while another cell runs.
@@ -45,6 +45,7 @@ class JobMonitor(w.VBox):
         self._tail = core.LogTail()
         self._offset: int | None = None
         self._note = ""
+        self.usage: dict[str, Any] | None = None  # the last GET /jobs/{id}/metrics while the job runs
         self._stopped = False
         self._gone = False
         self._wake = threading.Event()
@@ -63,7 +64,7 @@ class JobMonitor(w.VBox):
 
     @property
     def view(self) -> core.MonitorView:
-        return core.view_of(self.job, self._tail.text, note=self._note, instance=self._instance)
+        return core.view_of(self.job, self._tail.text, note=self._note, instance=self._instance, usage=self.usage)
 
     @property
     def running(self) -> bool:
@@ -123,6 +124,7 @@ class JobMonitor(w.VBox):
             with self._lock:
                 self.job = dict(job)
                 self._note = ""
+            self._read_usage()
             if core.waiting_for_logs(self.job):
                 return False
             return self._read_log() and self.view.final
@@ -135,6 +137,17 @@ class JobMonitor(w.VBox):
         except Exception as e:  # noqa: BLE001 - shown in the widget, never a silent dead thread
             self._note = f"monitor error: {type(e).__name__}: {e}"
         return False
+
+    def _read_usage(self) -> None:
+        if self.job.get("status") != "running":
+            self.usage = None
+            return
+        try:
+            usage = self._client.get(f"/jobs/{quote(self.job.get('id') or self._ref)}/metrics") or {}
+        except ApiError:
+            usage = None  # the status line still updates; an older ti service has no metrics
+        with self._lock:
+            self.usage = usage
 
     def _read_log(self) -> bool:
         params: dict[str, Any] = {}
@@ -155,7 +168,7 @@ class JobMonitor(w.VBox):
     def _show(self) -> None:
         with self._lock:
             view = core.view_of(self.job, self._tail.text, now=dt.datetime.now(dt.timezone.utc),
-                                note=self._note, instance=self._instance)
+                                note=self._note, instance=self._instance, usage=self.usage)
             info, log = core.render_info(view), core.render_log(view)
             # only what changed goes to the browser
             if self._info.value != info:

@@ -212,7 +212,9 @@ def log_source(session: Session, actor: Actor, ref: Any) -> dict[str, Any]:
     """What a log read needs, with the same visibility check as show(): no history, no rendering."""
     job = find(session, actor, ref)
     return {"id": job.id, "instances": job.instances, "status": job.status,
-            "finished": job.status in st.FINAL or job.status == st.PAUSED, "backend_state": job.backend_state}
+            "finished": job.status in st.FINAL or job.status == st.PAUSED, "backend_state": job.backend_state,
+            "devices": {int(i.get("index", n)): list(i.get("devices") or [])
+                        for n, i in enumerate((job.placement or {}).get("instances") or [])}}
 
 
 def kill(session: Session, actor: Actor, ref: Any) -> dict[str, Any]:

@@ -27,6 +27,8 @@ ROUTES: list[tuple[str, type, dict[str, str]]] = [
                                  "post": "Submit a training job"}),
     (f"/jobs/{ID}", jobs.JobHandler, {"get": "A job's detail, queue position and history"}),
     (f"/jobs/{ID}/logs", jobs.JobLogsHandler, {"get": "Log text of one instance (?instance=&offset=&tail=)"}),
+    (f"/jobs/{ID}/metrics", jobs.JobMetricsHandler, {"get": "Resource use of a running job's instances now: CPU "
+                                                            "cores busy, memory, GPU utilization and memory"}),
     (f"/jobs/{ID}/ports", endpoints.JobPortsHandler, {"post": "Open one more interactive port {port} on my running "
                                                               "job (40000-49999)"}),
     (f"/jobs/{ID}/tensorboard", endpoints.JobTensorBoardHandler,

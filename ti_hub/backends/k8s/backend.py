@@ -19,6 +19,7 @@ from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio.client.exceptions import ApiException
 from traitlets import Bool, Dict, Integer, List, Unicode
 
+from .. import metrics as metrics_mod
 from ..base import ExecutionBackend, InstanceStatus, JobObservation, LaunchSpec, NodeCapacity
 from ..outcome import exit_reason
 from . import objects as ob
@@ -372,6 +373,32 @@ class KubernetesBackend(ExecutionBackend):
                 return status["podIP"], None
         raise LookupError(f"job {job_id} has no instance {instance}")
 
+    async def metrics(self, job_id: int, state: dict[str, Any], devices: dict[int, list[int]]) -> list[Any]:
+        """From metrics-server (metrics.k8s.io PodMetrics: the main container's CPU and working set); devices'
+        use would need NVIDIA's DCGM exporter, which TiHub does not read."""
+        await self.start_watches(jobs=False)
+        custom = k8s.CustomObjectsApi(await self.api())
+        try:
+            listing = await custom.list_namespaced_custom_object(
+                "metrics.k8s.io", "v1beta1", self.namespace, "pods", label_selector=ob.job_selector(self.settings,
+                                                                                                    job_id))
+        except ApiException as e:
+            why = ("this cluster serves no metrics.k8s.io (install metrics-server)" if e.status == 404
+                   else f"metrics.k8s.io refused ({e.status} {e.reason})")
+            return [metrics_mod.InstanceMetrics(i, note=why) for i in _instances(state)]
+        by_pod = {item["metadata"]["name"]: item for item in listing.get("items") or []}
+        out = []
+        for role in state.get("roles", []):
+            pods = self._pods_of(job_id, role["job"])
+            for k in range(int(role["count"])):
+                index = int(role["offset"]) + k
+                pod = pods.get(k) or {}
+                if (pod.get("status") or {}).get("phase") != "Running":
+                    out.append(metrics_mod.InstanceMetrics(index, note="not running"))
+                    continue
+                out.append(metrics_mod.kube_instance_metrics(index, by_pod.get(pod["metadata"]["name"]), "main"))
+        return out
+
     async def cleanup(self, job_id: int, state: dict[str, Any]) -> None:
         return None  # nothing outlives the Jobs: scratch is emptyDir, claims belong to volumes
 
@@ -448,3 +475,7 @@ def pod_status(index: int, pod: dict[str, Any], memory_mib: int | None) -> Insta
         msg = status.get("message") or ""
         return InstanceStatus(index, "exited", None, f"{why.lower()}: {msg}" if msg else why.lower())
     return InstanceStatus(index, "exited", int(code), "")
+
+
+def _instances(state: dict[str, Any]) -> list[int]:
+    return [int(r["offset"]) + k for r in state.get("roles", []) for k in range(int(r["count"]))]

@@ -21,17 +21,21 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from typing import Any
 
 from traitlets import Bool, Dict, Float, Int, List, Unicode, default
 
 import ti_hub
 
+from .. import metrics as metrics_mod
 from ..base import ExecutionBackend, InstanceStatus, JobObservation, LaunchSpec, NodeCapacity
 from ..outcome import LOST_REASON
 from . import devices as devices_mod
 from . import jobdir, limits, logfiles, procs, sandbox
 from .runner import write_json_atomic
+
+METRICS_WINDOW = 0.25  # seconds between the two CPU samples of GET /jobs/{id}/metrics
 
 
 class LocalBackend(ExecutionBackend):
@@ -338,6 +342,39 @@ class LocalBackend(ExecutionBackend):
         if not any(r.get("index") == instance for r in (state or {}).get("instances", [])):
             raise LookupError(f"job {job_id} has no instance {instance} on this machine")
         return "127.0.0.1", None
+
+    # ---- metrics -----------------------------------------------------------------------------
+    async def metrics(self, job_id: int, state: dict[str, Any], devices: dict[int, list[int]]) -> list[Any]:
+        # configured devices are demo devices (not NVML indices): their use cannot be read
+        return await asyncio.to_thread(self._metrics_sync, state or {}, {} if self.devices else devices)
+
+    def _metrics_sync(self, state: dict, devices: dict[int, list[int]]) -> list[Any]:
+        """Two /proc samples METRICS_WINDOW apart: CPU as cores busy between them, memory as summed RSS."""
+        records = state.get("instances", [])
+
+        def sample() -> dict[int, tuple[set[int], int, int]]:
+            snap = procs.snapshot()
+            out = {}
+            for rec in records:
+                sup, sup_start, pgid, child_start, _ = self._targets(rec)
+                pids = procs.job_processes(sup, sup_start, pgid, child_start, snap)
+                out[rec["index"]] = (pids, procs.cpu_ticks(pids, snap), procs.rss_bytes(pids, snap))
+            return out
+
+        started = time.monotonic()
+        first = sample()
+        time.sleep(METRICS_WINDOW)
+        window = time.monotonic() - started
+        second = sample()
+        out = []
+        for index in sorted(second):
+            pids, ticks, rss = second[index]
+            if not pids:
+                out.append(metrics_mod.InstanceMetrics(index, note="not running"))
+                continue
+            cores = metrics_mod.cpu_cores(first.get(index, (set(), ticks, 0))[1], ticks, window)
+            out.append(metrics_mod.InstanceMetrics(index, cores, rss, metrics_mod.nvml_samples(devices.get(index, []))))
+        return out
 
     async def cleanup(self, job_id: int, state: dict[str, Any]) -> None:
         await asyncio.to_thread(jobdir.remove_scratch, state or {})

@@ -22,6 +22,7 @@ class ProcStat:
     sid: int
     start_time: int  # clock ticks after boot
     rss_bytes: int
+    cpu_ticks: int = 0  # user + system CPU time so far, in clock ticks
 
     @property
     def alive(self) -> bool:
@@ -34,7 +35,8 @@ def parse_stat(text: str) -> ProcStat:
     fields = text[text.rindex(")") + 2:].split()
     # fields[0] is field 3 (state); field N is fields[N - 3]
     return ProcStat(pid=pid, state=fields[0], ppid=int(fields[1]), pgid=int(fields[2]), sid=int(fields[3]),
-                    start_time=int(fields[19]), rss_bytes=int(fields[21]) * PAGE_SIZE)
+                    start_time=int(fields[19]), rss_bytes=int(fields[21]) * PAGE_SIZE,
+                    cpu_ticks=int(fields[11]) + int(fields[12]))
 
 
 def read_stat(pid: int) -> ProcStat | None:
@@ -122,6 +124,10 @@ def job_processes(supervisor: int | None, supervisor_start: int | None, child_pg
 def rss_bytes(pids: set[int], procs: dict[int, ProcStat]) -> int:
     """Sum of resident memory; pages shared between processes count more than once (an overestimate)."""
     return sum(procs[pid].rss_bytes for pid in pids if pid in procs)
+
+
+def cpu_ticks(pids: set[int], procs: dict[int, ProcStat]) -> int:
+    return sum(procs[pid].cpu_ticks for pid in pids if pid in procs)
 
 
 def send(pid: int, sig: int) -> bool:
