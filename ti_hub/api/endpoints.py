@@ -3,19 +3,13 @@ endpoint URLs of a job's detail. The proxy itself is ``ti_hub/endpoints/proxy.py
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from ..domain import validation as v
 from ..domain.actor import Actor
-from ..domain.errors import NotHere, ValidationError
-from ..endpoints.pure import check_logdir, inside, port_url, tensorboard_key, tensorboard_prefix
+from ..endpoints.pure import check_logdir, port_url, tensorboard_key, tensorboard_prefix
 from ..ops import endpoints as ops
 from .base import APIHandler
-
-NO_DIRECTORY = ("this TiHub's volumes have no directory on the service's machine, where its TensorBoards run: run "
-                "TensorBoard in a job instead (declare a port, e.g. 40006, run `tensorboard --logdir DIR --host "
-                "0.0.0.0 --port 40006`, then open the port's endpoint)")
 
 
 async def endpoint_info(service_prefix: str, tensorboards: Any, actor: Actor, job: dict[str, Any]
@@ -51,18 +45,11 @@ class JobTensorBoardHandler(APIHandler):
         data = self.body()
         v.check_fields(data, ("logdir",))
         src = await self.ti.db(ops.tensorboard_source, self.actor, ref, data.get("logdir"), readonly=True)
-        logdir, tbs = src["logdir"], self.ti.tensorboards
-        key = tensorboard_key(logdir)
+        key = tensorboard_key(src["logdir"])
         prefix = tensorboard_prefix(self.settings["service_prefix"], src["id"], key)
-        if hasattr(tbs, "start_on_volume"):  # Kubernetes: a pod mounts the volume's claim (endpoints/kubetb.py)
-            rec, started = await tbs.start_on_volume(src["id"], src["owner"], logdir, src["volume_id"],
-                                                     src["volume"], src["rel"], prefix, key)
-        else:
-            root = str(self.ti.volume_driver.path(src["volume_id"]) or "")
-            if not root:
-                raise NotHere(NO_DIRECTORY)
-            hostdir = _resolve(root, src["rel"], logdir)
-            rec, started = await tbs.start(src["id"], src["owner"], logdir, hostdir, prefix)
+        # a process on the volume's directory here, or a pod mounting its claim (endpoints/kubetb.py)
+        rec, started = await self.ti.tensorboards.start_on_volume(
+            src["id"], src["owner"], src["logdir"], src["volume_id"], src["volume"], src["rel"], prefix, key)
         self.send({**tb_doc(rec), "job": src["id"], "started": started}, 201 if started else 200)
 
     async def delete(self, ref: str):
@@ -71,12 +58,3 @@ class JobTensorBoardHandler(APIHandler):
         job = await self.ti.db(ops.owned_job, self.actor, ref, readonly=True)
         key = tensorboard_key(check_logdir(args["logdir"])) if args.get("logdir") else None
         self.send({"stopped": await self.ti.tensorboards.stop_some(job["id"], key)})
-
-
-def _resolve(root: str, rel: str, logdir: str) -> str:
-    """The host directory behind the logdir, symlinks resolved: it must stay inside the volume."""
-    real_root = os.path.realpath(root)
-    real = os.path.realpath(os.path.join(real_root, rel)) if rel else real_root
-    if not inside(real, real_root):
-        raise ValidationError(f"logdir {logdir} leads out of its volume (a symbolic link?)", field="logdir")
-    return real

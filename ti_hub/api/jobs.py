@@ -86,8 +86,8 @@ class JobLogsHandler(APIHandler):
 
 class JobMetricsHandler(APIHandler):
     async def get(self, ref: str):
-        # the monitors poll this every 2 s: the logs' light read, then the backend's sample (~0.25 s locally)
-        job = await self.op(jobs.log_source, self.actor, ref)
+        # the monitors poll this every 2 s: a light read (no history), then the backend's sample (~0.25 s locally)
+        job = await self.op(jobs.metrics_source, self.actor, ref)
         items: list = []
         note = ""
         if job["status"] != "running" or not job["backend_state"]:

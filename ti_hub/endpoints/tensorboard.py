@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from ..backends.local import procs
-from ..domain.errors import BadGateway, Conflict, Unavailable
-from .pure import tensorboard_key
+from ..domain.errors import BadGateway, Conflict, NotHere, Unavailable, ValidationError
+from .pure import inside, tensorboard_key
 
 # sets the parent-death signal, then becomes TensorBoard: no preexec_fn (unsafe in a threaded parent), and
 # the signal survives the exec. A parent already gone (the pid differs) means nobody wants it.
@@ -40,6 +40,20 @@ WRAPPER = ("import ctypes, os, signal, sys\n"
            "os.execv(sys.executable, [sys.executable, '-m', 'tensorboard.main', *sys.argv[2:]])\n")
 EXTRA_HINT = "pip install 'ti-hub[tensorboard]'"
 INHERIT = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "LD_LIBRARY_PATH")
+
+
+NO_DIRECTORY = ("this TiHub's volumes have no directory on the service's machine, where its TensorBoards run: run "
+                "TensorBoard in a job instead (declare a port, e.g. 40006, run `tensorboard --logdir DIR --host "
+                "0.0.0.0 --port 40006`, then open the port's endpoint)")
+
+
+def resolve_inside(root: str, rel: str, logdir: str) -> str:
+    """The host directory behind the logdir, symlinks resolved: it must stay inside the volume."""
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(os.path.join(real_root, rel)) if rel else real_root
+    if not inside(real, real_root):
+        raise ValidationError(f"logdir {logdir} leads out of its volume (a symbolic link?)", field="logdir")
+    return real
 
 
 def installed() -> bool:
@@ -71,8 +85,9 @@ def _alive(rec: dict[str, Any] | None) -> bool:
 
 class TensorBoards:
     def __init__(self, root: str | Path, idle_timeout: float = 3600.0, max_running: int = 8,
-                 python: str = sys.executable, log: Any = None):
+                 python: str = sys.executable, log: Any = None, volume_path: Any = None):
         self.root = Path(root)
+        self.volume_path = volume_path  # volume id -> its directory on this machine ("" when it has none)
         self.idle_timeout = idle_timeout
         self.max_running = max_running
         self.python = python
@@ -188,6 +203,14 @@ class TensorBoards:
         self._touched.pop(name, None)
 
     # the interface the API and the proxy use, shared with KubeTensorBoards (kubetb.py), whose lookups are API calls
+    async def start_on_volume(self, job_id: int, owner: str, logdir: str, volume_id: int, volume: str, rel: str,
+                              prefix: str, key: str) -> tuple[dict[str, Any], bool]:
+        """TensorBoard on the directory behind ``logdir``: ``rel`` inside the volume's directory on this machine."""
+        root = str((self.volume_path(volume_id) if self.volume_path else "") or "")
+        if not root:
+            raise NotHere(NO_DIRECTORY)
+        return await self.start(job_id, owner, logdir, resolve_inside(root, rel, logdir), prefix)
+
     async def find(self, job_id: int, key: str) -> dict[str, Any] | None:
         return self.get(job_id, key)
 

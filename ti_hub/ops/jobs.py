@@ -212,9 +212,15 @@ def log_source(session: Session, actor: Actor, ref: Any) -> dict[str, Any]:
     """What a log read needs, with the same visibility check as show(): no history, no rendering."""
     job = find(session, actor, ref)
     return {"id": job.id, "instances": job.instances, "status": job.status,
-            "finished": job.status in st.FINAL or job.status == st.PAUSED, "backend_state": job.backend_state,
-            "devices": {int(i.get("index", n)): list(i.get("devices") or [])
-                        for n, i in enumerate((job.placement or {}).get("instances") or [])}}
+            "finished": job.status in st.FINAL or job.status == st.PAUSED, "backend_state": job.backend_state}
+
+
+def metrics_source(session: Session, actor: Actor, ref: Any) -> dict[str, Any]:
+    """log_source, and the devices each instance holds (its placement, in instance order)."""
+    job = find(session, actor, ref)
+    return {"id": job.id, "status": job.status, "backend_state": job.backend_state,
+            "devices": {n: list(i.get("devices") or []) for n, i in enumerate((job.placement or {}).get("instances")
+                                                                             or [])}}
 
 
 def kill(session: Session, actor: Actor, ref: Any) -> dict[str, Any]:

@@ -235,14 +235,15 @@ class TiService(Application):
         self._seed()
 
     def _tensorboards(self) -> Any:
-        """Processes beside the service (embedded), or pods beside the jobs (Kubernetes: ti_hub/endpoints/kubetb.py)."""
-        if not self.backend.shares_host_network and hasattr(self.backend, "api") and hasattr(self.backend, "settings"):
-            from ..endpoints.kubetb import KubeTensorBoards
+        """Processes beside the service where jobs run on this machine (the local backend), else pods beside the
+        jobs (the Kubernetes backend: ti_hub/endpoints/kubetb.py)."""
+        if self.backend.shares_host_network:
+            return TensorBoards(Path(self.data_dir) / "tensorboard", self.tensorboard_idle_timeout,
+                                self.tensorboard_max, log=self.log, volume_path=self.volume_driver.path)
+        from ..endpoints.kubetb import KubeTensorBoards
 
-            return KubeTensorBoards(self.backend, self.tensorboard_image, self.tensorboard_idle_timeout,
-                                    self.tensorboard_max, log=self.log)
-        return TensorBoards(Path(self.data_dir) / "tensorboard", self.tensorboard_idle_timeout, self.tensorboard_max,
-                            log=self.log)
+        return KubeTensorBoards(self.backend, self.tensorboard_image, self.tensorboard_idle_timeout,
+                                self.tensorboard_max, log=self.log)
 
     def _lock_path(self, what: str) -> Path:
         """Lock files sit beside an SQLite database, else in the data dir."""

@@ -15,7 +15,8 @@ from ..base import NodeCapacity
 from .objects import LABEL_INSTALLATION, MANAGED_BY, KubeSettings
 from .names import label_value
 
-_SUFFIX = {"": 1, "n": Decimal("1e-9"), "u": Decimal("1e-6"), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18, "m": Decimal("0.001"),
+_SUFFIX = {"": 1, "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("0.001"),
+           "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
            "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _QTY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|[kMGTPEmnu]?)$")
 
