@@ -27,16 +27,6 @@ def used(session, kind: str) -> tuple[int, float]:
     return sum(c["used"]["devices"] for c in rows), sum(c["used"]["cpu"] for c in rows)
 
 
-def wait_ready(session, server: str, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        s = session.hub_api("GET", f"/users/{session.name}").json()["servers"].get(server)
-        if s and s["ready"]:
-            return
-        time.sleep(0.3)
-    raise TimeoutError(f"workspace {server} not ready")
-
-
 def instance_logs(session, job: str) -> str:
     """Every instance's log tail: the followed output shows instance 0 only, and a failure is often elsewhere."""
     out = []
@@ -67,7 +57,7 @@ def test_the_whole_road(hub, tmp_path):
     r = user.hub_api("POST", "/users/roadrunner/servers/road-lab", json={"plan": "road-ws"})
     try:
         assert r.status_code in (201, 202), r.text
-        wait_ready(user, "road-lab")
+        user.wait_server("road-lab", timeout=90)
         assert used(user, "workspace") == (1, 0.25)
         ws_env = next(iter(processes_with_env(JUPYTERHUB_USER="roadrunner", TI_WORKSPACE="road-lab").values()))
 
