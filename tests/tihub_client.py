@@ -18,6 +18,18 @@ class Hub:
         self.url = url.rstrip("/")
         self.api_url = self.url + "/services/ti/api/v1"
 
+    def put_in_home(self, user: str, src, name: str | None = None) -> str:
+        """Copy a file into a user's home, where the platform keeps it; returns its path inside their jobs and
+        workspaces (``/home/USER/NAME``): user code sees only its sandbox, never this checkout."""
+        import shutil
+        from pathlib import Path
+
+        home = Path(self.data_dir) / "workspaces" / "home" / user
+        home.mkdir(parents=True, exist_ok=True)
+        name = name or Path(src).name
+        shutil.copy(src, home / name)
+        return f"/home/{user}/{name}"
+
     def ready(self) -> bool:
         try:
             return requests.get(self.api_url + "/openapi.json", timeout=2).status_code == 200

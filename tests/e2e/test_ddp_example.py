@@ -56,7 +56,8 @@ def test_ddp_example_trains_over_two_instances(hub, new_user, tmp_path):
     sub = ti(hub, user, "job", "submit", "--name", name, "--kind", "distributed", "--workers", "2",
              "--plan", "cpu-small", "--image", "python-cpu", "--volume", f"{vol['name']}:/mnt/output",
              "--env", "OUTPUT_DIR=/mnt/output", "--wait", "--wait-timeout", "240",
-             "--", sys.executable, str(TRAIN), "--epochs", str(EPOCHS), cwd=tmp_path, timeout=300)
+             "--", sys.executable, hub.put_in_home(user.name, TRAIN), "--epochs", str(EPOCHS), cwd=tmp_path,
+             timeout=300)
     elapsed = time.monotonic() - started
     job = user.ok("GET", f"/jobs/{name}")
     logs = {i: ti(hub, user, "job", "logs", name, "--instance", str(i), cwd=tmp_path) for i in (0, 1)}

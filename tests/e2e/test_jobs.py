@@ -32,16 +32,18 @@ def _remember_hub(hub):
 
 
 def alive_processes(job_id: int) -> set[int]:
-    """Live processes (zombies excluded) of this hub's job: TI_JOB_ID in their environment, cwd in its dir."""
+    """Live processes (zombies excluded) of this hub's job: TI_JOB_ID in their environment, and its work directory
+    mounted in their sandbox (or their cwd in it, without one)."""
     pids = set()
     job_dir = os.path.join(HUB["data"], "jobs", str(job_id))
     for pid in processes_with_env(TI_JOB_ID=str(job_id)):
         try:
             state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
             cwd = os.readlink(f"/proc/{pid}/cwd")
+            mounts = Path(f"/proc/{pid}/mountinfo").read_text()
         except OSError:
             continue
-        if state != "Z" and cwd.startswith(job_dir):
+        if state != "Z" and (cwd.startswith(job_dir) or f" {job_dir}/work " in mounts):
             pids.add(pid)
     return pids
 

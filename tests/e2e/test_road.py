@@ -70,7 +70,7 @@ def test_the_whole_road(hub, tmp_path):
         sub = subprocess.run(cli + ["job", "submit", "--name", "road-ddp", "--kind", "distributed", "--workers", "2",
                                     "--plan", "road-train", "--image", "python-cpu", "--volume", "road-out:/mnt/output",
                                     "--env", "OUTPUT_DIR=/mnt/output", "--follow", "--",
-                                    sys.executable, str(TRAIN), "--epochs", "3"],
+                                    sys.executable, hub.put_in_home("roadrunner", TRAIN), "--epochs", "3"],
                              env=env, capture_output=True, text=True, timeout=300)
         # 4. the followed logs show training; the command exits 0 because the job completed
         assert sub.returncode == 0, sub.stdout + sub.stderr + instance_logs(user, "road-ddp")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from pathlib import Path
 
@@ -127,13 +128,22 @@ def test_tensorboard_records_are_found_touched_and_reaped(tmp_path):
 async def test_a_tensorboard_starts_once_and_stops_when_idle(tmp_path):
     tbs = TensorBoards(tmp_path / "reg", idle_timeout=1.0, max_running=1)
     (tmp_path / "logs").mkdir()
-    rec, started = await tbs.start(9, "ann", "/mnt/out/tb", str(tmp_path / "logs"), "/p/9/tensorboard/k")
+    logs = str(tmp_path / "logs")
+    uid = 900555 if os.geteuid() == 0 else None
+    rec, started = await tbs.start(9, "ann", "/mnt/out/tb", logs, "/p/9/tensorboard/k", uid=uid,
+                                   mount=(logs, "/mnt/out/tb"))
     assert started and procs.is_alive(rec["pid"], rec["start_time"])
-    again, started = await tbs.start(9, "ann", "/mnt/out/tb", str(tmp_path / "logs"), "/p/9/tensorboard/k")
+    again, started = await tbs.start(9, "ann", "/mnt/out/tb", logs, "/p/9/tensorboard/k", uid=uid,
+                                     mount=(logs, "/mnt/out/tb"))
     assert again["pid"] == rec["pid"] and not started
     with pytest.raises(Conflict):  # the cap counts every running TensorBoard
-        await tbs.start(10, "ann", "/mnt/out/tb", str(tmp_path / "logs"), "/p/10/tensorboard/k")
-    env = (Path(f"/proc/{rec['pid']}/environ").read_bytes()).split(b"\0")
+        await tbs.start(10, "ann", "/mnt/out/tb", logs, "/p/10/tensorboard/k", uid=uid, mount=(logs, "/mnt/out/tb"))
+    tree = procs.descendants(rec["pid"], procs.snapshot()) | {rec["pid"]}
+    tb = [p for p in tree if Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[1:3] == [b"-m", b"tensorboard.main"]]
+    assert len(tb) == 1
+    if uid is not None:  # TensorBoard runs as the job owner, never as the service
+        assert Path(f"/proc/{tb[0]}").stat().st_uid == uid
+    env = (Path(f"/proc/{tb[0]}/environ").read_bytes()).split(b"\0")
     assert not [e for e in env if e.startswith((b"JUPYTERHUB_", b"TI_"))]  # the service's secrets stay behind
     deadline = time.monotonic() + 20
     while procs.is_alive(rec["pid"], rec["start_time"]) and time.monotonic() < deadline:

@@ -7,6 +7,7 @@ import json
 import os
 import shlex
 import signal
+import subprocess
 import sys
 import time
 
@@ -15,12 +16,14 @@ import pytest
 from ti_hub.backends.base import InstanceSpec, LaunchSpec, Mount
 from ti_hub.backends.envs import instance_envs, instance_roles
 from ti_hub.backends.local import LocalBackend
-from ti_hub.backends.local import limits, logfiles, procs, sandbox
+from ti_hub.backends.local import limits, logfiles, procs, sandbox, userdirs
 from ti_hub.backends.local.devices import group_devices, normalize_gpu_name
 from ti_hub.backends.outcome import job_outcome
 
 PY = shlex.quote(sys.executable)
 HAVE_BWRAP = sandbox.find_bwrap() is not None
+# the owner's uid: as root, the backend runs every user's code as a uid of their own
+UID = 900321 if os.geteuid() == 0 else None
 
 
 def make_spec(job_id, command, *, workers=1, devices_per=0, memory_mib=0, mounts=(), scratch=(),
@@ -34,7 +37,7 @@ def make_spec(job_id, command, *, workers=1, devices_per=0, memory_mib=0, mounts
     return LaunchSpec(job_id=job_id, owner="alice", name=f"job-{job_id}",
                       kind="distributed" if workers > 1 else "single", strategy=strategy, command=command,
                       image="ignored", env=env or {"USER_VAR": "hello"}, instances=instances,
-                      mounts=tuple(mounts), scratch_paths=tuple(scratch), shm_mib=64)
+                      mounts=tuple(mounts), scratch_paths=tuple(scratch), shm_mib=64, uid=UID)
 
 
 def gone(pid: int) -> bool:
@@ -42,7 +45,8 @@ def gone(pid: int) -> bool:
     return st is None or not st.alive
 
 
-@pytest.fixture(params=["bubblewrap", "plain"] if HAVE_BWRAP else ["plain"])
+# as root, TiHub runs no user code outside a sandbox (test_root_needs_a_sandbox): "plain" only unprivileged
+@pytest.fixture(params=(["bubblewrap"] if HAVE_BWRAP else []) + (["plain"] if os.geteuid() != 0 else []))
 async def backend(request, tmp_path):
     """Every behaviour with and without bubblewrap (which sits between the supervisor and the job)."""
     b = LocalBackend(root_dir=str(tmp_path / "root"), devices={"demo-gpu": 4}, memory_poll_interval=0.1,
@@ -141,7 +145,7 @@ async def test_read_only_mount_refuses_writes_read_write_accepts(backend, tmp_pa
         pytest.skip("read-only mounts need bubblewrap; without it they are refused (tested below)")
     ro, rw = tmp_path / "ro", tmp_path / "rw"
     ro.mkdir()
-    rw.mkdir()
+    userdirs.shared_dir(str(rw))  # as the local volume driver makes a volume: writable by whoever mounts it
     (ro / "data.txt").write_text("original")
     cmd = ("cat /datasets/ro/data.txt; echo; "
            "if echo changed > /datasets/ro/data.txt; then echo RO-WRITE-OK; else echo RO-WRITE-FAILED; fi; "
@@ -168,7 +172,19 @@ async def test_read_only_mount_refuses_writes_read_write_accepts(backend, tmp_pa
     assert os.path.exists(state["instances"][0]["log"])  # logs are kept
 
 
+async def test_root_needs_a_sandbox(tmp_path):
+    """Run as root, TiHub runs nobody's code outside bubblewrap: the refusal says why."""
+    if os.geteuid() != 0:
+        pytest.skip("an unprivileged platform runs jobs without bubblewrap (next test)")
+    b = LocalBackend(root_dir=str(tmp_path / "root"), use_bubblewrap=False)
+    with pytest.raises(RuntimeError, match="runs as root and bubblewrap cannot run here"):
+        await b.launch(make_spec(5, "true"))
+    assert not os.path.exists(os.path.join(b.root_dir, "jobs", "5", "run"))  # nothing was prepared
+
+
 async def test_without_bubblewrap_read_write_mounts_are_symlinks_and_read_only_is_refused(tmp_path):
+    if os.geteuid() == 0:
+        pytest.skip("as root, no user code runs without bubblewrap (test_root_needs_a_sandbox)")
     b = LocalBackend(root_dir=str(tmp_path / "root"), use_bubblewrap=False)
     rw = tmp_path / "rw"
     rw.mkdir()
@@ -185,16 +201,18 @@ async def test_without_bubblewrap_read_write_mounts_are_symlinks_and_read_only_i
 
 
 async def test_stop_kills_the_whole_process_group(backend):
-    spec = make_spec(7, 'sleep 1000 & echo "bg=$!"; sleep 1000 & echo "bg=$!"; echo "sh=$$"; wait')
+    spec = make_spec(7, 'sleep 1000 & echo "bg=$!"; setsid sleep 1000 & echo "bg=$!"; echo "sh=$$"; wait')
     state = await backend.launch(spec)
-    log = await wait_log(backend, 7, state, "sh=")
-    pids = [int(line.split("=")[1]) for line in log.splitlines() if line.startswith(("bg=", "sh="))]
-    assert len(pids) == 3 and not any(gone(p) for p in pids)
+    await wait_log(backend, 7, state, "sh=")
     supervisor = state["instances"][0]["pid"]
+    # as the machine sees them (in a sandbox the job's own pids are those of its pid namespace)
+    await asyncio.sleep(0.2)
+    pids = procs.descendants(supervisor, procs.snapshot())
+    assert len(pids) >= 3 and not any(gone(p) for p in pids)
     t0 = time.monotonic()
     await backend.stop(7, state, grace_seconds=5)
     assert time.monotonic() - t0 < 4  # sleep dies of SIGTERM: no need to wait for the grace period
-    assert all(gone(p) for p in pids + [supervisor])
+    assert all(gone(p) for p in pids | {supervisor})
     obs = await backend.observe_job(7, state)
     assert obs.instances[0].state == "exited"
     assert obs.instances[0].reason.startswith("stopped on request")
@@ -262,7 +280,7 @@ from ti_hub.backends.local import LocalBackend
 async def main():
     b = LocalBackend(root_dir=sys.argv[1], use_bubblewrap=sys.argv[2] == "True")
     spec = LaunchSpec(14, "alice", "j", "single", None, "echo up; sleep 1000", "", {},
-                      (InstanceSpec(0, "worker", 0, "local", (), 1.0, 0, {}),))
+                      (InstanceSpec(0, "worker", 0, "local", (), 1.0, 0, {}),), uid=int(sys.argv[3]) or None)
     print(json.dumps(await b.launch(spec)))
 
 asyncio.run(main())
@@ -271,7 +289,8 @@ asyncio.run(main())
 
 async def test_jobs_outlive_the_service_process_that_launched_them(backend):
     proc = await asyncio.create_subprocess_exec(sys.executable, "-c", SERVICE, backend.root_dir,
-                                                str(backend.use_bubblewrap), stdout=asyncio.subprocess.PIPE)
+                                                str(backend.use_bubblewrap), str(UID or 0),
+                                                stdout=asyncio.subprocess.PIPE)
     out, _ = await proc.communicate()
     assert proc.returncode == 0
     state = json.loads(out)  # the service that launched it has exited now
@@ -301,35 +320,80 @@ async def test_killed_supervisor_reports_lost(backend):
 # ---- pure helpers of the local backend -----------------------------------------------------------
 
 def test_bwrap_argv_shape():
-    binds = [sandbox.Bind("/srv/a", "/data/a/b", False), sandbox.Bind("/srv/ds", "/data", True),
-             sandbox.Bind("/srv/m", "/models/m", True)]
-    entries = [("bin", "usr/bin"), ("data", None), ("dev", None), ("proc", None), ("usr", None), ("mnt", None)]
-    argv = sandbox.bwrap_argv("bwrap", "echo hi", binds, entries=entries, cwd="/w", keep=["/models/x/job"],
-                              shm_mib=16)
+    binds = (sandbox.Bind("/srv/a", "/data/a/b", False), sandbox.Bind("/srv/ds", "/data", True),
+             sandbox.Bind("/srv/m", "/models/m", True), sandbox.Bind("/srv/home/ann", "/home/ann", False))
+    plan = sandbox.Plan(binds=binds, read_only=("/root/.pyenv/versions/3.11", "/work/co/ti_hub"),
+                        entries=(("bin", "usr/bin"), ("usr", None), ("etc", None)), devices=("/dev/nvidia0",),
+                        tmp="/srv/tmp/0", shm_mib=16, cwd="/job")
+    argv = sandbox.bwrap_argv("bwrap", plan, privileged=True, python="/py/bin/python3", spec_fd=5, passwd_fd=6,
+                              group_fd=7, info_fd=8)
     joined = " ".join(argv)
-    assert argv[0] == "bwrap" and argv[-3:] == ["/bin/sh", "-c", "echo hi"]
-    assert "--symlink usr/bin /bin" in joined and "--bind /usr /usr" in joined and "--bind /mnt /mnt" in joined
-    assert "--bind /data /data" not in joined  # a used mount root is a tmpfs, not the host's
-    assert "--tmpfs /data" in joined and "--tmpfs /models --bind /models/x/job /models/x/job" in joined
+    assert argv[0] == "bwrap" and argv[-5:] == ["/py/bin/python3", "-I", "-S", sandbox.DROPEXEC, "5"]
+    assert "--unshare-pid" in argv and "--die-with-parent" in argv and "--unshare-ipc" in argv
+    assert "--symlink usr/bin /bin" in joined and "--ro-bind /usr /usr" in joined and "--ro-bind /etc /etc" in joined
+    assert "--bind / " not in joined and "--dev-bind /dev /dev" not in joined  # no host root, no host /dev
+    assert "--dev /dev --proc /proc" in joined and "--dev-bind /dev/nvidia0 /dev/nvidia0" in joined
+    assert "--ro-bind /root/.pyenv/versions/3.11 /root/.pyenv/versions/3.11" in joined
+    for made in ("/root", "/root/.pyenv", "/work", "/home"):  # traversable on the way (the host's /root is not)
+        assert f"--perms 0755 --dir {made} " in joined
+    assert "--dir /data/a " not in joined  # inside another mount: bubblewrap makes it there
+    assert "--bind /srv/tmp/0 /tmp --bind /srv/tmp/0 /var/tmp" in joined
     assert joined.index("--ro-bind /srv/ds /data") < joined.index("--bind /srv/a /data/a/b")  # parents first
-    assert "--size 16777216 --tmpfs /dev/shm" in joined and "--dev-bind /dev /dev" in joined
-    assert "--new-session" not in argv and "--unshare-pid" not in argv
-    assert "--cap-drop" not in sandbox.bwrap_argv("bwrap", "x", [], entries=[], cwd="/", as_root=False)
-    assert "--cap-drop ALL" in " ".join(sandbox.bwrap_argv("bwrap", "x", [], entries=[], cwd="/", as_root=True))
+    assert "--size 16777216 --perms 1777 --tmpfs /dev/shm" in joined
+    assert "--perms 0644 --ro-bind-data 6 /etc/passwd" in joined and "--info-fd 8" in joined
+    # as root, bubblewrap keeps only what dropexec needs to become the user
+    assert "--cap-drop ALL --cap-add CAP_SETUID --cap-add CAP_SETGID --cap-add CAP_SETPCAP" in joined
+    unprivileged = " ".join(sandbox.bwrap_argv("bwrap", plan, privileged=False, python="/py", spec_fd=5))
+    assert "--cap-drop" not in unprivileged and "--cap-add" not in unprivileged
 
 
-def test_sandboxed_code_holds_no_capability(tmp_path):
-    """Even when the service runs as root: root's capabilities stay outside the sandbox."""
-    import subprocess
+def test_runtime_paths_show_the_package_never_its_checkout():
+    entries = (("usr", None), ("opt", None))
+    got = sandbox.runtime_paths(["/usr", "/opt/conda", "/root/.pyenv/versions/3.11", "/root/.pyenv/versions/3.11"],
+                                ["/work/checkout/ti_hub"], entries)
+    assert got == ("/root/.pyenv/versions/3.11", "/work/checkout/ti_hub")
+    assert sandbox.parents_to_make(["/root/.pyenv/x", "/home/ann", "/tmp/y", "/usr/local/z"], ["/usr"]) == \
+        ["/home", "/root", "/root/.pyenv"]
 
+
+def test_passwd_names_the_user_without_clashing():
+    ident = sandbox.Identity("ann", 900001, 900001, "/home/ann")
+    host = "root:x:0:0:root:/root:/bin/bash\nold:x:900001:900001::/x:/bin/sh\n"
+    assert sandbox.passwd_text(host, ident).splitlines() == [
+        "root:x:0:0:root:/root:/bin/bash", "ann:x:900001:900001:TiHub user:/home/ann:/bin/bash"]
+    root = sandbox.Identity("root", 900002, 900002, "/home/root")  # a TiHub user named like a system account
+    assert sandbox.passwd_text(host, root).splitlines()[-1].startswith("ti-root:x:900002:")
+
+
+def run_in_sandbox(command: str, uid: int | None = UID, binds=()) -> subprocess.CompletedProcess:
+    from ti_hub.backends.local import launcher
+    from ti_hub.backends.local.runner import memfd
+
+    ident = launcher.identity("probe", uid, "/tmp")
+    spec = memfd("spec", json.dumps(sandbox.user_spec(ident, ["/bin/sh", "-c", command],
+                                                      {"PATH": "/usr/bin:/bin"}, "/")).encode())
+    argv = sandbox.bwrap_argv(sandbox.find_bwrap(), launcher.plan(list(binds), tmp="", shm_mib=1, cwd="/"),
+                              privileged=launcher.privileged(), python=sys.executable, spec_fd=spec)
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=30, env={}, pass_fds=[spec])
+    finally:
+        os.close(spec)
+
+
+def test_sandboxed_code_holds_no_capability_and_runs_as_its_uid(tmp_path):
+    """Even when the service runs as root: no capability, no root, its own uid (the platform's when unprivileged)."""
     if not HAVE_BWRAP:
         pytest.skip("bubblewrap cannot run here")
-    bwrap = sandbox.find_bwrap()
-    argv = sandbox.bwrap_argv(bwrap, "grep -E '^Cap(Eff|Prm|Bnd):' /proc/self/status", [],
-                              entries=sandbox.root_entries(), cwd="/")
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True).stdout
-    caps = dict(line.split(":\t") for line in out.strip().splitlines())
-    assert int(caps["CapEff"], 16) == 0 and int(caps["CapPrm"], 16) == 0, caps
+    out = run_in_sandbox("id -u; id -g; id -G; grep -E '^(Cap(Eff|Prm|Bnd|Inh|Amb)|NoNewPrivs):' /proc/self/status")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    expect = str(UID if UID is not None else os.getuid())
+    assert lines[:3] == [expect, expect, expect]  # no supplementary group (root's would give its files away)
+    caps = dict(line.split(":\t") for line in lines[3:])
+    assert all(int(caps[c], 16) == 0 for c in ("CapEff", "CapPrm", "CapInh", "CapAmb")), caps
+    if os.geteuid() == 0:
+        assert int(caps["CapBnd"], 16) == 0, caps  # not even a setuid-root program could get one back
+    assert caps["NoNewPrivs"].strip() == "1"
 
 
 def test_cgroup_limits_and_cores():

@@ -6,13 +6,13 @@ A "workspace" here is a real process in a real bubblewrap sandbox, with the envi
 from __future__ import annotations
 
 import asyncio
+import json
 import os
-import subprocess
 import sys
 
 import pytest
 
-from ti_hub.backends.local import procs, sandbox
+from ti_hub.backends.local import launcher, sandbox, userdirs
 from ti_hub.ssh.lookup import LookupFailed
 from ti_hub.ssh.settings import TiSSHGateway
 
@@ -45,20 +45,33 @@ class Accounts:
         return None
 
 
+UID = 900444 if os.geteuid() == 0 else None
+
+
 @pytest.fixture
 async def gateway(tmp_path):
-    home = tmp_path / "home"
-    home.mkdir()
+    """A workspace started as the local spawner starts one: a supervisor, a sandbox, the owner's uid."""
+    home, run = tmp_path / "home", tmp_path / "run"
     bwrap = sandbox.find_bwrap()
     if bwrap is None:
         pytest.skip("needs bubblewrap")
-    argv = sandbox.bwrap_argv(bwrap, "sleep 600", [], entries=sandbox.root_entries(), cwd=str(home),
-                              keep=[str(home)])
-    env = dict(os.environ, JUPYTERHUB_USER="alice", TI_WORKSPACE="default", HOME=str(home))
-    ws = subprocess.Popen(argv, env=env, start_new_session=True)
-    await asyncio.sleep(0.2)
-    state = {"backend": "local", "pid": ws.pid, "start_time": procs.start_time(ws.pid), "sandbox": argv[:-3],
-             "cwd": str(home)}
+    ident = launcher.identity("alice", UID, "/home/alice")
+    userdirs.ensure_dir(str(home), ident.uid, ident.gid)
+    userdirs.platform_dir(str(run))
+    paths = {k: str(run / f) for k, f in (("log", "ws.log"), ("status", "status.json"), ("child", "child.json"),
+                                          ("stop", "stop.json"), ("supervisor_log", "supervisor.log"))}
+    box = launcher.plan([sandbox.Bind(str(home), ident.home, False)], tmp="", shm_mib=0, cwd=ident.home)
+    env = {"PATH": os.environ["PATH"], "JUPYTERHUB_USER": "alice", "TI_WORKSPACE": "default", "HOME": ident.home}
+    cfg = launcher.config(ident=ident, argv=["sleep", "600"], env=env, cwd=ident.home, box=box, bwrap=bwrap,
+                          python=sys.executable, paths=paths)
+    launcher.write_config(str(run / "config.json"), cfg)
+    record = {"index": 0, "pid": None, "start_time": None, **paths}
+    ws = launcher.spawn(sys.executable, str(run / "config.json"), str(run / "record.json"), record, str(run))
+    for _ in range(100):  # until the supervisor recorded the sandbox
+        if (json.loads((run / "child.json").read_text()) if (run / "child.json").exists() else {}).get("sandbox_pid"):
+            break
+        await asyncio.sleep(0.05)
+    state = {"backend": "local", "pid": record["pid"], "start_time": record["start_time"], "child": paths["child"]}
     api = FakeAPI([{"owner": "alice", "name": "default", "kind": "workspace", "status": "running", "ssh": True,
                     "instances": 1, "backend_state": state}])
     settings = TiSSHGateway(ip="127.0.0.1", port=0, max_sessions_per_connection=2, max_connections_per_user=3,
@@ -68,9 +81,10 @@ async def gateway(tmp_path):
                                           server_host_keys=[host_key(str(tmp_path / "hostkey"))], line_editor=False)
     gw.port = server.sockets[0].getsockname()[1]
     gw.home = home
+    gw.uid = ident.uid
     yield gw
     server.close()
-    os.killpg(ws.pid, 9)
+    ws.terminate()
     ws.wait()
 
 
@@ -81,17 +95,18 @@ def connect(gw, user="alice", keys=(KEY,)):
 
 async def test_sessions_signals_and_sftp(gateway):
     async with connect(gateway) as c:
-        r = await c.run("echo $HOME; exit 4")
-        assert (r.stdout, r.exit_status) == (f"{gateway.home}\n", 4)
+        r = await c.run("echo $HOME; id -u; exit 4")
+        assert (r.stdout, r.exit_status) == (f"/home/alice\n{gateway.uid}\n", 4)  # the owner, in the sandbox
         p = await c.create_process("sleep 30")
         await asyncio.sleep(0.3)
         p.send_signal("TERM")
         await asyncio.wait_for(p.wait_closed(), 10)
-        assert p.exit_status is not None and p.exit_status != 0  # bwrap reports the signal as 128+15
+        assert p.exit_signal is not None or (p.exit_status is not None and p.exit_status != 0)
         async with c.start_sftp_client() as sftp:
             async with sftp.open("made.txt", "w") as f:
                 await f.write("via sftp")
         assert (gateway.home / "made.txt").read_text() == "via sftp"
+        assert (gateway.home / "made.txt").stat().st_uid == gateway.uid  # written by the owner, not the gateway
 
 
 async def test_session_and_connection_limits(gateway):

@@ -172,35 +172,58 @@ def test_keys_match_what_asyncssh_offers():
 # -- where targets run -----------------------------------------------------------------------------------
 def test_places_from_backend_state():
     doc = {**ws("dev-box"), "backend_state": {"backend": "local", "pid": 42, "start_time": 7,
-                                              "sandbox": ["bwrap", "--bind", "/", "/", "--"], "cwd": "/home/a"}}
+                                              "child": "/d/workspaces/run/alice/dev-box/child.json"}}
     p = places.place_of(doc, 0)
-    assert p == places.LocalWorkspace("alice", "dev-box", 42, 7, ("bwrap", "--bind", "/", "/", "--"), "/home/a")
+    assert p == places.LocalSandbox("alice", "dev-box", 0, "/d/workspaces/run/alice/dev-box/child.json",
+                                    "/d/workspaces/run/alice/dev-box/config.json", "workspace")
+    assert p.what == "workspace 'dev-box'"
     with pytest.raises(TargetError, match="started before SSH access existed"):
         places.place_of({**doc, "backend_state": {}}, 0)
+    with pytest.raises(TargetError, match="started before SSH access existed"):  # a sandbox recorded by an old TiHub
+        places.place_of({**doc, "backend_state": {"backend": "local", "pid": 42, "sandbox": ["bwrap", "--"]}}, 0)
     kw = {**ws("k-box"), "backend_state": {"backend": "kubernetes", "namespace": "users", "pod": "ti-ws-x"}}
     assert places.place_of(kw, 0, "notebook") == places.KubePod("alice", "k-box", "users", "notebook", pod="ti-ws-x")
     recs = [{"index": 0, "child": "/d/c0"}, {"index": 1, "child": "/d/c1"}]
     lj = {**job("train-1"), "backend_state": {"backend": "local", "job_dir": "/d/jobs/9", "instances": recs}}
-    assert places.place_of(lj, 1) == places.LocalInstance("alice", "train-1", 1, "/d/c1",
-                                                          "/d/jobs/9/run/instance-1.json")
+    assert places.place_of(lj, 1) == places.LocalSandbox("alice", "train-1", 1, "/d/c1",
+                                                         "/d/jobs/9/run/instance-1.json")
+    assert places.place_of(lj, 1).what == "instance 1 of job 'train-1'"
     kj = {**job("train-1", instances=4), "backend_state": {"backend": "kubernetes", "namespace": "users", "roles": [
         {"job": "ti-9-ps", "offset": 0, "count": 1}, {"job": "ti-9-worker", "offset": 1, "count": 3}]}}
     assert places.place_of(kj, 2) == places.KubePod("alice", "train-1", "users", "main", job="ti-9-worker", index=1)
 
 
-def test_session_argv_keeps_the_sandbox_and_drops_capabilities():
-    job_argv = ["/x/bwrap", "--bind", "/usr", "/usr", "--ro-bind", "/v", "/data", "--chdir", "/w", "--",
-                "/bin/sh", "-c", "python train.py"]
-    prefix = places.sandbox_prefix(job_argv)
-    assert prefix == tuple(job_argv[:10])
-    assert places.sandbox_prefix(["/bin/sh", "-c", "python -- x"]) == ()
-    argv = places.session_argv(prefix, ["/bin/bash", "-l"], drop_caps=True)
-    assert argv == [*job_argv[:9], "--cap-drop", "ALL", "--", "/bin/bash", "-l"]
-    assert places.session_argv(prefix, ["true"], drop_caps=False)[-2:] == ["--", "true"]
-    assert places.session_argv((), ["/bin/sh", "-c", "id"], drop_caps=True) == ["/bin/sh", "-c", "id"]
+def test_shells():
     assert places.shell_argv("/bin/bash", "ls -l", login=False) == ["/bin/bash", "-c", "ls -l"]
     assert places.shell_argv("/bin/bash", None, login=True) == ["/bin/bash", "-l"]
     assert places.pick_shell({"SHELL": "/bin/zsh"}, lambda p: p != "/bin/zsh") == "/bin/bash"
+
+
+def test_a_session_is_built_from_the_supervisors_records_only(tmp_path):
+    """The recipe comes from the platform's files (the owner's identity, env, cwd, the sandbox to enter); records of
+    another owner, or of a sandbox that is gone, are refused."""
+    import json
+    import os
+
+    from ti_hub.ssh.local import recipe_of
+
+    me = os.getpid()
+    start = open(f"/proc/{me}/stat").read().rsplit(")", 1)[1].split()[19]
+    child, config = tmp_path / "child.json", tmp_path / "config.json"
+    child.write_text(json.dumps({"pid": me, "start_time": int(start), "sandbox_pid": me, "sandbox_start": int(start)}))
+    cfg = {"wrapped": True, "identity": {"name": "alice", "uid": 900001, "gid": 900001, "home": "/home/alice"},
+           "user": {"argv": ["x"], "env": {"HOME": "/home/alice", "A": "1"}, "cwd": "/job"},
+           "cgroup": {"path": "/sys/fs/cgroup/ti-hub/job-1-0"}, "cpus": [1]}
+    config.write_text(json.dumps(cfg))
+    place = places.LocalSandbox("alice", "train", 0, str(child), str(config))
+    r = recipe_of(place)
+    assert (r.uid, r.gid, r.cwd, r.env["A"]) == (900001, 900001, "/job", "1")
+    assert r.enter == {"pid": me, "start_time": int(start)} and r.cgroup == "/sys/fs/cgroup/ti-hub/job-1-0"
+    with pytest.raises(TargetError, match="is not running"):  # records that name someone else
+        recipe_of(places.LocalSandbox("mallory", "train", 0, str(child), str(config)))
+    child.write_text(json.dumps({"pid": me, "start_time": int(start) + 1}))  # a recycled pid
+    with pytest.raises(TargetError, match="is not running"):
+        recipe_of(place)
 
 
 def test_session_environment_and_marker():

@@ -49,7 +49,8 @@ class JobTensorBoardHandler(APIHandler):
         prefix = tensorboard_prefix(self.settings["service_prefix"], src["id"], key)
         # a process on the volume's directory here, or a pod mounting its claim (endpoints/kubetb.py)
         rec, started = await self.ti.tensorboards.start_on_volume(
-            src["id"], src["owner"], src["logdir"], src["volume_id"], src["volume"], src["rel"], prefix, key)
+            src["id"], src["owner"], src["logdir"], src["volume_id"], src["volume"], src["rel"], prefix, key,
+            uid=src.get("uid"))
         self.send({**tb_doc(rec), "job": src["id"], "started": started}, 201 if started else 200)
 
     async def delete(self, ref: str):

@@ -69,6 +69,7 @@ class LaunchSpec:
     shm_mib: int = 64
     device_type: str = "cpu"
     pool: str = "default"
+    uid: int | None = None  # the owner's Unix uid (the embedded platform runs their code as it)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -126,11 +127,11 @@ class ExecutionBackend(LoggingConfigurable):
     # one running job at a time, and the endpoints proxy refuses a job that declared a port another holds
     shares_host_network = False
 
-    async def endpoint_address(self, job_id: int, state: dict[str, Any], instance: int
+    async def endpoint_address(self, job_id: int, state: dict[str, Any], instance: int, port: int | None = None
                                ) -> tuple[str, dict[int, int] | None]:
         """JOB6: where one instance's interactive ports answer, for the endpoints proxy: (host, port mapping),
         the mapping None when the job's ports are reached as they are. Raises LookupError when the instance
-        is not running (the proxy answers 502)."""
+        is not running, or when ``port`` is given and is not served by that instance (the proxy answers 502)."""
         raise NotImplementedError
 
     async def metrics(self, job_id: int, state: dict[str, Any], devices: dict[int, list[int]]) -> list[Any]:

@@ -57,6 +57,8 @@ class User(Base):
     created_at: Mapped[dt.datetime]
     # bumped under a row lock by every quota-checked write: serializes one user's submissions
     quota_version: Mapped[int] = mapped_column(Integer, default=0)
+    # the Unix uid (and gid) the embedded platform runs this user's code as; allocated once, never reused
+    unix_uid: Mapped[int | None] = mapped_column(Integer, unique=True, nullable=True)
 
 
 class Plan(Base):

@@ -181,7 +181,7 @@ class KubeTensorBoards:
         pass  # a pod's lifetime is fixed (activeDeadlineSeconds)
 
     async def start_on_volume(self, job_id: int, owner: str, logdir: str, volume_id: int, volume: str, rel: str,
-                              prefix: str, key: str) -> tuple[dict[str, Any], bool]:
+                              prefix: str, key: str, uid: int | None = None) -> tuple[dict[str, Any], bool]:
         """(the record, whether it was started now); waits until it answers (``ready_timeout``: an image pull may
         take longer, then a 503 says why it waits and the next request finds the pod)."""
         s = self.backend.settings

@@ -20,6 +20,7 @@ from tornado.iostream import StreamClosedError
 from tornado.simple_httpclient import SimpleAsyncHTTPClient
 
 from ..api.base import Refusals
+from ..backends.local import sockets
 from ..domain.actor import Actor
 from ..domain.errors import BadGateway, NotFound
 from ..ops import endpoints as ops
@@ -106,7 +107,7 @@ class EndpointHandler(Refusals, HubOAuthenticated, websocket.WebSocketHandler):
                                       shared_network=self.ti.backend.shares_host_network, readonly=True)
             try:
                 host, mapping = await self.ti.backend.endpoint_address(target["id"], target["backend_state"] or {},
-                                                                       ep.instance)
+                                                                       ep.instance, ep.port)
             except LookupError as e:
                 raise BadGateway(str(e), field="instance") from None
             if not ep.rest and self.request.method in ("GET", "HEAD") and not self._is_websocket():
@@ -121,6 +122,10 @@ class EndpointHandler(Refusals, HubOAuthenticated, websocket.WebSocketHandler):
                 raise NotFound(f"no TensorBoard runs at this address (stopped when idle?); start it again with "
                                f"POST /jobs/{job['id']}/tensorboard", field="key")
             self.ti.tensorboards.touch(rec)
+            if rec.get("uid") is not None:  # a local TensorBoard: its port must still be its owner's
+                why = await asyncio.to_thread(sockets.refusal, rec["port"], rec["uid"], None, "this TensorBoard")
+                if why:
+                    raise BadGateway(why, field="key")
             # TensorBoard serves under its --path_prefix (the job's id): the path keeps it, whatever the caller wrote
             self._target = (rec.get("host", "127.0.0.1"), rec["port"], rec["prefix"] + ep.rest, None)
         if self._has_body():

@@ -8,8 +8,11 @@ files, ``<data_dir>/tensorboard/<job>-<key>.json`` (pid, start time, port): any 
 another one started. Starting takes an flock on the directory (one TensorBoard per logdir, the cap counted
 once). Each TensorBoard is a child of the process that started it, which reaps it and stops it when idle;
 a request through the proxy, in whatever process, marks it used by touching its file. It dies with its parent
-(PR_SET_PDEATHSIG, set before the exec), so a killed service never leaves one behind; its environment is a
-short list, so the service's tokens never reach it.
+(bubblewrap's --die-with-parent), so a killed service never leaves one behind.
+
+Like the job's own code, it runs as the job owner's uid in a sandbox (``ti_hub/backends/local/sandbox.py``) that
+shows only the volume holding the logdir, read-only at its mount path, with a short environment (never the
+service's tokens); the proxy forwards to its port only while a process of that uid holds it.
 """
 
 from __future__ import annotations
@@ -27,19 +30,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..backends.local import procs
+from ..backends.local import launcher, procs, sandbox, sockets
+from ..backends.local.runner import memfd
 from ..domain.errors import BadGateway, Conflict, NotHere, Unavailable, ValidationError
 from .pure import inside, tensorboard_key
 
-# sets the parent-death signal, then becomes TensorBoard: no preexec_fn (unsafe in a threaded parent), and
-# the signal survives the exec. A parent already gone (the pid differs) means nobody wants it.
-WRAPPER = ("import ctypes, os, signal, sys\n"
-           "try:\n    ctypes.CDLL(None).prctl(1, signal.SIGTERM, 0, 0, 0)\nexcept (OSError, AttributeError):\n"
-           "    pass\n"
-           "if os.getppid() != int(sys.argv[1]):\n    sys.exit(0)\n"
-           "os.execv(sys.executable, [sys.executable, '-m', 'tensorboard.main', *sys.argv[2:]])\n")
 EXTRA_HINT = "pip install 'ti-hub[tensorboard]'"
-INHERIT = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "LD_LIBRARY_PATH")
+INHERIT = ("PATH", "LANG", "LC_ALL", "TZ", "LD_LIBRARY_PATH")
 
 
 NO_DIRECTORY = ("this TiHub's volumes have no directory on the service's machine, where its TensorBoards run: run "
@@ -126,8 +123,8 @@ class TensorBoards:
             pass
 
     # -- start and stop --------------------------------------------------------------------------------------
-    async def start(self, job_id: int, owner: str, logdir: str, hostdir: str, prefix: str
-                    ) -> tuple[dict[str, Any], bool]:
+    async def start(self, job_id: int, owner: str, logdir: str, hostdir: str, prefix: str, *, uid: int | None = None,
+                    mount: tuple[str, str] | None = None) -> tuple[dict[str, Any], bool]:
         """(the record, whether it was started now); waits until it answers (at most a minute)."""
         if not installed():
             raise Unavailable(f"TensorBoard is not installed on this TiHub: an administrator installs it with "
@@ -147,17 +144,20 @@ class TensorBoards:
                                f"{self.idle_timeout:g} s", field="logdir")
             port = free_port()
             path = self._path(job_id, key)
+            ident = launcher.identity(owner, uid, "/tmp")
+            argv, fds, inside = await asyncio.to_thread(self._command, ident, logdir, hostdir, prefix, port, mount)
             log = open(path.with_suffix(".log"), "wb")  # noqa: SIM115 - the child keeps it
-            with log:
-                # the Popen runs on the event loop's thread: the parent-death signal follows the forking thread
-                proc = subprocess.Popen(
-                    [self.python, "-c", WRAPPER, str(os.getpid()), "--logdir", hostdir, "--path_prefix", prefix,
-                     "--host", "127.0.0.1", "--port", str(port), "--load_fast", "false"],
-                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=self.root, start_new_session=True,
-                    env={k: os.environ[k] for k in INHERIT if k in os.environ})
-            rec = {"job_id": int(job_id), "key": key, "owner": owner, "logdir": logdir, "hostdir": hostdir,
+            try:
+                with log:
+                    # on the event loop's thread: bubblewrap's parent-death signal follows the forking thread
+                    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd="/",
+                                            start_new_session=True, env={}, pass_fds=fds)
+            finally:
+                for spec_fd in fds:
+                    os.close(spec_fd)
+            rec = {"job_id": int(job_id), "key": key, "owner": owner, "logdir": logdir, "hostdir": inside,
                    "prefix": prefix, "port": port, "pid": proc.pid, "start_time": procs.start_time(proc.pid),
-                   "started_at": time.time()}
+                   "started_at": time.time(), "uid": ident.uid}
             _write(path, rec)
             self._children[path.name] = proc
         finally:
@@ -171,6 +171,27 @@ class TensorBoards:
             self._touched.pop(path.name, None)
             self.touch(rec)
         return rec, True
+
+    def _command(self, ident: sandbox.Identity, logdir: str, hostdir: str, prefix: str, port: int,
+                 mount: tuple[str, str] | None) -> tuple[list[str], list[int], str]:
+        """(argv, fds to pass, the logdir as TensorBoard sees it): in a sandbox as the owner when bubblewrap runs
+        here (the volume read-only at its mount path), else dropexec alone on the host directory."""
+        tb = [self.python, "-m", "tensorboard.main", "--path_prefix", prefix, "--host", "127.0.0.1", "--port",
+              str(port), "--load_fast", "false"]
+        env = {k: os.environ[k] for k in INHERIT if k in os.environ}
+        env["PATH"] = os.pathsep.join([os.path.dirname(self.python), env.get("PATH", "/usr/bin:/bin")])
+        bwrap = sandbox.find_bwrap()
+        if not (bwrap and mount) and launcher.privileged():
+            raise Unavailable("this TiHub runs as root and runs no user's code, TensorBoard included, without a "
+                              "sandbox (bubblewrap)")
+        inside = logdir if (bwrap and mount) else hostdir
+        spec = sandbox.user_spec(ident, [*tb, "--logdir", inside], {**env, "HOME": "/tmp"}, "/")
+        fd = memfd("ti-tensorboard", json.dumps(spec).encode())
+        if not (bwrap and mount):
+            return sandbox.plain_argv(self.python, fd), [fd], inside
+        box = launcher.plan([sandbox.Bind(mount[0], mount[1], True)], tmp="", shm_mib=16, cwd="/", devices=())
+        return (sandbox.bwrap_argv(bwrap, box, privileged=launcher.privileged(), python=self.python, spec_fd=fd),
+                [fd], inside)
 
     async def _wait_ready(self, rec: dict[str, Any], proc: subprocess.Popen, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
@@ -204,12 +225,14 @@ class TensorBoards:
 
     # the interface the API and the proxy use, shared with KubeTensorBoards (kubetb.py), whose lookups are API calls
     async def start_on_volume(self, job_id: int, owner: str, logdir: str, volume_id: int, volume: str, rel: str,
-                              prefix: str, key: str) -> tuple[dict[str, Any], bool]:
+                              prefix: str, key: str, uid: int | None = None) -> tuple[dict[str, Any], bool]:
         """TensorBoard on the directory behind ``logdir``: ``rel`` inside the volume's directory on this machine."""
         root = str((self.volume_path(volume_id) if self.volume_path else "") or "")
         if not root:
             raise NotHere(NO_DIRECTORY)
-        return await self.start(job_id, owner, logdir, resolve_inside(root, rel, logdir), prefix)
+        hostdir = resolve_inside(root, rel, logdir)
+        mount_path = logdir[: len(logdir) - len(rel) - 1] if rel else logdir
+        return await self.start(job_id, owner, logdir, hostdir, prefix, uid=uid, mount=(root, mount_path))
 
     async def find(self, job_id: int, key: str) -> dict[str, Any] | None:
         return self.get(job_id, key)

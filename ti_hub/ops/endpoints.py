@@ -132,8 +132,9 @@ def tensorboard_source(session: Session, actor: Actor, ref: str, logdir: Any) ->
     if vol is None or volumes.access_mode(vol, actor) is None:
         raise NotFound(f"volume {entry.get('volume', entry['volume_id'])} no longer exists or is no longer shared "
                        "with you", field="logdir")
+    uid = session.scalar(select(m.User.unix_uid).where(m.User.name == job.owner))
     return {"id": job.id, "owner": job.owner, "volume_id": vol.id, "volume": f"{vol.owner}/{vol.name}", "rel": rel,
-            "logdir": entry["mount_path"].rstrip("/") + ("/" + rel if rel else "")}
+            "logdir": entry["mount_path"].rstrip("/") + ("/" + rel if rel else ""), "uid": uid}
 
 
 def owned_job(session: Session, actor: Actor, ref: str) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from ..domain import states as st
 from ..domain import validation as v
 from ..domain.actor import Actor
 from ..domain.errors import Conflict, Forbidden, NotFound
-from . import jobspec, quotas
+from . import jobspec, quotas, unixids
 from .common import iso, lock_user, utcnow
 from .rendercache import RenderCache
 from .settings import OpsSettings
@@ -116,6 +116,7 @@ def jobs_ahead(session: Session, job: m.Job, n: int = 10) -> list[dict[str, Any]
 def submit(session: Session, actor: Actor, data: dict[str, Any], settings: OpsSettings) -> dict[str, Any]:
     actor.need(S.SUBMIT, "submitting jobs")
     fields = jobspec.parse_job(session, actor, data, settings)
+    unixids.check_may_run(session, actor.name, settings.uids)
     return _insert(session, actor.name, fields, settings)
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..backends.base import NodeCapacity
+from .unixids import UidPolicy
 
 
 @dataclass
@@ -16,6 +17,7 @@ class OpsSettings:
     max_workers: int = 64
     max_ps: int = 16
     nodes: list[NodeCapacity] = field(default_factory=list)
+    uids: UidPolicy = field(default_factory=UidPolicy)
 
     @property
     def device_types(self) -> list[str]:

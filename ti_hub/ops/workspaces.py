@@ -15,7 +15,7 @@ from ..db import models as m
 from ..domain import states as st
 from ..domain.actor import Actor
 from ..domain.errors import Conflict, NotFound
-from . import jobspec, quotas
+from . import jobspec, quotas, unixids
 from .common import lock_user, utcnow
 from .jobs import _insert, record, render
 from .settings import OpsSettings
@@ -35,6 +35,8 @@ def start(session: Session, caller: Actor, owner: str, name: str, groups: list[s
           settings: OpsSettings) -> dict[str, Any]:
     actor = owner_actor(caller, owner, groups)
     fields = jobspec.parse_workspace(session, actor, {**options, "name": name}, settings)
+    unixids.check_may_run(session, owner, settings.uids)
+    unixids.ensure(session, [owner], settings.uids)  # the spawner runs the workspace as this uid
     job = _get(session, owner, name)
     if job is None:
         return _insert(session, owner, fields, settings)
@@ -65,6 +67,7 @@ def get(session: Session, caller: Actor, owner: str, name: str) -> dict[str, Any
 
     out = render(job, queue_position(session, job))
     out["jupyter"] = job.spec.get("jupyter", True)
+    out["unix_uid"] = session.scalar(select(m.User.unix_uid).where(m.User.name == owner))
     return out
 
 

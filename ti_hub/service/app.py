@@ -34,6 +34,7 @@ from ..db.writelock import WriteLock
 from ..endpoints.tensorboard import TensorBoards
 from ..ops.rendercache import RenderCache
 from ..ops.settings import OpsSettings
+from ..ops.unixids import UidPolicy
 from ..secretfile import read_or_create
 from ..storage.base import VolumeDriver
 from .loop import JobRunner
@@ -200,6 +201,16 @@ class TiService(Application):
              "namespace's pull secrets reach it (helm/images/workspace/Dockerfile builds one with TensorBoard).")
     tensorboard_max = Integer(
         8, config=True, help="JOB6 most TensorBoards the service runs at once (each is a Python process of ~150 MB).")
+    unix_uid_range = List(
+        Integer(), [900_000, 999_999], minlen=2, maxlen=2, config=True,
+        help="Embedded platform, run as root: the Unix uids (first, last) given to TiHub users; each user's "
+             "workspaces, jobs, SSH sessions and TensorBoards run as their own uid (and a group of the same "
+             "number). A uid is allocated once and kept; uids this machine's accounts use are skipped.")
+    allow_shared_unix_user = Bool(
+        False, config=True,
+        help="Embedded platform, run without root: TiHub cannot switch uids, so every user's code would run as "
+             "the platform's own user, able to read the others' files. By default only the first user to run "
+             "anything may run code; True lets every user run code anyway (one trusted team).")
     backend = Instance(ExecutionBackend)
     volume_driver = Instance(VolumeDriver)
 
@@ -226,13 +237,23 @@ class TiService(Application):
         self.volume_driver = self.volume_driver_class(parent=self, log=self.log, **driver_kw)
         self.ops_settings = OpsSettings(dict(self.compute_quota_defaults), dict(self.storage_quota_defaults),
                                         {k: list(v) for k, v in self.device_count_rules.items()}, self.max_workers,
-                                        self.max_ps)
+                                        self.max_ps, uids=self._uid_policy())
         self.render_cache = RenderCache(self.list_cache_size)
         self.tensorboards = self._tensorboards()
         self.runner = JobRunner(self)
         self._poke_fd: int | None = None
         self.leader_serves_http = True  # serve() says; scheduler_max_share only applies when it does
         self._seed()
+
+    def _uid_policy(self) -> UidPolicy:
+        first, last = (int(x) for x in self.unix_uid_range)
+        # only the embedded backend runs user code as local processes; as root it gives each user a uid
+        separate = os.geteuid() == 0 or not self.backend.shares_host_network
+        if not separate and not self.allow_shared_unix_user:
+            self.log.warning("TiHub runs without root: every user's code would run as this process's own user "
+                             "and could read the others' files, so only the first user to run anything may run "
+                             "code (c.TiService.allow_shared_unix_user = True lets everyone; see docs/security.md)")
+        return UidPolicy(first, last, separate, self.allow_shared_unix_user)
 
     def _tensorboards(self) -> Any:
         """Processes beside the service where jobs run on this machine (the local backend), else pods beside the
@@ -306,6 +327,13 @@ class TiService(Application):
             "static_url_prefix": prefix + "static/", "service_prefix": prefix,
         }
         return web.Application(handlers(api_prefix, prefix), **settings)
+
+    @validate("unix_uid_range")
+    def _check_uids(self, proposal):
+        first, last = proposal["value"]
+        if not 0 < first <= last:
+            raise TraitError("TiService.unix_uid_range must be [first, last] with 0 < first <= last")
+        return proposal["value"]
 
     @validate("scheduler_max_share")
     def _check_share(self, proposal):

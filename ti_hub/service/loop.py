@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from ..backends.base import InstanceSpec, LaunchSpec, Mount, NodeCapacity
 from ..db import models as m
 from ..domain import states as st
+from ..ops import unixids
 from ..ops.jobs import record
 from ..scheduler import core
 from ..scheduler.estimate import typical_durations
@@ -264,7 +265,7 @@ class JobRunner:
         if save:
             self.scores.save(s, now)
 
-    def launch_spec(self, job: m.Job, placement: Sequence[core.Allocation]) -> LaunchSpec:
+    def launch_spec(self, job: m.Job, placement: Sequence[core.Allocation], uid: int | None = None) -> LaunchSpec:
         from ..backends.envs import instance_envs
 
         n = job.workers + job.ps
@@ -289,17 +290,20 @@ class JobRunner:
                                     vol["read_only"], vol["kind"], vol["volume_id"], vol.get("volume", "")))
         return LaunchSpec(job.id, job.owner, job.name, job.kind, job.strategy, job.command, job.image,
                           dict(job.spec.get("env", {})), tuple(instances), tuple(mounts), tuple(scratch),
-                          job.shm_mib, job.device_type, job.pool)
+                          job.shm_mib, job.device_type, job.pool, uid)
 
     async def launch_all(self, todo: Sequence[tuple[m.Job, Sequence[core.Allocation]]]) -> None:
         """Launch admitted jobs, up to ``launch_concurrency`` at once (a Kubernetes create is mostly waiting
         on the API server), then record every outcome in one transaction."""
         gate = asyncio.Semaphore(max(1, self.svc.launch_concurrency))
+        uids = await self.svc.db(unixids.ensure, {j.owner for j, _ in todo}, self.svc.ops_settings.uids,
+                                 scheduler=True)
 
         async def one(job: m.Job, placement: Sequence[core.Allocation]) -> tuple[int, Any, str | None]:
             async with gate:
                 try:
-                    return job.id, await self.svc.backend.launch(self.launch_spec(job, placement)), None
+                    spec = self.launch_spec(job, placement, uids.get(job.owner))
+                    return job.id, await self.svc.backend.launch(spec), None
                 except Exception as e:  # a launch failure is the job's error, never the loop's
                     self.log.exception("launching job %d failed", job.id)
                     return job.id, None, f"could not start: {e}"

@@ -1,82 +1,209 @@
-"""TiLocalSpawner: workspaces as local processes on this machine (the embedded default).
+"""TiLocalSpawner: workspaces as sandboxed local processes on this machine (the embedded default).
 
-Each user's workspaces share one home directory under ``root_dir``; volumes appear at their mount paths
-through bubblewrap (read-only mounts enforced); ``local`` volumes are fresh scratch directories removed
-when the workspace stops. All workspaces run as the hub's own OS user: see docs/security.md.
+A workspace runs like a job instance (``ti_hub/backends/local``): a supervisor (``runner.py``) in its own
+session starts ``jupyterhub-singleuser`` in the owner's sandbox as the owner's Unix uid, with the CPU and memory
+TiHub admitted, and pumps its output into a log the platform keeps. The sandbox shows the owner's home at
+``/home/<name>`` (kept under ``root_dir``), a private ``/tmp``, and the volumes at their mount paths
+(read-only ones read-only; ``local`` volumes are fresh scratch directories removed when the workspace stops).
+Stopping ends the whole sandbox (its own pid namespace), kernels and terminals included; the supervisor
+outlives a restart of the hub, which finds it again from the spawner's state. See docs/security.md.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
-from jupyterhub.spawner import SimpleLocalProcessSpawner
-from traitlets import Bool, Unicode, default
+from jupyterhub.spawner import LocalProcessSpawner
+from traitlets import Bool, Float, Unicode, default
 
-from ..backends.local import procs, sandbox
+from ..backends.local import LocalBackend, jobdir, launcher, limits, procs, sandbox, userdirs
 from .mixin import TiSpawnerMixin
 
+_BACKEND: LocalBackend | None = None
 
-class TiLocalSpawner(TiSpawnerMixin, SimpleLocalProcessSpawner):
-    root_dir = Unicode("", config=True, help="Directory holding each user's home directory and scratch space.")
+
+class TiLocalSpawner(TiSpawnerMixin, LocalProcessSpawner):
+    root_dir = Unicode("", config=True, help="Directory holding each user's home directory, the workspaces' "
+                                             "scratch space and /tmp, and their supervisors' records.")
     use_bubblewrap = Bool(True, config=True,
-                          help="Mount volumes with bubblewrap (needed for read-only mounts and mount paths).")
+                          help="Run workspaces in bubblewrap (a private view of the machine; needed for volumes).")
+    stop_grace = Float(10.0, config=True, help="Seconds a stopping workspace gets between SIGTERM and SIGKILL.")
+    disk_limit_gib = Float(20.0, config=True, help="Most GiB a workspace's /tmp and scratch volumes may hold; "
+                                                   "past it the workspace is stopped. 0: no limit.")
 
-    @default("home_dir_template")
-    def _home_template(self):
-        return os.path.join(self.root_dir or "/tmp/ti-hub-workspaces", "home", "{username}")
+    @default("cmd")
+    def _default_cmd(self):
+        # by module, not by the entry point's name: PATH may lead to a wrapper (pyenv's shims) the sandbox lacks
+        return [sys.executable, "-m", "jupyterhub.singleuser"]
 
     @default("options_form")
     def _default_options_form(self):
         return self._ti_options_form
 
-    def get_args(self):
-        args = super().get_args()
-        if os.getuid() == 0:
-            args.append("--allow-root")  # the embedded hub may run as root; jupyter-server refuses otherwise
-        return args
+    def make_preexec_fn(self, name):
+        return None  # never used: the supervisor starts the workspace
 
-    def get_env(self):
-        env = super().get_env()
-        env.update(getattr(self, "_ti_env", {}))
+    def user_env(self, env):
         return env
 
-    def _scratch_dir(self) -> Path:
-        return Path(self.root_dir or "/tmp/ti-hub-workspaces") / "scratch" / self.user.name / self.ti_name
+    def get_args(self):
+        args = super().get_args()
+        if os.getuid() == 0 and not launcher.privileged():
+            args.append("--allow-root")
+        return args
 
+    # -- where things live --------------------------------------------------------------------------------------
+    @property
+    def _base(self) -> Path:
+        return Path(self.root_dir or "/tmp/ti-hub-workspaces")
+
+    def _home(self) -> Path:
+        return self._base / "home" / self.user.name
+
+    def _scratch_dir(self) -> Path:
+        return self._base / "scratch" / self.user.name / self.ti_name
+
+    def _tmp_dir(self) -> Path:
+        return self._base / "tmp" / self.user.name / self.ti_name
+
+    def _run_dir(self) -> Path:
+        return self._base / "run" / self.user.name / self.ti_name
+
+    @staticmethod
+    def _backend(parent) -> LocalBackend:
+        global _BACKEND
+        if _BACKEND is None:
+            _BACKEND = LocalBackend(parent=parent, log=parent.log)
+        return _BACKEND
+
+    # -- start ------------------------------------------------------------------------------------------------
     async def launch(self, ws: dict[str, Any]):
-        self._ti_env = self.ti_env(ws)
-        binds = []
-        scratch = self._scratch_dir()
+        if self.port == 0:
+            from jupyterhub.utils import random_port
+
+            self.port = random_port()
+        backend = self._backend(self)
+        bwrap = await backend.bwrap() if self.use_bubblewrap else None
+        backend.require_sandbox(bwrap)
+        cgroups = backend.cgroups_usable()
+        env = self.get_env()
+        env.update(self.ti_env(ws))
+        argv = [*self.cmd, *self.get_args()]
+        self._ti_record = await asyncio.to_thread(self._prepare_and_spawn, ws, bwrap, cgroups, env, argv)
+        self.pid = self._ti_record["pid"]
+        return (self.ip or "127.0.0.1", self.port)
+
+    def _prepare_and_spawn(self, ws: dict[str, Any], bwrap: str | None, cgroups: bool, env: dict[str, str],
+                           argv: list[str]) -> dict:
+        home = str(self._home())
+        ident = launcher.identity(self.user.name, ws.get("unix_uid"), sandbox.home_path(self.user.name)
+                                  if bwrap else home)
+        for d in (self._base, self._base / "home", self._base / "run", self._base / "scratch", self._base / "tmp"):
+            userdirs.platform_dir(str(d))
+        userdirs.ensure_dir(home, ident.uid, ident.gid, adopt=True)
+        run, tmp, scratch = self._run_dir(), self._tmp_dir(), self._scratch_dir()
+        for d in (run.parent, run, tmp.parent, scratch.parent):
+            userdirs.platform_dir(str(d))
+        shutil.rmtree(tmp, ignore_errors=True)  # a fresh /tmp at every start
+        userdirs.ensure_dir(str(tmp), ident.uid, ident.gid)
+        binds = [sandbox.Bind(home, ident.home, False)]
+        local = False
         for mnt in ws.get("mounts", []):
             if mnt["kind"] == "local":
+                if not local:
+                    userdirs.platform_dir(str(scratch))
+                    local = True
                 d = scratch / mnt["mount_path"].strip("/").replace("/", "_")
-                d.mkdir(parents=True, exist_ok=True)
+                userdirs.ensure_dir(str(d), ident.uid, ident.gid)
                 binds.append(sandbox.Bind(str(d), mnt["mount_path"], False))
             else:
                 binds.append(sandbox.Bind(mnt["source"], mnt["mount_path"], mnt["read_only"]))
-        Path(self.home_dir).mkdir(parents=True, exist_ok=True)
-        self._ti_sandbox: list[str] = []
-        bwrap = sandbox.find_bwrap() if self.use_bubblewrap else None
-        if binds or bwrap:
-            if not bwrap:
-                raise RuntimeError("volumes need bubblewrap, which is not available on this machine")
-            argv = sandbox.bwrap_argv(bwrap, "exec", binds, entries=sandbox.root_entries(), cwd=self.home_dir,
-                                      keep=[self.home_dir], shm_mib=int(ws.get("shm_mib") or 0))
-            # LocalProcessSpawner appends the quoted server command as the last argument
-            self.shell_cmd = argv[:-1]
-            self._ti_sandbox = argv[:-3]  # bwrap ... -- (the SSH gateway runs its sessions in the same sandbox)
-        return await SimpleLocalProcessSpawner.start(self)
+        if len(binds) > 1 and not bwrap:
+            raise RuntimeError("volumes need bubblewrap, which is not available on this machine")
+        box = launcher.plan(binds, tmp=str(tmp), shm_mib=int(ws.get("shm_mib") or 0), cwd=ident.home,
+                            extra_read_only=self._backend(self).sandbox_read_only) if bwrap else None
+        env.update(HOME=ident.home, USER=ident.name, LOGNAME=ident.name, SHELL="/bin/bash")
+        env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "/usr/bin:/bin")])
+        paths = {"log": str(run / "workspace.log"), "status": str(run / "status.json"),
+                 "child": str(run / "child.json"), "stop": str(run / "stop.json"),
+                 "supervisor_log": str(run / "supervisor.log")}
+        for stale in ("status", "child", "stop"):
+            Path(paths[stale]).unlink(missing_ok=True)
+        inst = ((ws.get("placement") or {}).get("instances") or [{}])[0]
+        memory = int(inst.get("memory_mib") or ws.get("memory_mib_per_instance") or 0)
+        cpu = float(inst.get("cpu") or ws.get("cpu_per_instance") or 0)
+        backend = self._backend(self)
+        cfg = launcher.config(
+            ident=ident, argv=argv, env=env, cwd=ident.home if bwrap else home, box=box, bwrap=bwrap,
+            python=backend.python, paths=paths, memory_mib=memory, poll_interval=backend.memory_poll_interval,
+            kill_grace=self.stop_grace, log_bytes=int(backend.log_limit_mib) << 20,
+            disk_bytes=int(self.disk_limit_gib * (1 << 30)), disk_paths=[str(tmp), str(scratch)],
+            disk_poll=backend.disk_poll_interval, workspace=f"{self.user.name}/{self.ti_name}", index=0)
+        if cgroups:
+            cfg["cgroup"] = {"path": limits.cgroup_path(backend.cgroup_root, int(ws["id"]), 0),
+                             "limits": limits.cgroup_limits(cpu, memory)}
+        elif cpu:
+            available = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+            cfg["cpus"] = limits.pick_cores(cpu, available, int(ws["id"]))
+        config = str(run / "config.json")
+        launcher.write_config(config, cfg)
+        record = {"index": 0, "pid": None, "start_time": None, "uid": ident.uid, "gid": ident.gid,
+                  "home": ident.home, "sandbox": "bubblewrap" if bwrap else "none", **paths}
+        self._ti_popen = launcher.spawn(backend.python, config, str(run / "record.json"), record, str(run))
+        return record
 
+    # -- running ----------------------------------------------------------------------------------------------
     def ti_state(self) -> dict[str, Any]:
-        """What the SSH gateway needs to open sessions in this workspace (ti_hub/ssh/places.py)."""
-        return {"backend": "local", "pid": self.pid, "start_time": procs.start_time(self.pid),
-                "sandbox": list(getattr(self, "_ti_sandbox", [])), "cwd": self.home_dir}
+        """What the SSH gateway and the ti service need to find this workspace's sandbox (ti_hub/ssh/places.py)."""
+        rec = getattr(self, "_ti_record", None) or {}
+        return {"backend": "local", "pid": rec.get("pid"), "start_time": rec.get("start_time"),
+                "child": rec.get("child"), "status": rec.get("status"), "uid": rec.get("uid"),
+                "gid": rec.get("gid"), "cwd": rec.get("home"), "sandbox": rec.get("sandbox")}
+
+    def get_state(self):
+        state = super().get_state()
+        if getattr(self, "_ti_record", None):
+            state["ti_record"] = self._ti_record
+        return state
+
+    def load_state(self, state):
+        super().load_state(state)
+        if state.get("ti_record"):
+            self._ti_record = state["ti_record"]
+
+    def clear_state(self):
+        super().clear_state()
+        self._ti_record = None
+
+    async def poll(self):
+        rec = getattr(self, "_ti_record", None)
+        popen = getattr(self, "_ti_popen", None)
+        if popen is not None:
+            popen.poll()  # collect the supervisor once it has ended: no zombie
+        if not rec:
+            return 0
+        if procs.is_alive(rec.get("pid"), rec.get("start_time")):
+            return None
+        status = await asyncio.to_thread(jobdir.read_json, rec.get("status"))
+        code = (status or {}).get("exit_code")
+        self.clear_state()
+        return code if isinstance(code, int) and code != 0 else 0
 
     async def stop(self, now: bool = False):
+        rec = getattr(self, "_ti_record", None)
         try:
-            await super().stop(now=now)
+            if rec:
+                # the supervisor sends SIGTERM to the workspace, then ends its whole sandbox
+                await self._backend(self).stop(0, {"instances": [rec]}, grace_seconds=0 if now else self.stop_grace)
+            popen = getattr(self, "_ti_popen", None)
+            if popen is not None:
+                popen.poll()
+            self.clear_state()
         finally:
-            shutil.rmtree(self._scratch_dir(), ignore_errors=True)
+            await asyncio.to_thread(shutil.rmtree, self._scratch_dir(), True)
+            await self._report_stop("stopped")

@@ -1,10 +1,11 @@
-"""Sessions in local workspaces and job instances: the same sandbox, environment and user as the target.
+"""Sessions in local workspaces and job instances: inside the target's own sandbox, as the owner's uid.
 
-A session's process is built from the target's own recipe: a workspace's bubblewrap argv (recorded by the
-spawner) and the environment of its running process (/proc/PID/environ: user, home, CUDA_VISIBLE_DEVICES,
-TI_API_URL, ...); a job instance's argv, environment, cgroup and CPUs from its supervisor's config. It runs as
-the gateway's OS user, which is the hub's and therefore the workspace's; as root, bubblewrap is told to drop
-every capability, and without bubblewrap a root session is refused.
+A session is built from the target's supervisor records (``places.LocalSandbox``; files only the platform can
+write, found from the backend state the ti service stored): the sandbox's first process, the owner's uid and
+gid, the environment and working directory the workspace or instance was started with, its cgroup and CPUs.
+The gateway (root) starts ``dropexec.py`` with an empty environment; it enters the sandbox's mount, pid and
+IPC namespaces, becomes the owner and runs the shell (or SFTP server) there, so the session sees exactly what
+the workspace sees and runs with no privilege. Without bubblewrap it only becomes the owner.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ import signal
 import sys
 from dataclasses import dataclass
 
-from ..backends.local import limits, procs
+from ..backends.local import limits, procs, sandbox, sockets
+from ..backends.local.runner import memfd
 from .logins import TargetError
-from .places import (MARKER, LocalInstance, LocalWorkspace, marker_of, parse_environ, parse_marker, pick_shell,
-                     sandbox_prefix, session_argv, session_env, shell_argv)
+from .places import MARKER, LocalSandbox, marker_of, parse_environ, parse_marker, pick_shell, session_env, shell_argv
 from .proc import LocalProcess
 
 log = logging.getLogger("ti_hub.ssh")
@@ -30,10 +31,12 @@ PKG_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__f
 
 @dataclass
 class Recipe:
-    prefix: tuple[str, ...]
+    uid: int
+    gid: int
     env: dict[str, str]
     cwd: str
     marker: str
+    enter: dict | None  # {"pid", "start_time"} of the sandbox to enter; None: no sandbox
     cgroup: str | None = None
     cpus: list[int] | None = None
 
@@ -46,44 +49,56 @@ def _read_json(path: str) -> dict | None:
         return None
 
 
-def _environ(pid: int) -> dict[str, str]:
+def recipe_of(place: LocalSandbox) -> Recipe:
+    """Blocking (reads the supervisor's records)."""
+    what = place.what
+    child, cfg = _read_json(place.child_file), _read_json(place.config_file)
+    if not child or not cfg or not procs.is_alive(child.get("pid"), child.get("start_time")):
+        raise TargetError(f"{what} is not running")
+    ident, user = cfg.get("identity") or {}, cfg.get("user") or {}
+    if ident.get("name") != place.owner:
+        raise TargetError(f"{what} is not running")  # records of someone else's: never enter them
+    enter = None
+    if cfg.get("wrapped"):
+        if not child.get("sandbox_pid") or not procs.is_alive(child["sandbox_pid"], child.get("sandbox_start")):
+            raise TargetError(f"{what} is still starting or has stopped; try again")
+        enter = {"pid": child["sandbox_pid"], "start_time": child.get("sandbox_start")}
+    elif os.geteuid() == 0 and int(ident.get("uid", 0)) == 0:
+        raise TargetError("this target would run as root: SSH never opens a root shell")
+    return Recipe(int(ident["uid"]), int(ident["gid"]), dict(user.get("env") or {}), str(user.get("cwd") or "/"),
+                  marker_of(child["pid"], child.get("start_time")), enter, (cfg.get("cgroup") or {}).get("path"),
+                  cfg.get("cpus"))
+
+
+TIOCSPTLCK, TIOCGPTPEER = 0x40045431, 0x5441
+
+
+def sandbox_pty(pid: int, uid: int) -> tuple[int, int]:
+    """A pty of the sandbox's own devpts (opened through its root), so that ``tty`` and programs that reopen
+    their terminal by name work inside; the terminal belongs to the session's user, like sshd does it."""
+    import fcntl
+    import struct
+
+    master = os.open(f"/proc/{int(pid)}/root/dev/ptmx", os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
     try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            return parse_environ(f.read())
-    except OSError as e:
-        raise TargetError(f"cannot read the workspace's environment ({e.strerror})") from None
-
-
-def recipe_of(place: LocalWorkspace | LocalInstance) -> Recipe:
-    """Blocking (reads /proc and the job directory)."""
-    if isinstance(place, LocalWorkspace):
-        if not procs.is_alive(place.pid, place.start_time):
-            raise TargetError(f"workspace {place.name!r} is not running any more")
-        env = _environ(place.pid)
-        if env.get("JUPYTERHUB_USER") != place.owner or env.get("TI_WORKSPACE") != place.name:
-            raise TargetError(f"workspace {place.name!r} is not running any more")  # a recycled pid
-        recipe = Recipe(place.sandbox, env, place.cwd, marker_of(place.pid, place.start_time))
-    else:
-        child, cfg = _read_json(place.child_file), _read_json(place.config_file)
-        if not child or not cfg or not procs.is_alive(child.get("pid"), child.get("start_time")):
-            raise TargetError(f"instance {place.index} of job {place.name!r} is not running")
-        recipe = Recipe(sandbox_prefix(list(cfg["argv"])), dict(cfg["env"]), cfg["cwd"],
-                        marker_of(child["pid"], child.get("start_time")),
-                        (cfg.get("cgroup") or {}).get("path"), cfg.get("cpus"))
-    if not recipe.prefix and os.getuid() == 0:
-        raise TargetError("this workspace runs without bubblewrap and the gateway runs as root: SSH never opens a "
-                          "root shell, so it is refused here (ask the administrators to enable bubblewrap)")
-    return recipe
+        fcntl.ioctl(master, TIOCSPTLCK, struct.pack("i", 0))
+        slave = fcntl.ioctl(master, TIOCGPTPEER, os.O_RDWR | os.O_NOCTTY)
+        os.fchown(slave, uid, -1)
+        os.fchmod(slave, 0o620)
+        return master, slave
+    except BaseException:
+        os.close(master)
+        raise
 
 
 class LocalTarget:
     """One resolved workspace or instance on this machine."""
 
-    def __init__(self, place: LocalWorkspace | LocalInstance, recipe: Recipe):
+    def __init__(self, place: LocalSandbox, recipe: Recipe):
         self.place, self.recipe = place, recipe
 
     @classmethod
-    async def resolve(cls, place: LocalWorkspace | LocalInstance) -> LocalTarget:
+    async def resolve(cls, place: LocalSandbox) -> LocalTarget:
         return cls(place, await asyncio.to_thread(recipe_of, place))
 
     def _setup(self):
@@ -107,8 +122,9 @@ class LocalTarget:
     async def start(self, *, command: str | None, subsystem: str | None, pty: tuple[int, int] | None,
                     term: str | None, client: tuple[str, int], server: tuple[str, int], login: str,
                     client_version: str = "") -> LocalProcess:
-        env = session_env(self.recipe.env, term=term if pty else None, client=client, server=server,
-                          marker=self.recipe.marker, login_name=login)
+        r = self.recipe
+        env = session_env(r.env, term=term if pty else None, client=client, server=server, marker=r.marker,
+                          login_name=login)
         if subsystem == "sftp":
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [PKG_PARENT, env.get("PYTHONPATH")]))
             env["TI_SSH_CLIENT_VERSION"] = client_version  # OpenSSH's sftp orders symlink arguments its own way
@@ -117,17 +133,30 @@ class LocalTarget:
             raise TargetError(f"subsystem {subsystem!r} is not offered (only sftp)")
         else:
             argv = shell_argv(pick_shell(env, os.path.exists), command, login=command is None)
-        full = session_argv(self.recipe.prefix, argv, drop_caps=os.getuid() == 0)
-        cwd = self.recipe.cwd if not self.recipe.prefix else "/"  # bwrap's --chdir sets it inside
-        p = LocalProcess(full, env, cwd if os.path.isdir(cwd) else "/", pty, self._setup())
-        await p.start()
+        spec = {"uid": r.uid, "gid": r.gid, "groups": [], "argv": argv, "env": env, "cwd": r.cwd, "umask": 0o022,
+                "enter": r.enter}
+        fd = memfd("ti-session", json.dumps(spec).encode())
+        try:
+            # an empty environment: dropexec runs as root until it has become the owner
+            opener = (lambda: sandbox_pty(r.enter["pid"], r.uid)) if r.enter else os.openpty
+            p = LocalProcess([sys.executable, "-I", "-S", sandbox.DROPEXEC, str(fd)], {}, "/", pty, self._setup(),
+                             pass_fds=(fd,), openpty=opener)
+            await p.start()
+        finally:
+            os.close(fd)
         return p
 
     async def open_port(self, host: str, port: int) -> LocalPortStream:
         """A TCP connection to a port inside the workspace. Local workspaces share this machine's network, so
-        'inside' is its loopback interface; other destinations are refused."""
+        'inside' is its loopback interface, and only where a process of the workspace itself listens; other
+        destinations are refused."""
         if host.lower().strip("[]") not in LOOPBACK:
             raise TargetError(f"only ports inside the workspace can be forwarded (localhost:PORT), not {host}")
+        r = self.recipe
+        pidns = sockets.namespace_of(r.enter["pid"]) if r.enter else None
+        why = await asyncio.to_thread(sockets.refusal, port, r.uid, pidns, "this workspace")
+        if why:
+            raise TargetError(why)
         addr = "::1" if host.strip("[]") == "::1" else "127.0.0.1"
         try:
             reader, writer = await asyncio.open_connection(addr, port)
@@ -163,12 +192,12 @@ class LocalPortStream:
 
 def orphan_sessions() -> list[int]:
     """Blocking: processes started over SSH whose workspace or instance has ended."""
-    out, me, uid = [], os.getpid(), os.getuid()
+    out, me = [], os.getpid()
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit() or int(entry.name) == me:
             continue
         try:
-            if entry.stat().st_uid != uid:  # sessions run as the gateway's user; nobody else's processes
+            if entry.stat().st_uid == 0:  # sessions never run as root
                 continue
             with open(f"/proc/{entry.name}/environ", "rb") as f:
                 raw = f.read()

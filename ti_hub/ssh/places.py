@@ -1,8 +1,7 @@
 """Pure: where a running workspace or job instance lives, from the backend state TiHub stored for it.
 
-- a local workspace: the pid (and start time) of its bubblewrap process, the sandbox's argv up to ``--`` and
-  its working directory, recorded by ``TiLocalSpawner.ti_state()``;
-- a local job instance: its supervisor's files (the command's pid, the instance's argv, env and limits);
+- a local workspace or job instance: its supervisor's config and records (``TiLocalSpawner.ti_state()``,
+  ``LocalBackend.launch``), which the gateway reads to enter the sandbox's namespaces as the owner's uid;
 - a Kubernetes workspace or job instance: a namespace, a pod (or the Kubernetes Job and completion index that
   find it) and a container.
 """
@@ -19,22 +18,21 @@ RESTART = "it was started before SSH access existed: stop it and start it again"
 
 
 @dataclass(frozen=True)
-class LocalWorkspace:
-    owner: str
-    name: str
-    pid: int
-    start_time: int | None
-    sandbox: tuple[str, ...]  # bwrap ... -- (empty: no sandbox)
-    cwd: str
+class LocalSandbox:
+    """A local workspace or job instance: its supervisor's records, in a directory only the platform can write
+    (the sandbox's pid, the identity and environment it runs with, its cgroup), found from the backend state
+    the ti service stored — never from anything user code can write."""
 
-
-@dataclass(frozen=True)
-class LocalInstance:
     owner: str
     name: str
     index: int
-    child_file: str  # {"pid", "start_time"} of the instance's command, written by its supervisor
-    config_file: str  # the supervisor's config: argv, env, cgroup, cpus
+    child_file: str  # {"pid", "start_time", "sandbox_pid", "sandbox_start"}, written by the supervisor
+    config_file: str  # the supervisor's config: identity, the user's argv/env/cwd, cgroup, cpus
+    kind: str = "job"  # or "workspace"
+
+    @property
+    def what(self) -> str:
+        return f"workspace {self.name!r}" if self.kind == "workspace" else f"instance {self.index} of job {self.name!r}"
 
 
 @dataclass(frozen=True)
@@ -48,7 +46,7 @@ class KubePod:
     index: int = 0
 
 
-Place = Union[LocalWorkspace, LocalInstance, KubePod]
+Place = Union[LocalSandbox, KubePod]
 
 
 def place_of(doc: dict[str, Any], instance: int, workspace_container: str = "notebook",
@@ -57,9 +55,10 @@ def place_of(doc: dict[str, Any], instance: int, workspace_container: str = "not
     owner, name = doc["owner"], doc["name"]
     backend = state.get("backend")
     if doc["kind"] == "workspace":
-        if backend == "local" and state.get("pid"):
-            return LocalWorkspace(owner, name, int(state["pid"]), state.get("start_time"),
-                                  tuple(state.get("sandbox") or ()), str(state.get("cwd") or "/"))
+        if backend == "local" and state.get("pid") and state.get("child"):
+            child = str(state["child"])
+            return LocalSandbox(owner, name, 0, child, os.path.join(os.path.dirname(child), "config.json"),
+                                "workspace")
         if backend == "kubernetes" and state.get("pod"):
             return KubePod(owner, name, state["namespace"], workspace_container, pod=state["pod"])
         raise TargetError(f"workspace {name!r} cannot be reached over SSH: {RESTART}")
@@ -68,7 +67,7 @@ def place_of(doc: dict[str, Any], instance: int, workspace_container: str = "not
         if rec is None or not state.get("job_dir"):
             raise TargetError(f"job {name!r} has no instance {instance} running")
         config = os.path.join(state["job_dir"], "run", f"instance-{int(instance)}.json")
-        return LocalInstance(owner, name, instance, rec["child"], config)
+        return LocalSandbox(owner, name, instance, rec["child"], config)
     if backend == "kubernetes":
         for role in state.get("roles", []):
             first, count = int(role["offset"]), int(role["count"])
@@ -77,26 +76,6 @@ def place_of(doc: dict[str, Any], instance: int, workspace_container: str = "not
                                index=instance - first)
         raise TargetError(f"job {name!r} has no instance {instance}")
     raise TargetError(f"job {name!r} cannot be reached over SSH yet (backend {backend or 'unknown'})")
-
-
-def sandbox_prefix(argv: list[str]) -> tuple[str, ...]:
-    """The sandbox part of a wrapped command (``bwrap ... --`` of ``bwrap ... -- /bin/sh -c CMD``); () for a
-    command run without a sandbox (``/bin/sh -c CMD``)."""
-    if not argv or argv[0] == "/bin/sh" or "--" not in argv:
-        return ()
-    idx = argv.index("--")  # bwrap's options end here; paths in them are absolute, never "--"
-    return tuple(argv[:idx + 1])
-
-
-def session_argv(prefix: tuple[str, ...] | list[str], argv: list[str], drop_caps: bool) -> list[str]:
-    """``argv`` inside the sandbox ``prefix``. As root, bubblewrap keeps root's capabilities unless told to drop
-    them: a session never runs with any (``drop_caps``)."""
-    if not prefix:
-        return list(argv)
-    head = list(prefix[:-1])
-    if drop_caps and "--cap-drop" not in head:
-        head += ["--cap-drop", "ALL"]
-    return [*head, "--", *argv]
 
 
 def shell_argv(shell: str, command: str | None, login: bool) -> list[str]:

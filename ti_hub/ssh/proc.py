@@ -169,9 +169,11 @@ class LocalProcess(SessionProcess):
     """
 
     def __init__(self, argv: list[str], env: dict[str, str], cwd: str, pty: tuple[int, int] | None,
-                 setup: Callable[[], None] | None = None):
+                 setup: Callable[[], None] | None = None, pass_fds: tuple[int, ...] = (),
+                 openpty: Callable[[], tuple[int, int]] = os.openpty):
         super().__init__()
         self.argv, self.env, self.cwd, self.pty, self.setup = argv, env, cwd, pty, setup
+        self.pass_fds, self.openpty = pass_fds, openpty
         self.proc: asyncio.subprocess.Process | None = None
         self._readers: list[FdReader] = []
         self._writer: FdWriter | None = None
@@ -182,7 +184,7 @@ class LocalProcess(SessionProcess):
         child_fds: list[int] = []
         try:
             if self.pty:
-                master, slave = os.openpty()
+                master, slave = self.openpty()
                 self._fds.append(master)
                 child_fds.append(slave)
                 _set_size(master, *self.pty)
@@ -198,7 +200,7 @@ class LocalProcess(SessionProcess):
                 preexec = self.setup
             self.proc = await asyncio.create_subprocess_exec(
                 *self.argv, stdin=stdin, stdout=stdout, stderr=stderr, env=self.env, cwd=self.cwd,
-                start_new_session=True, preexec_fn=preexec, close_fds=True)
+                start_new_session=True, preexec_fn=preexec, close_fds=True, pass_fds=self.pass_fds)
         except BaseException:
             for fd in self._fds:
                 os.close(fd)

@@ -14,8 +14,24 @@ from typing import Any
 
 from traitlets import Unicode
 
+from ..backends.local import userdirs
 from ..domain.errors import NotFound, ValidationError
 from .base import VolumeDriver
+
+
+def _special_files(directory: str, names: list[str]) -> list[str]:
+    import stat
+
+    skip = []
+    for name in names:
+        try:
+            mode = os.lstat(os.path.join(directory, name)).st_mode
+        except OSError:
+            skip.append(name)
+            continue
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+            skip.append(name)
+    return skip
 
 
 class LocalVolumeDriver(VolumeDriver):
@@ -27,11 +43,15 @@ class LocalVolumeDriver(VolumeDriver):
     def create(self, volume_id: int, kind: str, source_id: int | None = None, *, volume: str = "",
                capacity_gib: int = 0, source: str = "") -> None:
         p = self.path(volume_id)
+        userdirs.platform_dir(str(p.parent))  # only the platform enters; sandboxes see a volume where it is bound
         if kind == "dataset" and source_id is not None:
-            # a dataset is a read-only snapshot: copy now, never share the live directory
-            shutil.copytree(self.path(source_id), p, symlinks=True, dirs_exist_ok=False)
+            # a dataset is a read-only snapshot: copy now, never share the live directory; only plain files,
+            # directories and links (a FIFO would block the copy)
+            shutil.copytree(self.path(source_id), p, symlinks=True, dirs_exist_ok=False, ignore=_special_files)
+            os.chmod(p, 0o755)
         else:
-            p.mkdir(parents=True, exist_ok=True)
+            # users of the volume (its owner, who it is shared with read-write) write each other's files
+            userdirs.shared_dir(str(p))
 
     def delete(self, volume_id: int, *, volume: str = "", kind: str = "") -> None:
         shutil.rmtree(self.path(volume_id), ignore_errors=True)

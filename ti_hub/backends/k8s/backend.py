@@ -358,7 +358,7 @@ class KubernetesBackend(ExecutionBackend):
                 for p in self.pods_by_job.get(job_id, {}).values()):
             await asyncio.sleep(0.1)
 
-    async def endpoint_address(self, job_id: int, state: dict[str, Any], instance: int
+    async def endpoint_address(self, job_id: int, state: dict[str, Any], instance: int, port: int | None = None
                                ) -> tuple[str, dict[int, int] | None]:
         """The pod's IP from the shared pod watch: single-instance jobs have no Service to give them a DNS name,
         and an IP needs no lookup. The chart's NetworkPolicies let the hub's pod reach 40000-49999 of job pods."""

