@@ -27,8 +27,17 @@ configure(c)  # noqa: F821
 # --- Database: SQLite (WAL) in the data directory by default; PostgreSQL for larger sites ------------
 # c.TiService.db_url = "postgresql+psycopg://tihub:secret@db.example.org/tihub"
 
-# --- Login: NativeAuthenticator with admin approval by default. OAuth (GitLab, Azure AD, OIDC): -------
-# c.JupyterHub.authenticator_class = "oauthenticator.gitlab.GitLabOAuthenticator"
+# --- Login (SPEC ACC1-2): sign-up + admin approval at /hub/authorize by default. Or an OAuth provider with ---
+# the same approval (docs/admin-guide.md, "Logins"): pick ONE class; never set allow_all (no approval then).
+# c.JupyterHub.authenticator_class = "ti_hub.oauth.TiGitLabOAuthenticator"   # or TiGitHubOAuthenticator,
+#                                             TiAzureAdOAuthenticator, TiOIDCAuthenticator (any OpenID Connect)
+# c.OAuthenticator.client_id = "..."
+# c.OAuthenticator.client_secret = "..."
+# c.OAuthenticator.oauth_callback_url = "https://hub.example.org/hub/oauth_callback"
+# c.GitLabOAuthenticator.gitlab_url = "https://gitlab.example.org"
+# c.GitLabOAuthenticator.allowed_gitlab_groups = {"ml-team"}   # optional: who may ask for approval at all
+# c.AzureAdOAuthenticator.tenant_id = "..."
+# c.TiOIDCAuthenticator.oidc_issuer = "https://sso.example.org/realms/main"
 
 # --- SSH gateway (ti-ssh): `ti-hub start --ssh-port/--ssh-ip` set port and address (default: --port + 22) ----
 # c.TiSSHGateway.public_host = "hub.example.org"   # what `ti ssh-command` prints (behind NAT or a load balancer)

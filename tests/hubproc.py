@@ -25,8 +25,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_hub(data_dir: Path, extra_env: dict[str, str] | None = None, config: str | None = None) -> tuple:
+def start_hub(data_dir: Path, extra_env: dict[str, str] | None = None, config: str | None = None,
+              port: int | None = None) -> tuple:
+    """``port``: the public one, when the config must name it in advance (an OAuth callback URL)."""
     ports = {k: free_port() for k in ("port", "hub", "proxy", "service", "ssh")}
+    if port:
+        ports["port"] = port
     env = dict(os.environ, TI_HUB_ADMIN_PASSWORD=ADMIN_PASSWORD, **(extra_env or {}))
     # the hub, the ti service and the job supervisors import this checkout, whatever pip installed
     repo = str(Path(__file__).resolve().parents[1])

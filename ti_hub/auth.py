@@ -1,9 +1,80 @@
-"""Sign-up with admin approval (SPEC ACC1) on NativeAuthenticator, plus a first admin without a browser."""
+"""Sign-up with admin approval (SPEC ACC1) on NativeAuthenticator, plus a first admin without a browser.
+
+Approvals live in NativeAuthenticator's ``users_info`` table of the hub's database, for password accounts and
+for accounts that log in through an OAuth provider alike (``ti_hub/oauth.py``): one list for admins at
+/hub/authorize, kept when a site switches between the two, and the one the SSH gateway already reads at every
+login (``ti_hub/ssh/lookup.py``). ``Approvals`` reads and writes it; ``decide`` is the pure rule.
+"""
 
 from __future__ import annotations
 
+import secrets
+
+import bcrypt
 from nativeauthenticator import NativeAuthenticator
+from nativeauthenticator.orm import UserInfo
 from traitlets import Unicode
+
+# what a login leads to (``decide``)
+LET_IN, APPROVE, ASK, WAIT = "let in", "approve", "ask", "wait"
+
+
+def decide(approved: bool | None, admin: bool) -> str:
+    """What a login that the provider vouched for leads to.
+
+    ``approved``: the account's approval (None: it never asked); ``admin``: named in ``admin_users`` (or one of
+    ``admin_groups``), whose approval is recorded at once. ASK records a request for the admins and WAIT shows
+    the waiting page; neither lets the account in.
+    """
+    if admin:
+        return LET_IN if approved else APPROVE
+    if approved is None:
+        return ASK
+    return LET_IN if approved else WAIT
+
+
+class Approvals:
+    """Admins' approvals of accounts: the ``users_info`` rows (``is_authorized``) in the hub's database."""
+
+    def __init__(self, db):
+        self.db = db
+
+    def get(self, name: str) -> bool | None:
+        row = UserInfo.find(self.db, name)
+        return None if row is None else bool(row.is_authorized)
+
+    def ask(self, name: str, email: str | None = None, approved: bool = False) -> None:
+        """Record an account that logged in through a provider. It has no password here: the column may not be
+        empty, so it holds the hash of a random secret nobody keeps (should the site go back to password
+        logins, an admin sets one at /hub/change-password/NAME). Cost 4: no one can guess 256 random bits."""
+        unusable = bcrypt.hashpw(secrets.token_hex(32).encode(), bcrypt.gensalt(rounds=4))
+        row = UserInfo(username=name, password=unusable, is_authorized=approved)
+        try:
+            row.email = email  # shown to the admins; NativeAuthenticator's check refuses odd addresses
+        except AssertionError:
+            pass
+        self.db.add(row)
+        self.db.commit()
+
+    def set(self, name: str, approved: bool) -> bool:
+        row = UserInfo.find(self.db, name)
+        if row is None:
+            return False
+        row.is_authorized = approved
+        self.db.commit()
+        return True
+
+    def discard(self, name: str) -> bool:
+        """Forget a request that was never approved (a later login asks again, as a new sign-up would)."""
+        row = UserInfo.find(self.db, name)
+        if row is None or row.is_authorized:
+            return False
+        self.db.delete(row)
+        self.db.commit()
+        return True
+
+    def all(self) -> list:
+        return UserInfo.all_users(self.db)
 
 
 class TiAuthenticator(NativeAuthenticator):
@@ -31,6 +102,23 @@ class TiAuthenticator(NativeAuthenticator):
                         self.log.error("Could not create the first admin %r: password too weak or name invalid", admin)
                     else:
                         self.log.info("Created the first admin account %r", admin)
+
+    def check_allow_config(self):
+        # instead of JupyterHub 5+'s "no allow config found, nobody can login" warning: the approval is ours
+        self.log.info("Accounts need an admin's approval at /hub/authorize (%s)", type(self).__name__)
+
+    def check_allowed(self, username, authentication=None):
+        """Only approved accounts. JupyterHub 5+ lets nobody in unless this says so (TiHub never sets
+        ``allow_all``); NativeAuthenticator's ``authenticate`` already refused the rest, and the approval is
+        read again here so that it is the gate whatever ``authenticate`` does."""
+        if self.allowed_users and username not in self.allowed_users:
+            return False
+        return bool(Approvals(self.db).get(username))
+
+    async def refresh_user(self, user, handler=None):
+        """An approval taken back at /hub/authorize also ends browser sessions, at their next refresh
+        (``auth_refresh_age``, 300 s), not only the next login."""
+        return bool(Approvals(self.db).get(user.name))
 
 
 class _NoStats:

@@ -106,11 +106,11 @@ def configure(c, data: str | os.PathLike | None = None) -> None:
     c.ConfigurableHTTPProxy.pid_file = str(d / "proxy.pid")
     c.ConfigurableHTTPProxy.auth_token = _secret_file(d / "proxy_token")
 
-    # ACC1: sign-up, then an admin authorizes the account at /hub/authorize
+    # ACC1: sign-up, then an admin authorizes the account at /hub/authorize. No allow_all: the authenticators
+    # let in approved accounts only (check_allowed in ti_hub/auth.py, ti_hub/oauth.py for OAuth, ACC2)
     c.JupyterHub.authenticator_class = "ti_hub.auth.TiAuthenticator"
     c.NativeAuthenticator.open_signup = False
     c.NativeAuthenticator.minimum_password_length = 8
-    c.Authenticator.allow_all = True  # NativeAuthenticator itself refuses accounts nobody authorized
     if admin:
         c.Authenticator.admin_users = {admin}
     c.TiAuthenticator.initial_admin_password = env.get("TI_HUB_ADMIN_PASSWORD", "")
