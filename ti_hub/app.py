@@ -38,10 +38,14 @@ def _wait_ready(url: str, proc: subprocess.Popen, timeout: float) -> bool:
 def cmd_start(args: argparse.Namespace) -> int:
     data = Path(args.data_dir).expanduser().resolve()
     data.mkdir(parents=True, exist_ok=True)
+    if args.user_data_dir:
+        Path(args.user_data_dir).expanduser().resolve().mkdir(parents=True, exist_ok=True)
     config = Path(args.config).resolve() if args.config else DEFAULT_CONFIG
     env = dict(os.environ)
     env.update({"TI_HUB_DATA_DIR": str(data), "TI_HUB_IP": args.ip, "TI_HUB_PORT": str(args.port),
                 "TI_HUB_CONFIG_FILE": str(config)})
+    if args.user_data_dir:
+        env["TI_HUB_USER_DATA_DIR"] = str(Path(args.user_data_dir).expanduser().resolve())
     for key, val in (("TI_HUB_HUB_PORT", args.hub_port), ("TI_HUB_PROXY_API_PORT", args.proxy_api_port),
                      ("TI_HUB_SERVICE_PORT", args.service_port)):
         if val:
@@ -119,6 +123,9 @@ def build_parser(full: bool = True) -> argparse.ArgumentParser:
     s = sub.add_parser("start", help="start the embedded platform (hub, proxy, ti service, local backend)")
     s.add_argument("--data-dir", default=os.environ.get("TI_HUB_DATA_DIR", "~/.local/share/ti-hub"),
                    help="all state lives here (default: %(default)s)")
+    s.add_argument("--user-data-dir", default=os.environ.get("TI_HUB_USER_DATA_DIR", ""),
+                   help="where users' homes, volumes and jobs' work directories live (default: the data dir); "
+                        "on a file system of its own, users' code cannot fill the platform's disk")
     s.add_argument("--admin", default=os.environ.get("TI_HUB_ADMIN", ""),
                    help="name of the first admin (env TI_HUB_ADMIN); password from TI_HUB_ADMIN_PASSWORD or sign-up")
     s.add_argument("--ip", default=os.environ.get("TI_HUB_IP", "127.0.0.1"), help="address to listen on")

@@ -22,7 +22,7 @@ SERVICE = "ti"
 SPAWNER_SERVICE = "ti-spawner"
 SSH_SERVICE = "ti-ssh"
 # the services load this same config: they get what it was computed from, and compute the same
-PASSED_ENV = ("TI_HUB_DATA_DIR", "TI_HUB_CONFIG_FILE", "TI_HUB_DEMO_GPUS", "TI_HUB_IP", "TI_HUB_PORT",
+PASSED_ENV = ("TI_HUB_DATA_DIR", "TI_HUB_USER_DATA_DIR", "TI_HUB_CONFIG_FILE", "TI_HUB_DEMO_GPUS", "TI_HUB_IP", "TI_HUB_PORT",
               "TI_HUB_HUB_PORT", "TI_HUB_PROXY_API_PORT", "TI_HUB_SERVICE_PORT", "TI_HUB_SSH_PORT", "TI_HUB_SSH_IP",
               "PATH", "PYTHONPATH")
 TEMPLATES = Path(__file__).parent / "templates"
@@ -148,7 +148,11 @@ def configure(c, data: str | os.PathLike | None = None) -> None:
     c.TiSpawnerMixin.ti_api_url = f"http://127.0.0.1:{service_port}/services/{SERVICE}/api/v1"
     c.TiSpawnerMixin.ti_public_api_url = f"http://{ip}:{port}/services/{SERVICE}/api/v1"
     c.TiSpawnerMixin.ti_api_token = spawner_token
-    c.TiLocalSpawner.root_dir = str(d / "workspaces")
+    # what users' code writes (homes, job work dirs, volumes) may live on a file system of its own
+    ud = Path(env["TI_HUB_USER_DATA_DIR"]).resolve() if env.get("TI_HUB_USER_DATA_DIR") else d
+    c.TiLocalSpawner.root_dir = str(ud / "workspaces")
+    c.LocalBackend.user_dir = str(ud)
+    c.LocalVolumeDriver.root_dir = str(ud)
     c.TiService.data_dir = str(d)
     demo = int(env.get("TI_HUB_DEMO_GPUS", "0") or 0)
     if demo > 0:

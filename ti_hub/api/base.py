@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from jupyterhub.services.auth import HubOAuthenticated, UserNotAllowed
 from tornado import web
+from tornado.log import app_log
 
 from ..domain.actor import Actor
 from ..domain.errors import TiError, ValidationError
@@ -23,9 +24,31 @@ def _reject_constants(name: str) -> Any:
     raise ValueError(f"{name} is not a valid number")
 
 
+RETRY_AFTER_S = 5
+
+
+def storage_trouble(e: BaseException) -> str | None:
+    """Plain words for a failure of the platform's storage (the database locked by another process, a full
+    disk), which is temporary and never the request's fault; None for anything else."""
+    import errno
+
+    from sqlalchemy.exc import OperationalError
+
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "TiHub is out of disk space; nothing was changed. Try again shortly (the administrators are told)"
+    if isinstance(e, OperationalError):
+        text = str(e.orig if e.orig is not None else e).lower()
+        if "locked" in text or "lock timeout" in text or "busy" in text:
+            return "TiHub's database is busy; nothing was changed. Try again in a few seconds"
+        if "full" in text or "no space" in text or "disk i/o" in text or "quota" in text:
+            return "TiHub is out of disk space; nothing was changed. Try again shortly (the administrators are told)"
+    return None
+
+
 class Refusals:
     """For request handlers: a TiError is a refusal answered with its status, never logged as a server error;
-    every error is answered as the API's JSON error document."""
+    every error is answered as the API's JSON error document. Storage trouble (``storage_trouble``) is a 503
+    with Retry-After, logged in one line: the transaction was rolled back, so nothing is half-stored."""
 
     def log_exception(self, typ, value, tb) -> None:
         if isinstance(value, TiError):
@@ -36,6 +59,15 @@ class Refusals:
         if isinstance(e, TiError):
             self.send_error(e.status, exc_info=(type(e), e, e.__traceback__))
             return
+        trouble = storage_trouble(e)
+        if trouble is not None and not self._finished:
+            from ..domain.errors import Unavailable
+
+            app_log.warning("%s %s: 503 (%s: %s)", self.request.method, self.request.path, type(e).__name__, e)
+            err = Unavailable(trouble)
+            err.retry_after = RETRY_AFTER_S
+            self.send_error(503, exc_info=(type(err), err, e.__traceback__))
+            return
         super()._handle_request_exception(e)
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
@@ -43,6 +75,8 @@ class Refusals:
         if isinstance(exc, TiError):
             self.set_status(exc.status)
             body = exc.to_json()
+            if getattr(exc, "retry_after", None):
+                self.set_header("Retry-After", str(exc.retry_after))
         elif isinstance(exc, web.HTTPError):
             body = {"error": {401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed"}
                     .get(status_code, "http_error"), "detail": exc.log_message or self._reason, "field": None}

@@ -139,6 +139,11 @@ class ExecutionBackend(LoggingConfigurable):
         indices each instance holds (its placement)."""
         raise NotImplementedError
 
+    async def workspace_gone(self, state: dict[str, Any]) -> str | None:
+        """Why a workspace that TiHub counts as running has no process any more (a reason), or None when it runs
+        or when the spawner, not this backend, watches it (Kubernetes: the hub polls its pod)."""
+        return None
+
     async def cleanup(self, job_id: int, state: dict[str, Any]) -> None:
         """Release what outlives the processes (scratch space, ...); logs are kept."""
         raise NotImplementedError

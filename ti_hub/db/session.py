@@ -15,17 +15,18 @@ MIGRATIONS = Path(__file__).parent / "migrations"
 HEAD = "0005"
 
 
-def make_engine(url: str, readonly: bool = False, **kwargs) -> Engine:
+def make_engine(url: str, readonly: bool = False, busy_timeout: float = 10.0, **kwargs) -> Engine:
     """An engine for ``url``; SQLite gets WAL, a busy timeout and enforced foreign keys.
 
     ``readonly``: for SQLite, transactions start deferred, so readers never queue behind the write lock
-    (WAL lets them read while one writer writes). Writers must use the default engine.
+    (WAL lets them read while one writer writes). Writers must use the default engine. ``busy_timeout``: how
+    long SQLite waits for another process's lock before it gives up (the API then answers 503).
     """
     # JSON columns (job specs, placements) are decoded on every list: orjson is several times faster
     kwargs.setdefault("json_serializer", lambda o: orjson.dumps(o).decode())
     kwargs.setdefault("json_deserializer", orjson.loads)
     if url.startswith("sqlite"):
-        kwargs.setdefault("connect_args", {"check_same_thread": False, "timeout": 30})
+        kwargs.setdefault("connect_args", {"check_same_thread": False, "timeout": busy_timeout})
         engine = create_engine(url, **kwargs)
 
         @event.listens_for(engine, "connect")

@@ -76,6 +76,10 @@ class TiService(Application):
         return os.environ.get("TI_HUB_DATA_DIR", os.path.abspath("ti-hub-data"))
 
     db_url = Unicode("", config=True, help="SQLAlchemy URL of TiHub's database; default: SQLite (WAL) in data_dir.")
+    db_busy_timeout = Float(
+        10.0, config=True,
+        help="SQLite: seconds a request waits for another process's lock on the database before the API answers "
+             "503 (with Retry-After) instead of waiting longer.")
     api_processes = Integer(
         config=True,
         help="Processes serving the API on the same port (Linux). One Python process uses one core; with 2 "
@@ -221,9 +225,10 @@ class TiService(Application):
         Path(self.data_dir).mkdir(parents=True, exist_ok=True)
         url = self.db_url or sqlite_url(Path(self.data_dir) / "ti.sqlite")
         upgrade(url)
-        self.engine = make_engine(url)
+        self.engine = make_engine(url, busy_timeout=self.db_busy_timeout)
         self.sessionmaker = make_sessionmaker(self.engine)
-        self.read_engine = make_engine(url, readonly=True) if url.startswith("sqlite") else self.engine
+        self.read_engine = (make_engine(url, readonly=True, busy_timeout=self.db_busy_timeout)
+                            if url.startswith("sqlite") else self.engine)
         self.read_sessionmaker = make_sessionmaker(self.read_engine)
         self.write_lock = self._write_lock()
         self.executor = ThreadPoolExecutor(self.db_threads, thread_name_prefix="ti-db")
@@ -233,7 +238,8 @@ class TiService(Application):
         self.cookie_secret = self._cookie_secret()
         self.backend = self.backend_class(parent=self, log=self.log)
         # the local driver keeps its directories under data_dir; other drivers take only their own config
-        driver_kw = {"root_dir": self.data_dir} if "root_dir" in self.volume_driver_class.class_trait_names() else {}
+        local = "root_dir" in self.volume_driver_class.class_trait_names()
+        driver_kw = {"root_dir": self.data_dir} if local and "root_dir" not in self.config.LocalVolumeDriver else {}
         self.volume_driver = self.volume_driver_class(parent=self, log=self.log, **driver_kw)
         self.ops_settings = OpsSettings(dict(self.compute_quota_defaults), dict(self.storage_quota_defaults),
                                         {k: list(v) for k, v in self.device_count_rules.items()}, self.max_workers,

@@ -25,6 +25,8 @@ from ..scheduler.estimate import typical_durations
 from . import history, queueing
 from .scoring import ScoreKeeper
 
+WORKSPACE_CHECK_INTERVAL = 2.0  # seconds between checks that running workspaces still have a process
+
 if TYPE_CHECKING:
     from .app import TiService
 
@@ -60,6 +62,7 @@ class JobRunner:
         self.last_status = float("-inf")  # when queued jobs' positions, reasons and estimates were last written
         self.phase_s: dict[str, float] = {}  # where the last admission's time went (for the slow-cycle log)
         self.last_history = float("-inf")  # when the last usage sample for the cluster page was taken
+        self.last_ws_check = float("-inf")
 
     def poke(self) -> None:
         """Something changed (a submission, a kill, a workspace stop): schedule at once."""
@@ -132,6 +135,8 @@ class JobRunner:
         t.append(clock())
         if await self.watch_running():
             self.dirty = True
+        if clock() - self.last_ws_check >= WORKSPACE_CHECK_INTERVAL and await self.watch_workspaces():
+            self.dirty = True
         t.append(clock())
         now = clock()
         if self.dirty or now - self.last_schedule >= self.svc.scheduler_resync_interval:
@@ -184,6 +189,26 @@ class JobRunner:
             j.placement = None
             j.backend_state = None
             record(s, j, st.PAUSED, "paused: resources released; resume to requeue")
+
+    async def watch_workspaces(self) -> int:
+        """Running workspaces whose process is gone (the hub died with them, a crash) are recorded stopped, so
+        that TiHub never shows them running nor counts their devices; returns how many."""
+        self.last_ws_check = asyncio.get_running_loop().time()
+        rows = await self.svc.db(lambda s: s.execute(select(m.Job.id, m.Job.backend_state).where(
+            m.Job.kind == "workspace", m.Job.status == st.RUNNING, m.Job.backend_state.is_not(None))).all(),
+            readonly=True, scheduler=True)
+        gone = [(r.id, why) for r in rows if (why := await self.svc.backend.workspace_gone(r.backend_state or {}))]
+        if gone:
+            await self.svc.db(self._workspaces_gone, gone, scheduler=True)
+        return len(gone)
+
+    @staticmethod
+    def _workspaces_gone(s: Session, gone: list[tuple[int, str]]) -> None:
+        for job_id, why in gone:
+            j = s.get(m.Job, job_id)
+            if j.status == st.RUNNING:
+                j.placement = None
+                record(s, j, st.STOPPED, why)
 
     async def watch_running(self) -> int:
         """Observe every running job; returns how many ended."""

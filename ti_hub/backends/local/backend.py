@@ -83,8 +83,13 @@ class LocalBackend(ExecutionBackend):
     orphan_grace_seconds = Float(5.0, help="Grace period when reconcile() stops processes of jobs the "
                                            "service does not know.").tag(config=True)
     python = Unicode(sys.executable, help="Python interpreter that runs the supervisors.").tag(config=True)
+    user_dir = Unicode("", help="Directory for what users' code writes: jobs' work directories, /tmp and scratch "
+                               "volumes (default: root_dir). On a file system of its own (a partition, a "
+                               "loop-mounted image), jobs that fill it cannot stop the platform's own writes "
+                               "(database, logs); `ti-hub start --user-data-dir` sets it with the homes and "
+                               "volumes.").tag(config=True)
     home_root = Unicode(help="Directory holding each user's home directory, bound into their jobs and "
-                             "workspaces (default: <root_dir>/workspaces/home, where the local spawner keeps "
+                             "workspaces (default: <user_dir>/workspaces/home, where the local spawner keeps "
                              "them).").tag(config=True)
     sandbox_read_only = List(Unicode(), help="More host paths shown read-only inside every sandbox (e.g. a "
                                              "conda installation outside /opt). System directories, the Python "
@@ -100,7 +105,7 @@ class LocalBackend(ExecutionBackend):
 
     @default("home_root")
     def _default_home_root(self) -> str:
-        return os.path.join(self.root_dir, "workspaces", "home")
+        return os.path.join(self.user_dir or self.root_dir, "workspaces", "home")
 
     @default("root_dir")
     def _default_root_dir(self) -> str:
@@ -116,6 +121,9 @@ class LocalBackend(ExecutionBackend):
 
     def job_dir(self, job_id: int) -> str:
         return jobdir.job_dir(self.root_dir, job_id)
+
+    def user_job_dir(self, job_id: int) -> str:
+        return jobdir.job_dir(self.user_dir or self.root_dir, job_id)
 
     # ---- capacity ----------------------------------------------------------------------------
     async def device_inventory(self) -> dict[str, list[int]]:
@@ -183,11 +191,12 @@ class LocalBackend(ExecutionBackend):
         self.require_sandbox(bwrap)
         home = self.home_of(spec.owner)
         ident = launcher.identity(spec.owner, spec.uid, sandbox.home_path(spec.owner) if bwrap else home)
-        jobdir.reset(jd, ident.uid, ident.gid, len(spec.instances))
+        ud = self.user_job_dir(spec.job_id)
+        jobdir.reset(jd, ud, ident.uid, ident.gid, len(spec.instances))
         userdirs.ensure_dir(home, ident.uid, ident.gid, adopt=True)
-        binds, scratch, links = jobdir.prepare_mounts(jd, spec.mounts, spec.scratch_paths, ident.uid, ident.gid,
+        binds, scratch, links = jobdir.prepare_mounts(ud, spec.mounts, spec.scratch_paths, ident.uid, ident.gid,
                                                       bwrap)
-        host_work = os.path.join(jd, "work")
+        host_work = os.path.join(ud, "work")
         work = sandbox.JOB_DIR if bwrap else host_work
         own = [sandbox.Bind(home, ident.home, False), sandbox.Bind(host_work, work, False)]
         available = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
@@ -197,7 +206,7 @@ class LocalBackend(ExecutionBackend):
             memory = int(inst.memory_mib or 0)
             env = jobdir.job_env(self.inherit_env, self.extra_env, spec.env, inst.env, inst.devices, spec.job_id,
                                  home=ident.home, user=ident.name)
-            box = launcher.plan([*own, *binds], tmp=p["tmp"], shm_mib=spec.shm_mib, cwd=work,
+            box = launcher.plan([*own, *binds], tmp=jobdir.tmp_dir(ud, inst.index), shm_mib=spec.shm_mib, cwd=work,
                                 extra_read_only=self.sandbox_read_only) if bwrap else None
             cfg = launcher.config(
                 ident=ident, argv=sandbox_cmd(spec.command), env=env, cwd=work, box=box, bwrap=bwrap,
@@ -205,7 +214,7 @@ class LocalBackend(ExecutionBackend):
                 kill_grace=self.kill_grace_seconds, log_bytes=int(self.log_limit_mib) << 20,
                 disk_bytes=int(self.disk_limit_gib * (1 << 30)), disk_poll=self.disk_poll_interval,
                 # instance 0 measures what the job shares (its work directory) and every instance's /tmp
-                disk_paths=[host_work, os.path.join(jd, "tmp"), os.path.join(jd, "scratch")] if inst.index == 0 else [],
+                disk_paths=[host_work, os.path.join(ud, "tmp"), os.path.join(ud, "scratch")] if inst.index == 0 else [],
                 job_id=spec.job_id, index=inst.index)
             if cgroups:
                 cfg["cgroup"] = {"path": limits.cgroup_path(self.cgroup_root, spec.job_id, inst.index),
@@ -220,8 +229,9 @@ class LocalBackend(ExecutionBackend):
             spawns.append((p["config"], p["record"], record, jd))
         state = {"backend": "local", "node": self.node_name or socket.gethostname(), "job_dir": jd,
                  "sandbox": "bubblewrap" if bwrap else "none", "limits": "cgroup" if cgroups else "poll",
-                 "uid": ident.uid, "gid": ident.gid, "home": ident.home,
-                 "scratch": scratch, "links": links, "instances": records}
+                 "uid": ident.uid, "gid": ident.gid, "home": ident.home, "user_dir": ud,
+                 "scratch": scratch, "tmp": [jobdir.tmp_dir(ud, i.index) for i in spec.instances], "links": links,
+                 "instances": records}
         return state, spawns
 
     def _spawn(self, config: str, record_path: str, record: dict, jd: str) -> subprocess.Popen:
@@ -393,6 +403,15 @@ class LocalBackend(ExecutionBackend):
                 return f"{what} is not running"
             pidns = sockets.namespace_of(child["sandbox_pid"])
         return sockets.refusal(port, int(uid), pidns, what)
+
+    async def workspace_gone(self, state: dict[str, Any]) -> str | None:
+        if (state or {}).get("backend") != "local" or not state.get("pid"):
+            return None
+        if procs.is_alive(state["pid"], state.get("start_time")):
+            return None
+        status = await asyncio.to_thread(jobdir.read_json, state.get("status"))
+        return f"its process ended: {status['reason']}" if status and status.get("reason") else \
+            "its process is gone (the machine or the hub restarted?)"
 
     # ---- metrics -----------------------------------------------------------------------------
     async def metrics(self, job_id: int, state: dict[str, Any], devices: dict[int, list[int]]) -> list[Any]:

@@ -1,15 +1,19 @@
 """A job's directory on this machine and what launch prepares in it: paths, environment, mounts.
 
-Layout under ``<root_dir>/jobs/<job id>/`` (the job directory and everything marked *platform* can be read
-and written by the platform only; user code sees just the directories marked *user*, bound into its sandbox)::
+The platform's part, under ``<root_dir>/jobs/<job id>/`` (read and written by the platform only)::
 
-    work/                      user: the instances' working directory (shared by all instances)
-    tmp/instance-<i>/          user: the instance's /tmp
-    scratch/<path>             user: local-kind volumes, fresh at each launch (removed by cleanup)
     logs/instance-<i>.log      platform: stdout + stderr, pumped by the supervisor (kept by cleanup)
     status/instance-<i>.json   platform: written by the supervisor when the instance ends
     run/instance-<i>.json      platform: the supervisor's config; .pid: who the supervisor is; .child: its
                                command and sandbox; .stop: the grace period stop() asked for
+
+The user's part, under ``<user_dir>/jobs/<job id>/`` (``LocalBackend.user_dir``, by default the same directory;
+on a file system of its own, a job that fills it cannot stop the platform's own writes). User code sees these
+only where its sandbox binds them::
+
+    work/                      the instances' working directory (shared by all instances), kept
+    tmp/instance-<i>/          the instance's /tmp (removed by cleanup)
+    scratch/<path>             local-kind volumes, fresh at each launch (removed by cleanup)
 """
 
 from __future__ import annotations
@@ -29,7 +33,6 @@ def job_dir(root_dir: str, job_id: int) -> str:
 def instance_paths(jd: str, index: int) -> dict[str, str]:
     run = os.path.join(jd, "run", f"instance-{index}")
     return {"log": os.path.join(jd, "logs", f"instance-{index}.log"),
-            "tmp": os.path.join(jd, "tmp", f"instance-{index}"),
             "status": os.path.join(jd, "status", f"instance-{index}.json"),
             "config": run + ".json", "record": run + ".pid", "child": run + ".child", "stop": run + ".stop",
             "supervisor_log": run + ".supervisor.log"}
@@ -66,24 +69,30 @@ def job_env(inherit: Sequence[str], extra_env: Mapping[str, str], spec_env: Mapp
     return env
 
 
-def reset(jd: str, uid: int, gid: int, instances: int) -> None:
+def tmp_dir(ud: str, index: int) -> str:
+    return os.path.join(ud, "tmp", f"instance-{index}")
+
+
+def reset(jd: str, ud: str, uid: int, gid: int, instances: int) -> None:
     """Directories for a (re)launch; a relaunch must not read the previous attempt's results."""
-    userdirs.platform_dir(os.path.dirname(jd))
-    userdirs.platform_dir(jd)
-    for sub in ("status", "run", "tmp"):
+    for d in {os.path.dirname(jd), jd, os.path.dirname(ud), ud}:
+        userdirs.platform_dir(d)
+    for sub in ("status", "run"):
         shutil.rmtree(os.path.join(jd, sub), ignore_errors=True)
-    for sub in ("logs", "status", "run", "tmp"):
+    shutil.rmtree(os.path.join(ud, "tmp"), ignore_errors=True)
+    for sub in ("logs", "status", "run"):
         userdirs.platform_dir(os.path.join(jd, sub))
-    userdirs.ensure_dir(os.path.join(jd, "work"), uid, gid)
+    userdirs.platform_dir(os.path.join(ud, "tmp"))
+    userdirs.ensure_dir(os.path.join(ud, "work"), uid, gid)
     for i in range(instances):
-        userdirs.ensure_dir(instance_paths(jd, i)["tmp"], uid, gid)
+        userdirs.ensure_dir(tmp_dir(ud, i), uid, gid)
 
 
-def prepare_mounts(jd: str, mounts, scratch_paths: Sequence[str], uid: int, gid: int, bwrap: str | None
+def prepare_mounts(ud: str, mounts, scratch_paths: Sequence[str], uid: int, gid: int, bwrap: str | None
                    ) -> tuple[list[sandbox.Bind], list[str], list[str]]:
     """Blocking: (binds, scratch dirs, symlinks made) for the job's mounts. Without bubblewrap, read-write
     mounts become symlinks in the work directory and read-only ones are refused."""
-    work = os.path.join(jd, "work")
+    work = os.path.join(ud, "work")
     binds = []
     for m in mounts:
         if sandbox.mount_root(m.mount_path) is None:
@@ -92,9 +101,9 @@ def prepare_mounts(jd: str, mounts, scratch_paths: Sequence[str], uid: int, gid:
             raise sandbox.SandboxError(f"{m.kind} volume source {m.source} does not exist on this machine")
         binds.append(sandbox.Bind(m.source, m.mount_path, m.read_only))
     scratch = []
-    userdirs.platform_dir(os.path.join(jd, "scratch"))
+    userdirs.platform_dir(os.path.join(ud, "scratch"))
     for path in scratch_paths:
-        d = os.path.join(jd, "scratch", path.strip("/").replace("/", "_") or "scratch")
+        d = os.path.join(ud, "scratch", path.strip("/").replace("/", "_") or "scratch")
         shutil.rmtree(d, ignore_errors=True)  # fresh every launch
         userdirs.ensure_dir(d, uid, gid)
         scratch.append(d)
@@ -112,9 +121,10 @@ def prepare_mounts(jd: str, mounts, scratch_paths: Sequence[str], uid: int, gid:
 
 
 def remove_scratch(state: Mapping) -> None:
-    """Blocking: scratch directories and mount symlinks go; logs and status files stay."""
+    """Blocking: scratch directories, every instance's /tmp and mount symlinks go; the work directory, logs and
+    status files stay."""
     for link in state.get("links", []):
         if os.path.islink(link):
             os.unlink(link)  # the link only, never what it points to
-    for d in state.get("scratch", []):
-        shutil.rmtree(d, ignore_errors=True)
+    for d in [*state.get("scratch", []), *state.get("tmp", [])]:
+        shutil.rmtree(d, ignore_errors=True)  # rmtree works through file descriptors: links are never followed
