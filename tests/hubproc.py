@@ -25,12 +25,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_hub(data_dir: Path, extra_env: dict[str, str] | None = None, config: str | None = None,
-              port: int | None = None) -> tuple:
-    """``port``: the public one, when the config must name it in advance (an OAuth callback URL)."""
-    ports = {k: free_port() for k in ("port", "hub", "proxy", "service", "ssh")}
-    if port:
-        ports["port"] = port
+def hub_command(data_dir: Path, ports: dict[str, int], extra_env: dict[str, str] | None = None,
+                config: str | None = None) -> tuple[list[str], dict[str, str]]:
+    """The `ti-hub start` command line and environment for a test hub on ``ports``."""
     env = dict(os.environ, TI_HUB_ADMIN_PASSWORD=ADMIN_PASSWORD, **(extra_env or {}))
     # the hub, the ti service and the job supervisors import this checkout, whatever pip installed
     repo = str(Path(__file__).resolve().parents[1])
@@ -40,6 +37,17 @@ def start_hub(data_dir: Path, extra_env: dict[str, str] | None = None, config: s
            "--service-port", str(ports["service"]), "--ssh-port", str(ports["ssh"]), "--start-timeout", "90"]
     if config:
         cmd += ["--config", config]
+    return cmd, env
+
+
+def start_hub(data_dir: Path, extra_env: dict[str, str] | None = None, config: str | None = None,
+              ports: dict[str, int] | None = None, port: int | None = None) -> tuple:
+    """Start `ti-hub start` on fresh ports (or on ``ports``, e.g. those of a hub that crashed). ``port``: the
+    public one, when the config must name it in advance (an OAuth callback URL)."""
+    ports = ports or {k: free_port() for k in ("port", "hub", "proxy", "service", "ssh")}
+    if port:
+        ports["port"] = port
+    cmd, env = hub_command(data_dir, ports, extra_env, config)
     log = open(data_dir.parent / f"{data_dir.name}.log", "wb")
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{ports['port']}"

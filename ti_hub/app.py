@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -11,7 +13,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from . import __version__
+from . import __version__, children, lastrun
 
 DEFAULT_CONFIG = Path(__file__).with_name("default_config.py")
 
@@ -20,19 +22,39 @@ def _has_nvidia_gpu() -> bool:
     return os.path.exists("/dev/nvidiactl") or os.path.exists("/proc/driver/nvidia/version")
 
 
-def _wait_ready(url: str, proc: subprocess.Popen, timeout: float) -> bool:
+# unauthenticated: answers which run of `ti-hub start` the ti service belongs to (ti_hub/service/health.py)
+HEALTH_PATH = "/services/ti/api/v1/health"
+
+
+def _answering_run(url: str) -> str | None:
+    """The run id the ti service at ``url`` echoes; None if nothing (or not a ti service) answers."""
+    try:
+        with urllib.request.urlopen(url + HEALTH_PATH, timeout=1) as r:
+            return str(json.loads(r.read()).get("run")) if r.status == 200 else None
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _wait_ready(url: str, proc: subprocess.Popen, timeout: float, run_id: str) -> bool:
+    """Ready once this run's own ti service answers through the proxy: an orphan of an earlier run, or
+    another platform on the same port, echoes another run id."""
     deadline = time.monotonic() + timeout
+    told = False
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             return False
-        try:
-            with urllib.request.urlopen(url + "/services/ti/api/v1/openapi.json", timeout=1) as r:
-                if r.status == 200:
-                    return True
-        except OSError:
-            pass
+        run = _answering_run(url)
+        if run == run_id:
+            return True
+        if run is not None and not told:
+            print(f"TiHub: another TiHub answers at {url} (not this run); waiting for this run's own.", flush=True)
+            told = True
         time.sleep(0.1)
     return False
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
 
 
 def cmd_start(args: argparse.Namespace) -> int:
@@ -40,10 +62,24 @@ def cmd_start(args: argparse.Namespace) -> int:
     data.mkdir(parents=True, exist_ok=True)
     if args.user_data_dir:
         Path(args.user_data_dir).expanduser().resolve().mkdir(parents=True, exist_ok=True)
+    try:
+        owner = lastrun.claim(data)  # held (an flock) until this process exits, however it exits
+    except lastrun.DataDirBusy as e:
+        print(f"TiHub: {e}", file=sys.stderr, flush=True)
+        return 1
+    lastrun.sweep(data, _say)
+    try:
+        return _run_hub(args, data)
+    finally:
+        os.close(owner)
+
+
+def _run_hub(args: argparse.Namespace, data: Path) -> int:
     config = Path(args.config).resolve() if args.config else DEFAULT_CONFIG
+    run_id = secrets.token_hex(16)
     env = dict(os.environ)
     env.update({"TI_HUB_DATA_DIR": str(data), "TI_HUB_IP": args.ip, "TI_HUB_PORT": str(args.port),
-                "TI_HUB_CONFIG_FILE": str(config)})
+                "TI_HUB_CONFIG_FILE": str(config), "TI_HUB_RUN_ID": run_id})
     if args.user_data_dir:
         env["TI_HUB_USER_DATA_DIR"] = str(Path(args.user_data_dir).expanduser().resolve())
     for key, val in (("TI_HUB_HUB_PORT", args.hub_port), ("TI_HUB_PROXY_API_PORT", args.proxy_api_port),
@@ -62,14 +98,16 @@ def cmd_start(args: argparse.Namespace) -> int:
     print(f"TiHub {__version__}: starting JupyterHub, the proxy and the ti service (data in {data}) ...",
           flush=True)
     t0 = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "ti_hub.hub_main", "-f", str(config)], env=env, cwd=str(data))
+    # the hub gets SIGTERM if this process dies, however it dies, and then stops everything it started
+    proc = subprocess.Popen([sys.executable, "-m", "ti_hub.hub_main", "-f", str(config)], env=env, cwd=str(data),
+                            preexec_fn=children.die_with_parent_preexec(signal.SIGTERM))
 
     def forward(signum, _frame):
         proc.send_signal(signum)
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
-    if _wait_ready(url, proc, args.start_timeout):
+    if _wait_ready(url, proc, args.start_timeout, run_id):
         admin = args.admin or "<admin>"
         how = ("log in with the password from TI_HUB_ADMIN_PASSWORD" if env.get("TI_HUB_ADMIN_PASSWORD")
                else f"sign up as '{admin}' at {url}/hub/signup (admins are authorized at once)")
@@ -83,9 +121,14 @@ def cmd_start(args: argparse.Namespace) -> int:
         print(f"TiHub did not answer at {url} within {args.start_timeout:.0f} s; see the log above.", flush=True)
     while True:
         try:
-            return proc.wait()
+            code = proc.wait()
+            break
         except KeyboardInterrupt:
             continue
+    # a hub that crashed could not stop its children: what did not die with it is stopped here
+    how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+    lastrun.sweep(data, _say, why=f"the hub ({how})")
+    return code
 
 
 def cmd_upgrade_db(args: argparse.Namespace) -> int:

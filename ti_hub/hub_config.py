@@ -3,7 +3,7 @@
 Every setting here can be overridden after the call in your jupyterhub_config.py.
 Environment (set by ``ti-hub start``): TI_HUB_DATA_DIR, TI_HUB_ADMIN, TI_HUB_ADMIN_PASSWORD, TI_HUB_IP,
 TI_HUB_PORT, TI_HUB_HUB_PORT, TI_HUB_PROXY_API_PORT, TI_HUB_SERVICE_PORT, TI_HUB_SSH_PORT, TI_HUB_SSH_IP,
-TI_HUB_CONFIG_FILE.
+TI_HUB_CONFIG_FILE, TI_HUB_RUN_ID (this run's id, which the ti service's /health echoes: ti_hub/app.py).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ SSH_SERVICE = "ti-ssh"
 # the services load this same config: they get what it was computed from, and compute the same
 PASSED_ENV = ("TI_HUB_DATA_DIR", "TI_HUB_USER_DATA_DIR", "TI_HUB_CONFIG_FILE", "TI_HUB_DEMO_GPUS", "TI_HUB_IP", "TI_HUB_PORT",
               "TI_HUB_HUB_PORT", "TI_HUB_PROXY_API_PORT", "TI_HUB_SERVICE_PORT", "TI_HUB_SSH_PORT", "TI_HUB_SSH_IP",
-              "PATH", "PYTHONPATH")
+              "PATH", "PYTHONPATH", "TI_HUB_RUN_ID")
 TEMPLATES = Path(__file__).parent / "templates"
 
 

@@ -38,3 +38,44 @@ def test_hub_polls_a_starting_server_at_least_every_quarter_second():
 
     lag = asyncio.run(scenario())
     assert lag < 0.5, f"the hub noticed the server {lag:.2f} s after it answered"
+
+
+def test_shutdown_stops_workspaces_before_the_services_and_only_once(monkeypatch):
+    """JupyterHub.cleanup stops the managed services first: the ti service could not record a workspace's stop."""
+    import logging
+
+    from jupyterhub.app import JupyterHub
+
+    from ti_hub import hub_main
+
+    assert JupyterHub.cleanup is hub_main._cleanup_once
+    order: list[str] = []
+
+    async def stock_cleanup(self):  # stands for JupyterHub's own: services, then the proxy
+        order.append("services")
+
+    monkeypatch.setattr(hub_main, "_cleanup", stock_cleanup)
+
+    class Spawner:
+        active = True
+        _log_name = "u/ws"
+
+    class User:
+        spawners = {"ws": Spawner()}
+
+        async def stop(self, name):
+            await asyncio.sleep(0.2)
+            order.append(f"workspace {name}")
+            self.spawners[name].active = False
+
+    class Hub:
+        cleanup_servers = True
+        users = {1: User()}
+        log = logging.getLogger("test")
+
+    async def two_signals():  # Ctrl-C reaches the hub from the terminal and from `ti-hub start`
+        hub = Hub()
+        await asyncio.gather(hub_main._cleanup_once(hub), hub_main._cleanup_once(hub))
+
+    asyncio.run(two_signals())
+    assert order == ["workspace ws", "services"]

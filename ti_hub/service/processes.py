@@ -8,31 +8,30 @@ A follower is killed with the leader (PR_SET_PDEATHSIG), so a killed service nev
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import time
 from collections.abc import Callable
 
-PR_SET_PDEATHSIG = 1
+from ..children import set_pdeathsig
 
 
-def die_with_parent() -> None:
-    try:
-        # SIGKILL: a follower must let go of the port before the hub starts the next service
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass  # not Linux: followers are still stopped by the leader on a clean exit
+def die_with_parent(leader: int) -> None:
+    # SIGKILL: a follower must let go of the port before the hub starts the next service. Not Linux: followers
+    # are still stopped by the leader on a clean exit
+    if set_pdeathsig(signal.SIGKILL) and os.getppid() != leader:
+        os.kill(os.getpid(), signal.SIGKILL)  # the leader died before the prctl: nobody would send it
 
 
 def fork_followers(n: int, run: Callable[[int], None]) -> list[int]:
     pids = []
+    leader = os.getpid()
     for i in range(n):
         pid = os.fork()
         if pid == 0:
             code = 0
             try:
-                die_with_parent()
+                die_with_parent(leader)
                 run(i)
             except BaseException:  # noqa: BLE001 - a follower must never return into the leader's code
                 code = 1

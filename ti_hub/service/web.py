@@ -13,6 +13,7 @@ from ..api import account, endpoints, jobs, resources, ssh, workspaces
 from ..api.base import APIHandler
 from ..endpoints.proxy import EndpointHandler
 from ..ops.jobspec import JOB_FIELDS
+from .health import HealthHandler
 from .pages import page_routes
 
 ID = r"([^/]+)"
@@ -123,6 +124,7 @@ def handlers(prefix: str, service_prefix: str) -> list[tuple]:
     api = [(prefix + path, handler) for path, handler, _ in ROUTES]
     return [
         (prefix + "/openapi.json", OpenAPIHandler),
+        (prefix + "/health", HealthHandler),
         (prefix + "/?", RootHandler),
         *api,
         (service_prefix + "oauth_callback", HubOAuthCallbackHandler),
