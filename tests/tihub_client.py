@@ -162,3 +162,19 @@ def wait(pred, timeout: float = 60, what: str = "condition"):
             return got
         time.sleep(0.2)
     raise TimeoutError(f"timed out waiting for {what}")
+
+
+def free_job_port() -> int:
+    """A port in 40000-49999 (where jobs may declare ports) that nothing on this machine listens on now."""
+    import random
+    import socket
+
+    for _ in range(200):
+        port = random.randint(40000, 49990)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+                return port
+            except OSError:
+                continue
+    raise RuntimeError("no free port in 40000-49999")

@@ -4,8 +4,6 @@ service's authenticated proxy, for the owner only; nothing of the hub's login re
 from __future__ import annotations
 
 import asyncio
-import random
-import socket
 import subprocess
 import sys
 import time
@@ -14,7 +12,7 @@ from pathlib import Path
 import pytest
 import requests
 from tornado.httpclient import HTTPClientError, HTTPRequest
-from tihub_client import service_pid
+from tihub_client import free_job_port, service_pid
 from tornado.websocket import websocket_connect
 
 pytestmark = pytest.mark.e2e
@@ -68,19 +66,6 @@ def people(new_user):
             u.wait_job(j["id"], states=("killed", "completed", "failed", "error"), timeout=60)
 
 
-def free_port() -> int:
-    """A port in 40000-49999 that nothing on this machine listens on now."""
-    for _ in range(200):
-        port = random.randint(40000, 49990)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-                return port
-            except OSError:
-                continue
-    raise RuntimeError("no free port in 40000-49999")
-
-
 def service_url(hub) -> str:
     """The ti service's own address (the hub's proxy forwards /services/ti/ there)."""
     env = Path(f"/proc/{service_pid(hub)}/environ").read_bytes().decode(errors="replace").split("\0")
@@ -112,7 +97,7 @@ def wait_answer(url: str, headers: dict, timeout: float = 60) -> requests.Respon
 
 def test_a_jobs_port_answers_only_its_owner(hub, people):
     u, other = people("epowner"), people("epother")
-    port = free_port()
+    port = free_job_port()
     cmd = (f"echo hi > hello-endpoint.txt; mkdir sub; head -c 20000000 /dev/zero > big.bin; "
            f"exec python3 -m http.server {port} --bind 127.0.0.1")
     j = u.ok("POST", "/jobs", json=job("ep-http", cmd, ports=[port]))
@@ -166,7 +151,7 @@ def test_a_jobs_port_answers_only_its_owner(hub, people):
 
 def test_headers_bodies_and_websockets_cross_without_the_hub_login(hub, people):
     u, other = people("epws"), people("epwsother")
-    port = free_port()
+    port = free_job_port()
     j = u.ok("POST", "/jobs", json=job("ep-ws", 'exec python3 -c "$SERVER"', ports=[port],
                                        env={"SERVER": SERVER, "PORT": str(port)}))
     u.wait_job(j["id"], states=("running",))
@@ -233,7 +218,7 @@ def test_headers_bodies_and_websockets_cross_without_the_hub_login(hub, people):
 
 def test_ports_added_while_running(hub, people):
     u, other = people("epadd"), people("epaddother")
-    port = free_port()
+    port = free_job_port()
     j = u.ok("POST", "/jobs", json=job("ep-added", f"exec python3 -m http.server {port} --bind 127.0.0.1"))
     u.wait_job(j["id"], states=("running",))
     url = ep_url(hub, j["id"], port)
@@ -300,7 +285,7 @@ def test_tensorboard_for_a_jobs_volume(hub, people):
 def test_cli_tensorboard_port_and_show(hub, people, tmp_path):
     u = people("epcli")
     u.ok("POST", "/volumes", json={"name": "cli-logs", "kind": "filesystem", "capacity_gib": 1})
-    port = free_port()
+    port = free_job_port()
     j = u.ok("POST", "/jobs", json=job("ep-cli", "sleep 300", volumes=[{"volume": "cli-logs", "mount_path": "/mnt/o"}]))
     u.wait_job(j["id"], states=("running",))
     env = {"TI_API_URL": hub.url, "TI_TOKEN": u.token, "HOME": str(tmp_path), "PATH": "/usr/bin:/bin",

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..backends.local import launcher, procs, sandbox, sockets
+from ..backends.local import launcher, procs, sandbox
 from ..backends.local.runner import memfd
 from ..domain.errors import BadGateway, Conflict, NotHere, Unavailable, ValidationError
 from .pure import inside, tensorboard_key
