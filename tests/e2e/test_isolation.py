@@ -89,6 +89,7 @@ def victim(ihub):
 def test_a_job_reaches_nothing_of_the_platform_nor_of_other_users(ihub, victim):
     """Findings 2 and 3: secrets, databases, other users' files and processes, the checkout, system writes."""
     data = Path(ihub.data_dir)
+    assert (data.stat().st_uid, data.stat().st_mode & 0o777) == (os.geteuid(), 0o700)  # the platform's alone
     vol_dir = data / "volumes" / str(victim.vol["id"])
     assert (vol_dir / "secret.txt").read_text() == "s3cret-in-volume\n"  # it is there: the job below must not see it
     victim_pids = list(processes_with_env(VICTIM_SECRET="s3cret-in-env"))

@@ -33,6 +33,9 @@ def privileged() -> bool:
 def identity(name: str, uid: int | None, home: str) -> sandbox.Identity:
     """Whom a user's code runs as: their own uid (and a group of the same number) when the platform is root;
     the platform's own uid otherwise (it cannot switch)."""
+    if not name or name in (".", "..") or "/" in name or "\0" in name:
+        # the name becomes a directory (their home): JupyterHub refuses such names too, this is a second lock
+        raise RuntimeError(f"the user name {name!r} cannot name a directory")
     if privileged():
         if uid is None or uid <= 0:
             raise RuntimeError(f"no Unix uid was allocated for {name}: refusing to run their code as root")
