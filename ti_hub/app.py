@@ -82,6 +82,8 @@ def _run_hub(args: argparse.Namespace, data: Path) -> int:
                 "TI_HUB_CONFIG_FILE": str(config), "TI_HUB_RUN_ID": run_id})
     if args.user_data_dir:
         env["TI_HUB_USER_DATA_DIR"] = str(Path(args.user_data_dir).expanduser().resolve())
+    if args.endpoint_origin:
+        env["TI_HUB_ENDPOINT_ORIGIN"] = args.endpoint_origin
     for key, val in (("TI_HUB_HUB_PORT", args.hub_port), ("TI_HUB_PROXY_API_PORT", args.proxy_api_port),
                      ("TI_HUB_SERVICE_PORT", args.service_port)):
         if val:
@@ -169,6 +171,10 @@ def build_parser(full: bool = True) -> argparse.ArgumentParser:
     s.add_argument("--user-data-dir", default=os.environ.get("TI_HUB_USER_DATA_DIR", ""),
                    help="where users' homes, volumes and jobs' work directories live (default: the data dir); "
                         "on a file system of its own, users' code cannot fill the platform's disk")
+    s.add_argument("--endpoint-origin", default=os.environ.get("TI_HUB_ENDPOINT_ORIGIN", ""),
+                   help="serve each job endpoint on an origin of its own, e.g. http://ep.localhost:8040 "
+                        "(JOB_ID-INSTANCE-PORT.ep.localhost; *.localhost reaches this machine in browsers); "
+                        "the ti service listens on that port (default: endpoints are paths on the hub)")
     s.add_argument("--admin", default=os.environ.get("TI_HUB_ADMIN", ""),
                    help="name of the first admin (env TI_HUB_ADMIN); password from TI_HUB_ADMIN_PASSWORD or sign-up")
     s.add_argument("--ip", default=os.environ.get("TI_HUB_IP", "127.0.0.1"), help="address to listen on")

@@ -22,7 +22,7 @@ SERVICE = "ti"
 SPAWNER_SERVICE = "ti-spawner"
 SSH_SERVICE = "ti-ssh"
 # the services load this same config: they get what it was computed from, and compute the same
-PASSED_ENV = ("TI_HUB_DATA_DIR", "TI_HUB_USER_DATA_DIR", "TI_HUB_CONFIG_FILE", "TI_HUB_DEMO_GPUS", "TI_HUB_IP", "TI_HUB_PORT",
+PASSED_ENV = ("TI_HUB_DATA_DIR", "TI_HUB_USER_DATA_DIR", "TI_HUB_ENDPOINT_ORIGIN", "TI_HUB_CONFIG_FILE", "TI_HUB_DEMO_GPUS", "TI_HUB_IP", "TI_HUB_PORT",
               "TI_HUB_HUB_PORT", "TI_HUB_PROXY_API_PORT", "TI_HUB_SERVICE_PORT", "TI_HUB_SSH_PORT", "TI_HUB_SSH_IP",
               "PATH", "PYTHONPATH", "TI_HUB_RUN_ID")
 TEMPLATES = Path(__file__).parent / "templates"
@@ -154,6 +154,12 @@ def configure(c, data: str | os.PathLike | None = None) -> None:
     c.LocalBackend.user_dir = str(ud)
     c.LocalVolumeDriver.root_dir = str(ud)
     c.TiService.data_dir = str(d)
+    c.TiService.hub_public_url = f"http://{ip}:{port}"
+    if env.get("TI_HUB_ENDPOINT_ORIGIN"):  # JOB6 endpoints on origins of their own, served by the ti service
+        from urllib.parse import urlsplit
+
+        c.TiService.endpoint_origin = env["TI_HUB_ENDPOINT_ORIGIN"]
+        c.TiService.endpoint_listen = f"{ip}:{urlsplit(env['TI_HUB_ENDPOINT_ORIGIN']).port or 80}"
     demo = int(env.get("TI_HUB_DEMO_GPUS", "0") or 0)
     if demo > 0:
         # fake devices for a machine without GPUs: the flow works, the "GPU" is only CUDA_VISIBLE_DEVICES

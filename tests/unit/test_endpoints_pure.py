@@ -184,3 +184,37 @@ async def test_backends_say_where_an_instance_listens():
     for instance in (1, 3):  # pending, out of range
         with pytest.raises(LookupError):
             await kube.endpoint_address(7, state, instance)
+
+
+def test_endpoint_origins_labels_tickets_and_cookies():
+    from cryptography.fernet import Fernet
+
+    from ti_hub.endpoints import origins as o
+
+    ori = o.Origins.parse("https://ep.Example.org")
+    assert (ori.scheme, ori.domain, ori.port) == ("https", "ep.example.org", None)
+    assert ori.url(o.port_label(42, 0, 40001)) == "https://42-0-40001.ep.example.org/"
+    assert o.Origins.parse("http://ep.localhost:8040").url("7-tb-0123456789ab", "/x") == \
+        "http://7-tb-0123456789ab.ep.localhost:8040/x"
+    for bad in ("ftp://ep.example.org", "https://ep.example.org/path", "ep.example.org", "https://"):
+        with pytest.raises(ValueError):
+            o.Origins.parse(bad)
+    assert ori.label_of("42-0-40001.ep.example.org:443") == "42-0-40001"
+    assert ori.label_of("42-0-40001.ep.example.org.evil.com") is None
+    assert ori.label_of("x.42-0-40001.ep.example.org") is None and ori.label_of("ep.example.org") is None
+    assert o.parse_label("42-1-40001") == o.Label(42, "port", 1, 40001)
+    assert o.parse_label("42-tb-0123456789ab") == o.Label(42, "tensorboard", key="0123456789ab")
+    assert o.parse_label("42-0-00080") is None and o.parse_label("42-0-4000") is None  # ports 40000-49999 only
+    f, other = Fernet(Fernet.generate_key()), Fernet(Fernet.generate_key())
+    ticket = o.seal(f, "ticket", "ann", "42-0-40001")
+    assert o.unseal(f, ticket, "ticket", "42-0-40001", 60) == "ann"
+    assert o.unseal(f, ticket, "cookie", "42-0-40001", 60) is None  # a ticket is not a cookie
+    assert o.unseal(f, ticket, "ticket", "42-1-40001", 60) is None  # nor good for another endpoint
+    assert o.unseal(other, ticket, "ticket", "42-0-40001", 60) is None and o.unseal(f, "junk", "ticket", "x", 60) is None
+    import time as _t
+    old = f.encrypt_at_time(b'{"k": "ticket", "u": "ann", "l": "42-0-40001"}', int(_t.time()) - 120).decode()
+    assert o.unseal(f, old, "ticket", "42-0-40001", 60) is None  # expired
+    for bad, good in (("//evil.example/x", "/"), ("https://evil.example/", "/"), ("/\\evil", "/"), ("/a?b=1", "/a?b=1")):
+        assert o.safe_next(bad) == good
+    login = o.origin_login(f, ori, "ann", "42-0-40001", "/lab", "a=1")
+    assert login.startswith("https://42-0-40001.ep.example.org/_ti/login?ticket=") and "next=%2Flab%3Fa%3D1" in login

@@ -23,7 +23,8 @@ class JobsHandler(APIHandler):
 class JobHandler(APIHandler):
     async def get(self, ref: str):
         out = await self.op(jobs.show, self.actor, ref)
-        self.send(await endpoint_info(self.settings["service_prefix"], self.ti.tensorboards, self.actor, out))
+        self.send(await endpoint_info(self.settings["service_prefix"], self.ti.tensorboards, self.actor, out,
+                                      self.ti.endpoint_origins))
 
 
 ACTIONS = ("kill", "pause", "resume", "clone", "pin", "unpin", "priority", "move", "cancel")

@@ -24,6 +24,7 @@ from ..backends.local import sockets
 from ..domain.actor import Actor
 from ..domain.errors import BadGateway, NotFound
 from ..ops import endpoints as ops
+from .origins import origin_login, port_label, tensorboard_label
 from .pure import (cross_site, parse_endpoint_path, request_headers, response_headers, strip_token_query)
 
 MAX_UPLOAD = 1 << 30  # a request body streamed to a job's server (the hub's own proxy may hold less)
@@ -58,6 +59,11 @@ class EndpointHandler(Refusals, HubOAuthenticated, websocket.WebSocketHandler):
     @property
     def ti(self):
         return self.settings["ti"]
+
+    @property
+    def own_cookie(self) -> str:
+        """The login cookie this side uses: never sent to a job's server, never replaced by one."""
+        return self.hub_auth.cookie_name
 
     def compute_etag(self) -> None:
         return None  # the body streams through: tornado would hash only the last piece
@@ -115,6 +121,7 @@ class EndpointHandler(Refusals, HubOAuthenticated, websocket.WebSocketHandler):
                 self.redirect(ep.base + "/" + (f"?{self.request.query}" if self.request.query else ""))
                 return
             self._target = (host, (mapping or {}).get(ep.port, ep.port), ep.rest or "/", ep.base)
+            self._job_id = target["id"]
         else:
             job = await self.ti.db(ops.tensorboard_job, actor, ep.job, via_cookie, readonly=True)
             rec = await self.ti.tensorboards.find(job["id"], ep.key)
@@ -122,12 +129,24 @@ class EndpointHandler(Refusals, HubOAuthenticated, websocket.WebSocketHandler):
                 raise NotFound(f"no TensorBoard runs at this address (stopped when idle?); start it again with "
                                f"POST /jobs/{job['id']}/tensorboard", field="key")
             self.ti.tensorboards.touch(rec)
+            self._job_id = job["id"]
             if rec.get("uid") is not None:  # a local TensorBoard: its port must still be its owner's
                 why = await asyncio.to_thread(sockets.refusal, rec["port"], rec["uid"], None, "this TensorBoard")
                 if why:
                     raise BadGateway(why, field="key")
             # TensorBoard serves under its --path_prefix (the job's id): the path keeps it, whatever the caller wrote
             self._target = (rec.get("host", "127.0.0.1"), rec["port"], rec["prefix"] + ep.rest, None)
+        if via_cookie and self.ti.endpoint_origins is not None and not self._finished:
+            # endpoints live on origins of their own: a browser gets a ticket to its endpoint's origin, never the
+            # job's page on the hub's origin (ti_hub/endpoints/origins.py)
+            label = (port_label(self._job_id, ep.instance, ep.port) if ep.kind == "port"
+                     else tensorboard_label(self._job_id, ep.key))
+            self.redirect(origin_login(self.ti.fernet, self.ti.endpoint_origins, actor.name, label, ep.rest,
+                                       self.request.query))
+            return
+        self._start_body()
+
+    def _start_body(self) -> None:
         if self._has_body():
             self.request.connection.set_max_body_size(MAX_UPLOAD)
             self._body_q = asyncio.Queue(maxsize=4)
@@ -177,7 +196,7 @@ class EndpointHandler(Refusals, HubOAuthenticated, websocket.WebSocketHandler):
     async def _forward(self, body: bytes | None = None, body_producer=None) -> None:
         host, port, path, base = self._target
         headers = httputil.HTTPHeaders()
-        for k, v in request_headers(self.request.headers.get_all(), self.hub_auth.cookie_name):
+        for k, v in request_headers(self.request.headers.get_all(), self.own_cookie):
             headers.add(k, v)
         if base:
             headers["X-Forwarded-Prefix"] = base
@@ -216,7 +235,7 @@ class EndpointHandler(Refusals, HubOAuthenticated, websocket.WebSocketHandler):
             for name in ("Content-Type", "Server", "Date"):  # the job's server says these
                 self.clear_header(name)
             self.set_status(self._status.code, self._status.reason or "Unknown")
-            for k, v in response_headers(self._resp.get_all(), self.hub_auth.cookie_name, base, f"{host}:{port}",
+            for k, v in response_headers(self._resp.get_all(), self.own_cookie, base, f"{host}:{port}",
                                          self.request.headers.get("Host", "")):
                 self.add_header(k, v)
             self._headers_set = True
@@ -252,7 +271,7 @@ class EndpointHandler(Refusals, HubOAuthenticated, websocket.WebSocketHandler):
             raise web.HTTPError(403, f"cross-origin WebSocket refused ({why})")
         host, port, path, _base = self._target
         headers = httputil.HTTPHeaders()
-        for k, v in request_headers(self.request.headers.get_all(), self.hub_auth.cookie_name, websocket=True):
+        for k, v in request_headers(self.request.headers.get_all(), self.own_cookie, websocket=True):
             headers.add(k, v)
         protocols = [p.strip() for p in self.request.headers.get("Sec-WebSocket-Protocol", "").split(",")
                      if p.strip()]

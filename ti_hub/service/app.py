@@ -31,6 +31,7 @@ from ..backends.base import ExecutionBackend
 from ..db import models as m
 from ..db.session import make_engine, make_sessionmaker, sqlite_url, upgrade
 from ..db.writelock import WriteLock
+from ..endpoints.origins import Origins
 from ..endpoints.tensorboard import TensorBoards
 from ..ops.rendercache import RenderCache
 from ..ops.settings import OpsSettings
@@ -40,7 +41,7 @@ from ..storage.base import VolumeDriver
 from .loop import JobRunner
 from .oauth import SealedStateHubOAuth
 from .processes import fork_followers, hold_instance_lock, stop_followers
-from .web import handlers
+from .web import handlers, origin_handlers
 
 DEFAULT_COMPUTE_QUOTAS = {
     # SPEC RES3: workspaces default to 3 GPUs
@@ -215,6 +216,21 @@ class TiService(Application):
         help="Embedded platform, run without root: TiHub cannot switch uids, so every user's code would run as "
              "the platform's own user, able to read the others' files. By default only the first user to run "
              "anything may run code; True lets every user run code anyway (one trusted team).")
+    endpoint_origin = Unicode(
+        "", config=True,
+        help="JOB6: serve every job endpoint on an origin of its own, like JupyterHub's subdomain_host: "
+             "'https://ep.example.org' puts a job's port at https://42-0-40001.ep.example.org/ (a wildcard DNS "
+             "name and certificate for *.ep.example.org, routed to the ti service). A page a job serves then cannot "
+             "read the hub's pages nor act as whoever opens it (docs/security.md). Empty: endpoints are paths on "
+             "the hub's origin.")
+    endpoint_listen = Unicode(
+        "", config=True,
+        help="Address (ip:port) where the ti service itself serves the endpoints' origins, e.g. when nothing in "
+             "front routes *.<endpoint domain> to it (`ti-hub start --endpoint-origin` sets it). Empty: only the "
+             "service's own port, where a front proxy sends them.")
+    hub_public_url = Unicode(
+        "", config=True, help="The hub's address as browsers reach it (where an endpoint's origin sends a browser "
+                              "to log in); set by ti-hub start.")
     backend = Instance(ExecutionBackend)
     volume_driver = Instance(VolumeDriver)
 
@@ -332,7 +348,27 @@ class TiService(Application):
             # the proxy routes only the service's prefix here: the pages' stylesheet must live under it
             "static_url_prefix": prefix + "static/", "service_prefix": prefix,
         }
-        return web.Application(handlers(api_prefix, prefix), **settings)
+        app = web.Application(handlers(api_prefix, prefix), **settings)
+        if self.endpoint_origins is not None:
+            app.add_handlers(self.endpoint_origins.host_pattern(), origin_handlers())
+        return app
+
+    @property
+    def endpoint_origins(self) -> Origins | None:
+        if not self.endpoint_origin:
+            return None
+        if getattr(self, "_origins", None) is None:
+            self._origins = Origins.parse(self.endpoint_origin)
+        return self._origins
+
+    @validate("endpoint_origin")
+    def _check_origin(self, proposal):
+        if proposal["value"]:
+            try:
+                Origins.parse(proposal["value"])
+            except ValueError as e:
+                raise TraitError(f"TiService.{e}") from None
+        return proposal["value"]
 
     @validate("unix_uid_range")
     def _check_uids(self, proposal):
@@ -425,6 +461,9 @@ class TiService(Application):
     def _http(self, sockets) -> HTTPServer:
         server = HTTPServer(self.make_app(), xheaders=True)
         server.add_sockets(sockets or self._bind())
+        if self.endpoint_listen:  # the endpoints' origins, where nothing in front routes them to the API port
+            host, _, port = self.endpoint_listen.rpartition(":")
+            server.add_sockets(bind_sockets(int(port), host or "127.0.0.1", reuse_port=self.api_processes > 1))
         return server
 
     async def serve_follower(self, sockets) -> None:

@@ -120,6 +120,13 @@ class NotFoundHandler(APIHandler):
     post = patch = put = delete = get
 
 
+def origin_handlers() -> list[tuple]:
+    """Job endpoints on origins of their own (TiService.endpoint_origin): every path of LABEL.<domain>."""
+    from ..endpoints.originproxy import OriginEndpointHandler
+
+    return [(r"/.*", OriginEndpointHandler)]
+
+
 def handlers(prefix: str, service_prefix: str) -> list[tuple]:
     api = [(prefix + path, handler) for path, handler, _ in ROUTES]
     return [
