@@ -163,6 +163,9 @@ class LocalCluster:
             f"--service-account-key-file={pki['sa.pub']}", f"--service-account-signing-key-file={pki['sa.key']}",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             "--service-cluster-ip-range=10.96.0.0/16", "--authorization-mode=Node,RBAC",
+            # as real clusters run it (kubeadm, managed ones): privileged pods pass validation, so that where
+            # they are refused, Pod Security admission is what refuses them (tests/k8s/test_isolation.py)
+            "--allow-privileged=true",
             f"--kubelet-client-certificate={pki['admin.crt']}", f"--kubelet-client-key={pki['admin.key']}",
             # APF's per-client fairness would throttle a benchmark's single client; nothing else shares it here
             "--enable-priority-and-fairness=false", "--max-requests-inflight=2000",
@@ -257,9 +260,11 @@ class LocalCluster:
             self.kubectl("delete", "node", "--wait=false", *names, check=False)
 
     def namespace(self, name: str, restricted: bool = True) -> str:
-        """A fresh namespace; ``restricted`` makes Pod Security admission enforce the restricted profile."""
-        labels = {"pod-security.kubernetes.io/enforce": "restricted",
-                  "pod-security.kubernetes.io/enforce-version": "latest"} if restricted else {}
+        """A fresh namespace; ``restricted`` makes Pod Security admission enforce the restricted profile, with the
+        labels the Helm chart gives the user namespace."""
+        from ti_hub.backends.k8s.objects import POD_SECURITY_LABELS
+
+        labels = dict(POD_SECURITY_LABELS) if restricted else {}
         self.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}])
         self._wait(f"namespace {name}", lambda: self.kubectl("get", "serviceaccount", "default", "-n", name,
                                                              check=False).returncode == 0)

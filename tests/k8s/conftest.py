@@ -32,9 +32,11 @@ class ExistingCluster:
         return out
 
     def namespace(self, name: str, restricted: bool = True) -> str:
+        from ti_hub.backends.k8s.objects import POD_SECURITY_LABELS
+
         self.kubectl("create", "namespace", name)
         if restricted:
-            self.kubectl("label", "namespace", name, "pod-security.kubernetes.io/enforce=restricted")
+            self.kubectl("label", "namespace", name, *(f"{k}={v}" for k, v in POD_SECURITY_LABELS.items()))
         return name
 
     def add_nodes(self, nodes) -> None:
@@ -76,3 +78,7 @@ def fake_provisioner(k8s_cluster):
         yield p
     finally:
         p.stop()
+
+
+# helm, the chart (alone and with z2jh) and throw-away namespaces, for test_helm_chart.py and test_isolation.py
+from .helmkit import full_chart, helm, namespaces, own_chart  # noqa: E402, F401

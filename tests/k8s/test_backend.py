@@ -201,29 +201,101 @@ async def test_reconcile_readopts_known_jobs_and_deletes_orphans(backend, k8s_cl
         k8s_cluster.kubectl("get", "jobs", "-n", NS, "-o", "json").stdout)["items"]}
 
 
-async def test_without_the_pin_policy_the_backend_says_so_and_users_get_one_network_policy(k8s_cluster):
+def network_policies(cluster, ns: str) -> dict[str, dict]:
+    out = cluster.kubectl("get", "networkpolicies", "-n", ns, "-o", "json")
+    return {p["metadata"]["name"]: p for p in json.loads(out.stdout)["items"]}
+
+
+def job_uid(cluster, ns: str, name: str) -> str:
+    return json.loads(cluster.kubectl("get", "job", name, "-n", ns, "-o", "json").stdout)["metadata"]["uid"]
+
+
+async def test_without_the_pin_policy_the_backend_says_so_and_each_gang_gets_its_own_network_policy(k8s_cluster):
     ns = k8s_cluster.namespace("ti-nopin")  # the pin policy's binding does not reach this namespace
     b = KubernetesBackend(kubeconfig=str(k8s_cluster.kubeconfig), namespace=ns, installation="nopin",
-                          network_policy_per_user=True)
+                          network_policy_per_job=True)
     try:
         from kubernetes_asyncio import client as k8s
         assert await b._check_pin_policy(k8s.CoreV1Api(await b.api()), wait=0) is False
         before = b.writes
         state = await b.launch(spec(106, ["a100-3", "a100-2"], strategy="allreduce", workers=2, devices=1))
-        assert b.writes - before == 3  # alice's NetworkPolicy, once; the Job; the Service
+        assert b.writes - before == 3  # the Job, its NetworkPolicy, its Service
+        assert b.pod_security_enforced is True  # the namespace enforces "restricted"; the first launch checked
         await wait_for(lambda: b.unpinned_pods == 2, what="two unpinned pods seen")
         before = b.writes
         state2 = await b.launch(spec(107, ["a100-3", "a100-2"], strategy="allreduce", workers=2, devices=1))
-        assert b.writes - before == 2
-        pols = json.loads(k8s_cluster.kubectl("get", "networkpolicies", "-n", ns, "-o", "json").stdout)["items"]
-        assert [p["metadata"]["name"] for p in pols] == [ob.safe_name("ti-user", "alice")]
-        sel = pols[0]["spec"]["podSelector"]["matchLabels"]
-        assert pols[0]["spec"]["ingress"][0]["from"][0]["podSelector"]["matchLabels"] == sel
-        assert pols[0]["spec"]["egress"][0]["to"][0]["podSelector"]["matchLabels"] == sel
-        for p in pods_of(k8s_cluster, 106, ns):  # the policy selects the job's pods, by owner
-            assert sel.items() <= p["metadata"]["labels"].items()
+        single = await b.launch(spec(108, ["a100-3"]))
+        assert b.writes - before == 3 + 1  # a single pod has no peer: no policy, no Service
+        pols = network_policies(k8s_cluster, ns)
+        assert set(pols) == {ob.base_name(106, "alice", "train"), ob.base_name(107, "alice", "train")}
+        pol = pols[ob.base_name(106, "alice", "train")]
+        first = state["roles"][0]["job"]
+        # owned by the job's first Job: the garbage collector deletes it with the job
+        assert [(o["kind"], o["name"], o["uid"]) for o in pol["metadata"]["ownerReferences"]] == [
+            ("Job", first, job_uid(k8s_cluster, ns, first))]
+        sel = pol["spec"]["podSelector"]["matchLabels"]
+        assert pol["spec"]["ingress"] == [{"from": [{"podSelector": {"matchLabels": sel}}]}]
+        assert pol["spec"]["egress"] == [{"to": [{"podSelector": {"matchLabels": sel}}]}]
+        # as the API server stored the pods: it selects job 106's, not the same owner's other jobs'
+        for job_id, n, selected in ((106, 2, True), (107, 2, False), (108, 1, False)):
+            pods = await wait_for(lambda: (p := pods_of(k8s_cluster, job_id, ns)) and len(p) == n and p,
+                                  what=f"pods of job {job_id}")
+            assert all((sel.items() <= p["metadata"]["labels"].items()) is selected for p in pods), job_id
         await b.stop(106, state, grace_seconds=1)
+        await wait_for(lambda: ob.base_name(106, "alice", "train") not in network_policies(k8s_cluster, ns),
+                       what="job 106's policy to go with its Job")
+        assert ob.base_name(107, "alice", "train") in network_policies(k8s_cluster, ns)
         await b.stop(107, state2, grace_seconds=1)
+        await b.stop(108, single, grace_seconds=1)
+    finally:
+        await b.close()
+
+
+async def test_a_gang_relaunched_after_a_crash_gets_its_service_and_policy_owned_by_the_new_job(k8s_cluster):
+    ns = k8s_cluster.namespace("ti-relaunch")
+    settings = dict(kubeconfig=str(k8s_cluster.kubeconfig), namespace=ns, installation="relaunch",
+                    network_policy_per_job=True, pin_to_placement=False)
+    b, fresh = KubernetesBackend(**settings), KubernetesBackend(**settings)
+    sp = spec(109, ["a100-1", "a100-0"], strategy="allreduce", workers=2, devices=1)
+    try:
+        await b.launch(sp)
+        name = ob.base_name(109, "alice", "train")
+        old_uid = job_uid(k8s_cluster, ns, name)
+        # as after a ti service restart: the same job again, its Job, Service and policy still there
+        state = await fresh.launch(sp)
+        new_uid = job_uid(k8s_cluster, ns, name)
+        assert new_uid != old_uid
+
+
+        def assert_owned_by(uid: str) -> None:
+            svc = json.loads(k8s_cluster.kubectl("get", "service", name, "-n", ns, "-o", "json").stdout)
+            for obj in (svc, network_policies(k8s_cluster, ns)[name]):
+                assert [o["uid"] for o in obj["metadata"]["ownerReferences"]] == [uid], obj["kind"]
+        assert_owned_by(new_uid)  # however fast the garbage collector took the old ones
+        # the Job gone but its Service and policy left (orphaned): both are replaced, not kept nor refused
+        k8s_cluster.kubectl("delete", "job", name, "-n", ns, "--cascade=orphan", "--wait=true")
+        before = fresh.writes
+        state = await fresh.launch(sp)
+        assert fresh.writes - before == 1 + 3 + 3  # the Job; for each: a 409, the delete, the create
+        assert_owned_by(job_uid(k8s_cluster, ns, name))
+        k8s_cluster.kubectl("delete", "pods", "-n", ns, "-l", f"{ob.LABEL_JOB_ID}=109,controller-uid={new_uid}")
+        await fresh.stop(109, state, grace_seconds=1)
+        await wait_for(lambda: not network_policies(k8s_cluster, ns), what="the policy to go with the job")
+    finally:
+        await b.close()
+        await fresh.close()
+
+
+async def test_the_first_launch_checks_that_the_namespace_enforces_pod_security(backend, k8s_cluster):
+    from kubernetes_asyncio import client as k8s
+
+    assert await backend._check_pod_security(k8s.CoreV1Api(await backend.api())) is True
+    open_ns = k8s_cluster.namespace("ti-open", restricted=False)
+    b = KubernetesBackend(kubeconfig=str(k8s_cluster.kubeconfig), namespace=open_ns, installation="open")
+    try:
+        assert await b._check_pod_security(k8s.CoreV1Api(await b.api())) is False  # a warning says so
+        out = k8s_cluster.kubectl("get", "pods", "-n", open_ns, "-o", "name")
+        assert out.stdout.strip() == ""  # a dry run: the probe is never stored
     finally:
         await b.close()
 

@@ -3,9 +3,10 @@ the hub's Python configuration, and a server-side dry run against the test contr
 
 helm is built from its Go module by tests/k8s/build-helm.sh (cached; minutes the first time). The chart's
 dependency, the zero-to-jupyterhub chart, comes from helm/fetch-deps.sh. Where no source for it can be
-reached (this machine reaches no chart repository), the tests of the whole chart skip, saying so, unless
-TIHUB_REQUIRE_Z2JH=1; TiHub's own objects are still tested everywhere: the ``own`` renders use a copy of the
-chart without the dependency (its templates fall back to z2jh's default names).
+reached, the tests of the whole chart skip, saying so, unless TIHUB_REQUIRE_Z2JH=1 (``TIHUB_Z2JH_CHART`` can name
+a copy, e.g. a vendored one); TiHub's own objects are still tested everywhere: the ``own`` renders use a copy of
+the chart without the dependency (its templates fall back to z2jh's default names). Fixtures and helpers:
+helmkit.py. What keeps users apart (Pod Security, NetworkPolicies, user pods' rights): test_isolation.py.
 """
 
 from __future__ import annotations
@@ -14,90 +15,14 @@ import base64
 import importlib.util
 import json
 import os
-import secrets
-import shutil
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
 
+from .helmkit import BUILTIN, CHART, NS, RELEASE, ROOT, WITH_MAP, by_kind, one, render, run, values_file
+
 pytestmark = pytest.mark.k8s
-
-ROOT = Path(__file__).resolve().parents[2]
-CHART = ROOT / "helm" / "ti-hub"
-RELEASE, NS = "tihub", "tihub"
-# everything the chart renders must be a built-in kind (no CRDs in the test cluster, nor required anywhere)
-BUILTIN = {
-    ("v1", k) for k in ("ConfigMap", "Secret", "Service", "ServiceAccount", "Pod", "PersistentVolumeClaim")
-} | {("apps/v1", k) for k in ("Deployment", "StatefulSet", "DaemonSet")} | {
-    ("rbac.authorization.k8s.io/v1", k) for k in ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
-} | {("networking.k8s.io/v1", k) for k in ("NetworkPolicy", "Ingress")} | {
-    ("policy/v1", "PodDisruptionBudget"), ("scheduling.k8s.io/v1", "PriorityClass"), ("batch/v1", "Job"),
-} | {("admissionregistration.k8s.io/v1", k) for k in ("MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding")}
-# what `helm install` finds on a 1.36 cluster (helm's offline default set lacks it)
-WITH_MAP = ("--api-versions", "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy")
-
-
-def run(*argv, check=True, **kw) -> subprocess.CompletedProcess:
-    out = subprocess.run([str(a) for a in argv], capture_output=True, text=True, check=False, **kw)
-    if check and out.returncode:
-        raise AssertionError(f"{' '.join(map(str, argv))} failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
-    return out
-
-
-@pytest.fixture(scope="module")
-def helm() -> Path:
-    """The helm binary; built when missing. A failed build fails the tests (nothing is skipped)."""
-    script = ROOT / "tests" / "k8s" / "build-helm.sh"
-    run("bash", script, timeout=3600)
-    return Path(run("bash", script, "--print-bin").stdout.strip())
-
-
-@pytest.fixture(scope="module")
-def own_chart(tmp_path_factory) -> Path:
-    """The chart without its dependency: TiHub's own objects, rendered alone."""
-    d = tmp_path_factory.mktemp("own") / "ti-hub"
-    shutil.copytree(CHART, d, ignore=shutil.ignore_patterns("charts"))
-    meta = yaml.safe_load((d / "Chart.yaml").read_text())
-    meta.pop("dependencies")
-    (d / "Chart.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
-    return d
-
-
-@pytest.fixture(scope="module")
-def full_chart(helm) -> Path:
-    """The chart with the zero-to-jupyterhub chart vendored into charts/ by helm/fetch-deps.sh."""
-    out = run("bash", ROOT / "helm" / "fetch-deps.sh", check=False, timeout=600)
-    if out.returncode == 3 and os.environ.get("TIHUB_REQUIRE_Z2JH") != "1":
-        pytest.skip("the zero-to-jupyterhub chart cannot be fetched here (" + out.stderr.strip().splitlines()[-1]
-                    + "); TiHub's own objects are tested without it")
-    assert out.returncode == 0, out.stderr
-    return CHART
-
-
-def render(helm, chart, *args, namespace=NS, check=True) -> list[dict] | subprocess.CompletedProcess:
-    out = run(helm, "template", RELEASE, chart, "--namespace", namespace, *args, check=check)
-    if not check:
-        return out
-    return [d for d in yaml.safe_load_all(out.stdout) if d]
-
-
-def by_kind(docs, kind) -> list[dict]:
-    return [d for d in docs if d["kind"] == kind]
-
-
-def one(docs, kind, name=None) -> dict:
-    found = [d for d in by_kind(docs, kind) if name is None or d["metadata"]["name"] == name]
-    assert len(found) == 1, f"{len(found)} {kind} named {name}"
-    return found[0]
-
-
-def values_file(tmp_path, data) -> Path:
-    p = tmp_path / f"values-{secrets.token_hex(3)}.yaml"
-    p.write_text(yaml.safe_dump(data))
-    return p
 
 
 # --- schema ----------------------------------------------------------------------------------------------------------
@@ -160,6 +85,10 @@ def test_whole_chart_renders_builtin_kinds_and_wires_the_hub(helm, full_chart):
     assert {"name": "ti-hub", "mountPath": "/usr/local/etc/ti-hub", "readOnly": True} in container["volumeMounts"]
     assert any(e["name"] == "TI_HUB_POD_IP" for e in container["env"])
     assert_restricted_container(container, pod)
+    # the pods the chart's NetworkPolicies let reach user pods are z2jh's hub and proxy, by these labels
+    for name, component in (("hub", "hub"), ("proxy", "proxy")):
+        labels = one(docs, "Deployment", name)["spec"]["template"]["metadata"]["labels"]
+        assert {"component": component, "release": RELEASE}.items() <= labels.items(), name
     hub_service = one(docs, "Service", "hub")
     assert {"name": "ti", "port": 10101, "targetPort": 10101} in [
         {k: p.get(k) for k in ("name", "port", "targetPort")} for p in hub_service["spec"]["ports"]]
@@ -207,6 +136,7 @@ def test_user_namespace_and_values_reach_the_objects(helm, own_chart, tmp_path):
     docs = render(helm, own_chart, "-f", f)
     for kind in ("Role", "RoleBinding"):
         assert one(docs, kind)["metadata"]["namespace"] == "tihub-users"
+    assert one(docs, "Namespace")["metadata"]["name"] == "tihub-users"  # made by the chart (test_isolation.py)
     netpols = {d["metadata"]["name"]: d for d in by_kind(docs, "NetworkPolicy")}
     assert netpols["ti-hub-tihub-user-pods"]["metadata"]["namespace"] == "tihub-users"
     assert netpols["ti-hub-hub"]["metadata"]["namespace"] == NS
@@ -242,10 +172,9 @@ ROLE_RULES = {
     ("", "pods/portforward"): {"create"},
     ("", "services"): {"create", "get", "list", "watch", "delete"},
     ("", "persistentvolumeclaims"): {"create", "get", "list", "watch", "delete", "patch"},
-    ("", "secrets"): {"create", "get", "delete"},
     ("", "events"): {"list", "watch"},
     ("batch", "jobs"): {"create", "get", "list", "watch", "delete"},
-    ("networking.k8s.io", "networkpolicies"): {"create"},
+    ("networking.k8s.io", "networkpolicies"): {"create", "delete"},
     ("metrics.k8s.io", "pods"): {"list"},
 }
 CLUSTER_RULES = {("", "nodes"): {"list", "watch"}, ("", "pods"): {"list", "watch"},
@@ -268,8 +197,8 @@ def test_rbac_is_least_privilege(helm, own_chart, tmp_path):
     docs = render(helm, own_chart)
     assert rules_of(one(docs, "Role")) == ROLE_RULES
     assert rules_of(one(docs, "ClusterRole")) == CLUSTER_RULES
-    # without per-user policies the ti service gets no right on NetworkPolicies
-    f = values_file(tmp_path, {"networkPolicy": {"perUser": False}})
+    # without per-job policies the ti service gets no right on NetworkPolicies
+    f = values_file(tmp_path, {"networkPolicy": {"perJob": False}})
     assert ("networking.k8s.io", "networkpolicies") not in rules_of(one(render(helm, own_chart, "-f", f), "Role"))
     # without the SSH gateway, no exec or port-forward into user pods
     f = values_file(tmp_path, {"sshGateway": {"enabled": False}})
@@ -429,7 +358,7 @@ def test_hub_config_wires_services_spawner_and_backend(helm, own_chart, tmp_path
     assert c.KubeSpawner.namespace == "users" and c.KubernetesBackend.namespace == "users"
     assert c.KubeSpawner.extra_labels["app.kubernetes.io/managed-by"] == "ti-hub"
     assert c.KubernetesBackend.device_resource == "nvidia.com/gpu"
-    assert c.KubernetesBackend.network_policy_per_user is True  # the chart's policies close user pods
+    assert c.KubernetesBackend.network_policy_per_job is True  # the chart's policies close user pods
     # the classes that read these settings accept them (validation included)
     from ti_hub.backends.k8s import KubernetesBackend
     from ti_hub.storage.k8s import KubernetesVolumeDriver
@@ -476,19 +405,6 @@ def server_dry_run(cluster, docs, release_ns):
         assert out.stdout.count("(server dry run)") == len(items), out.stdout
 
 
-@pytest.fixture
-def namespaces(k8s_cluster):
-    made: list[str] = []
-
-    def make(prefix, restricted=True):
-        made.append(k8s_cluster.namespace(f"{prefix}-{secrets.token_hex(3)}", restricted=restricted))
-        return made[-1]
-
-    yield make
-    for ns in made:
-        k8s_cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
-
-
 def test_pin_policy_is_the_backends_and_only_where_the_cluster_serves_it(helm, own_chart, tmp_path):
     from ti_hub.backends.k8s import objects as ob
 
@@ -515,7 +431,8 @@ def test_server_dry_run_own_objects(helm, own_chart, k8s_cluster, namespaces, tm
 
 
 def test_server_dry_run_whole_chart(helm, full_chart, k8s_cluster, namespaces):
-    release_ns = namespaces("helm-full", restricted=False)
+    # restricted: z2jh's hub and proxy, as the chart configures them, may share the namespace with user pods
+    release_ns = namespaces("helm-full")
     server_dry_run(k8s_cluster, render(helm, full_chart, namespace=release_ns), release_ns)
 
 
@@ -535,14 +452,18 @@ def test_rbac_grants_on_the_api_server(helm, own_chart, k8s_cluster, namespaces,
 
     try:
         for args in (("create", "jobs.batch", "-n", user_ns), ("delete", "pods", "-n", user_ns),
-                     ("get", "pods", "--subresource=log", "-n", user_ns), ("create", "secrets", "-n", user_ns),
+                     ("get", "pods", "--subresource=log", "-n", user_ns),
+                     ("delete", "networkpolicies.networking.k8s.io", "-n", user_ns),
                      ("patch", "persistentvolumeclaims", "-n", user_ns), ("watch", "events", "-n", user_ns),
                      ("create", "networkpolicies.networking.k8s.io", "-n", user_ns), ("list", "nodes"),
                      ("watch", "pods", "--all-namespaces"), ("get", "storageclasses.storage.k8s.io"),
                      ("create", "pods", "--subresource=exec", "-n", user_ns),
                      ("create", "pods", "--subresource=portforward", "-n", user_ns)):
             assert can(*args), args
+        # nothing on Secrets: TiHub makes none (pull Secrets are the admin's, named in imagePullSecrets)
         for args in (("update", "pods", "-n", user_ns), ("list", "secrets", "-n", user_ns),
+                     ("get", "secrets", "-n", user_ns), ("create", "secrets", "-n", user_ns),
+                     ("update", "networkpolicies.networking.k8s.io", "-n", user_ns),
                      ("get", "secrets", "-n", "kube-system"), ("create", "pods", "-n", "kube-system"),
                      ("delete", "nodes"), ("patch", "nodes"), ("get", "configmaps", "-n", user_ns),
                      ("create", "pods", "--subresource=exec", "-n", "kube-system"), ("create", "roles", "-n", user_ns),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 import subprocess
@@ -134,20 +135,78 @@ def test_quantities_and_pod_requests():
     assert (cpu, mem, dev) == (4, 1 << 30, 2)  # init containers run alone: their max counts if larger
 
 
-def test_a_users_network_policy_selects_only_that_users_pods():
-    s = ob.KubeSettings(namespace="users", installation="hub-a")
-    alice, bob = ob.user_network_policy(s, "alice"), ob.user_network_policy(s, "bob")
-    sel = alice["spec"]["podSelector"]["matchLabels"]
-    assert sel == {ob.MANAGED_BY: "ti-hub", ob.LABEL_INSTALLATION: ob.label_value("hub-a"),
-                   ob.LABEL_OWNER: ob.label_value("alice")}
-    assert alice["spec"]["ingress"] == [{"from": [{"podSelector": {"matchLabels": sel}}]}]
-    assert alice["spec"]["egress"] == [{"to": [{"podSelector": {"matchLabels": sel}}]}]
-    assert alice["metadata"]["name"] != bob["metadata"]["name"]
-    assert bob["spec"]["podSelector"]["matchLabels"][ob.LABEL_OWNER] == ob.label_value("bob")
-    # a job pod and a workspace pod of alice's carry every selected label; bob's do not
-    for kind in ("job", "workspace"):
-        assert sel.items() <= ob.labels(s, 7, "alice", kind=kind).items()
-        assert not sel.items() <= ob.labels(s, 7, "bob", kind=kind).items()
+def selects(selector: dict, labels: dict) -> bool:
+    """A LabelSelector's meaning (matchLabels only: TiHub's selectors use nothing else)."""
+    assert set(selector) <= {"matchLabels"}, selector
+    return selector.get("matchLabels", {}).items() <= labels.items()
+
+
+def pod_labels_of(objs: list[dict]) -> list[dict]:
+    return [o["spec"]["template"]["metadata"]["labels"] for o in objs if o["kind"] == "Job"]
+
+
+@pytest.mark.parametrize("strategy,workers,ps", [("allreduce", 3, 0), ("ps", 2, 1)])
+def test_a_gangs_network_policy_opens_its_own_pods_to_each_other_and_nothing_else(strategy, workers, ps):
+    s = ob.KubeSettings(namespace="users", installation="hub-a", network_policy=True)
+    objs = ob.job_objects(s, launch(strategy, workers, ps))
+    (pol,) = [o for o in objs if o["kind"] == "NetworkPolicy"]
+    assert len(objs) <= 4 and pol["metadata"]["namespace"] == "users"
+    spec = pol["spec"]
+    sel = spec["podSelector"]
+    assert spec["policyTypes"] == ["Ingress", "Egress"]
+    # peers: the same selector, in the same namespace (no namespaceSelector), any port, no address ranges
+    assert spec["ingress"] == [{"from": [{"podSelector": sel}]}]
+    assert spec["egress"] == [{"to": [{"podSelector": sel}]}]
+    # it selects every pod of this job (every role) ...
+    mine = pod_labels_of(objs)
+    assert len(mine) == (2 if strategy == "ps" else 1) and all(selects(sel, lab) for lab in mine)
+    # ... and no pod of the owner's other jobs, of the same job id in another installation, of other users,
+    # nor a workspace or a TensorBoard pod
+    from ti_hub.endpoints import kubetb
+    others = pod_labels_of(ob.job_objects(s, dataclasses.replace(launch(strategy, workers, ps), job_id=8)))
+    others += pod_labels_of(ob.job_objects(dataclasses.replace(s, installation="hub-b"), launch(strategy, workers, ps)))
+    others += [ob.labels(s, 7, "Alice.Smith", kind="workspace"), ob.labels(s, 8, "bob"),
+               kubetb.tensorboard_pod(s, job_id=7, owner="Alice.Smith", key="k", logdir="/mnt/x", claim="c",
+                                      sub_path="", prefix="/p", image="i", lifetime_s=60)["metadata"]["labels"]]
+    assert others and not any(selects(sel, lab) for lab in others)
+    # the same label a pod of the job carries: the chart's policy for all user pods selects them too
+    assert all(lab[ob.MANAGED_BY] == "ti-hub" for lab in mine)
+
+
+def test_single_instance_jobs_and_settings_without_policies_make_none():
+    with_policy = ob.KubeSettings(namespace="users", network_policy=True)
+    assert [o["kind"] for o in ob.job_objects(with_policy, launch(None, 1))] == ["Job"]  # no peer to reach
+    assert "NetworkPolicy" not in {o["kind"] for o in ob.job_objects(ob.KubeSettings(), launch("allreduce", 2))}
+
+
+def test_pods_read_no_secret_and_no_claim_but_their_mounts():
+    """Users never write pod specs: whatever they send, a job pod reads no Secret (no token, no secret volume,
+    no secret env), and mounts only the claims of the volumes it was given."""
+    s = ob.KubeSettings(namespace="users", image_pull_secrets=("site-mirror",))
+    spec = launch("ps", 2, 1, mounts=[Mount("/x", "/data", True, "dataset", 5, "bob/imagenet")], scratch=["/tmp/s"])
+    spec = dataclasses.replace(spec, env={"SECRET": "valueFrom", "K": "$(kubectl get secret)"})
+    for job in (o for o in ob.job_objects(s, spec) if o["kind"] == "Job"):
+        pod = job["spec"]["template"]["spec"]
+        assert pod["automountServiceAccountToken"] is False and "serviceAccountName" not in pod
+        kinds = [set(v) - {"name"} for v in pod["volumes"]]
+        assert all(k in ({"persistentVolumeClaim"}, {"emptyDir"}) for k in kinds), kinds
+        assert [v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v] \
+            == [ob.pvc_name(5, "bob/imagenet")]
+        (c,) = pod["containers"]
+        assert "envFrom" not in c and all(set(e) == {"name", "value"} for e in c["env"])
+        assert pod["imagePullSecrets"] == [{"name": "site-mirror"}]  # the admin's, used by the kubelet only
+
+
+def test_the_pod_security_probe_breaks_the_restricted_profile_only():
+    s = ob.KubeSettings(namespace="users")
+    probe = ob.pod_security_probe(s)
+    (c,) = probe["spec"]["containers"]
+    assert c["securityContext"]["allowPrivilegeEscalation"] is True  # restricted refuses it, baseline does not
+    assert {k: v for k, v in c["securityContext"].items() if k != "allowPrivilegeEscalation"} == {
+        k: v for k, v in ob.container_security_context(s).items() if k != "allowPrivilegeEscalation"}
+    assert probe["spec"]["securityContext"] == ob.pod_security_context(s)
+    assert ob.LABEL_JOB_ID not in probe["metadata"]["labels"]  # never taken for a job's pod
+    assert ob.POD_SECURITY_LABELS["pod-security.kubernetes.io/enforce"] == "restricted"
 
 
 def test_pin_policy_matches_only_tihubs_job_pods_in_its_namespace():

@@ -82,8 +82,8 @@ _kube = {
 }
 for _trait, _value in _kube.items():
     setattr(c.KubernetesBackend, _trait, _value)
-# the chart's policy closes user pods; each user's own policy lets their pods (a job's ranks) talk
-c.KubernetesBackend.network_policy_per_user = bool(SETTINGS["networkPolicyPerUser"])
+# the chart's policy closes user pods; each distributed job's own policy lets its pods (its ranks) talk
+c.KubernetesBackend.network_policy_per_job = bool(SETTINGS["networkPolicyPerJob"])
 # StorageClass per volume kind with a claim (ti_hub/storage/k8s.py); empty: the cluster's default
 c.KubernetesVolumeDriver.storage_classes = {kind: sc for kind, sc in SETTINGS["storageClasses"].items() if sc}
 

@@ -55,6 +55,20 @@ component: proxy
 release: {{ .Release.Name | quote }}
 {{- end }}
 
+{{- /*
+  Pod Security admission: the API server refuses any pod that is not restricted in a namespace
+  with these labels. The same as POD_SECURITY_LABELS in ti_hub/backends/k8s/objects.py
+  (tests/k8s/test_isolation.py compares them).
+*/}}
+{{- define "ti-hub.podSecurityLabels" -}}
+pod-security.kubernetes.io/enforce: restricted
+pod-security.kubernetes.io/enforce-version: latest
+pod-security.kubernetes.io/audit: restricted
+pod-security.kubernetes.io/audit-version: latest
+pod-security.kubernetes.io/warn: restricted
+pod-security.kubernetes.io/warn-version: latest
+{{- end }}
+
 {{- /* User pods (workspaces and job pods) carry this label, set by TiKubeSpawner and KubernetesBackend. */}}
 {{- define "ti-hub.userPodLabels" -}}
 app.kubernetes.io/managed-by: ti-hub
@@ -85,7 +99,7 @@ storageClasses: {{ .Values.storageClasses | toJson }}
 imagePullSecrets: {{ .Values.imagePullSecrets | toJson }}
 extraConfig: {{ .Values.tiService.extraConfig | quote }}
 tensorBoardImage: {{ .Values.tiService.tensorBoardImage | quote }}
-networkPolicyPerUser: {{ and .Values.networkPolicy.enabled .Values.networkPolicy.perUser }}
+networkPolicyPerJob: {{ and .Values.networkPolicy.enabled .Values.networkPolicy.perJob }}
 sshGateway:
   enabled: {{ .Values.sshGateway.enabled }}
   port: {{ .Values.sshGateway.port }}

@@ -1,8 +1,9 @@
 """KubernetesBackend: TiHub's jobs as batch/v1 Jobs on a real cluster.
 
 The scheduler decides; this shell only creates, watches and deletes. Per admitted job: one Indexed Job
-(single-node, all-reduce) or one per role (parameter server), plus a headless Service for gangs -- at most
-three API writes, all of a gang or none (a failed create rolls the others back). Status comes from shared
+(single-node, all-reduce) or one per role (parameter server), plus a headless Service and, where NetworkPolicies
+close user pods, the gang's own NetworkPolicy -- at most four API writes, all of a gang or none (a failed create
+rolls the others back; the Service and the policy belong to the first Job). Status comes from shared
 watches (``reflector.py``), never from polling; capacity is the nodes' allocatable minus what other
 workloads request. After a restart, objects are matched to TiHub's jobs by labels: the known ones are
 re-adopted, unfinished ones nobody knows are deleted.
@@ -60,11 +61,11 @@ class KubernetesBackend(ExecutionBackend):
                                    "of nodes, where gangs sharing a node can take each other's room.")
     pin_policy_name = Unicode("", config=True,
                               help="Name of the pin policy and its binding; empty: ti-hub-pin-<namespace>.")
-    network_policy_per_user = Bool(False, config=True,
-                                   help="Before a user's first distributed job, create a NetworkPolicy that lets "
-                                        "that user's pods reach each other (one per user, kept). Needed where a "
-                                        "policy closes user pods (the Helm chart's networkPolicy); needs RBAC "
-                                        "on networkpolicies.")
+    network_policy_per_job = Bool(False, config=True,
+                                  help="Give each distributed job a NetworkPolicy that lets its pods, and only its "
+                                       "pods, reach each other; owned by the job's first Job, it goes with the job. "
+                                       "Needed where a policy closes user pods (the Helm chart's networkPolicy); "
+                                       "needs RBAC to create and delete networkpolicies.")
     termination_grace_seconds = Integer(10, config=True, help="Grace period of job pods when stopped.")
     finished_job_ttl = Integer(3600, config=True,
                                help="Seconds Kubernetes keeps a finished job's Job and pods (and so its logs) "
@@ -84,9 +85,9 @@ class KubernetesBackend(ExecutionBackend):
         self.jobs: Reflector | None = None
         self.pods_by_job: dict[int, dict[str, dict[str, Any]]] = defaultdict(dict)
         self.writes = 0  # API writes so far (create/delete), for tests and benchmarks
-        self._policy_owners: set[str] = set()  # users whose NetworkPolicy exists
-        self._pin_ready: asyncio.Future | None = None  # the pin policy installed (if asked) and checked, once
+        self._ready: asyncio.Future | None = None  # the namespace checked, the pin policy installed (if asked), once
         self.unpinned_pods = 0  # job pods created without their node (no pin policy), for tests and benchmarks
+        self.pod_security_enforced: bool | None = None  # what the first launch's check found
 
     @property
     def settings(self) -> ob.KubeSettings:
@@ -96,7 +97,7 @@ class KubernetesBackend(ExecutionBackend):
             gid=self.run_as_gid, termination_grace_seconds=self.termination_grace_seconds,
             pin_to_placement=self.pin_to_placement, tolerations=tuple(self.tolerations),
             image_pull_secrets=tuple(self.image_pull_secrets), scheduler_name=self.scheduler_name,
-            extra_pod_annotations=dict(self.extra_pod_annotations))
+            extra_pod_annotations=dict(self.extra_pod_annotations), network_policy=self.network_policy_per_job)
 
     # -- connection and watches ----------------------------------------------------------------------------
     async def api(self) -> k8s.ApiClient:
@@ -143,10 +144,32 @@ class KubernetesBackend(ExecutionBackend):
                 await patch(name, {"spec": obj["spec"]})
         self.log.info("pin policy %s installed for namespace %s", name, self.namespace)
 
-    async def _prepare_pin_policy(self) -> None:
+    async def _prepare(self) -> None:
+        core = k8s.CoreV1Api(await self.api())
+        self.pod_security_enforced = await self._check_pod_security(core)
+        if not self.pin_to_placement:
+            return
         if self.install_pin_policy:
             await self._install_pin_policy(await self.api())
-        await self._check_pin_policy(k8s.CoreV1Api(await self.api()), wait=10.0 if self.install_pin_policy else 0.0)
+        await self._check_pin_policy(core, wait=10.0 if self.install_pin_policy else 0.0)
+
+    async def _check_pod_security(self, core: k8s.CoreV1Api) -> bool:
+        """Whether the API server itself refuses pods that are not restricted in this namespace (Pod Security
+        admission): a dry-run create (nothing is stored) of a probe pod that breaks only the restricted profile.
+        TiHub's pods are restricted either way; this says whether the cluster checks it too."""
+        try:
+            await core.create_namespaced_pod(self.namespace, ob.pod_security_probe(self.settings), dry_run="All")
+        except ApiException as e:
+            if e.status == 403 and "PodSecurity" in str(e.body or ""):
+                return True
+            self.log.warning("could not check Pod Security admission in namespace %s (%s %s)", self.namespace,
+                             e.status, e.reason)
+            return False
+        self.log.warning("namespace %s does not enforce Pod Security 'restricted': the API server would admit a "
+                         "pod that is not restricted there. Label it: kubectl label namespace %s "
+                         "pod-security.kubernetes.io/enforce=restricted (see docs/kubernetes.md)",
+                         self.namespace, self.namespace)
+        return False
 
     async def _check_pin_policy(self, core: k8s.CoreV1Api, wait: float) -> bool:
         """Whether a job pod created now would get its node: a dry-run create (nothing is stored) of a probe pod,
@@ -222,33 +245,36 @@ class KubernetesBackend(ExecutionBackend):
     # -- launch ---------------------------------------------------------------------------------------------
     async def launch(self, spec: LaunchSpec) -> dict[str, Any]:
         await self.start_watches()
-        if self.pin_to_placement:
-            # once, where it matters (only the process that launches), and every launch waits for it: the first
-            # cycle launches concurrently, and a Job created before the policy is in force has unpinned pods
-            if self._pin_ready is None:
-                self._pin_ready = asyncio.ensure_future(self._prepare_pin_policy())
-            await asyncio.shield(self._pin_ready)
+        # once, where it matters (only the process that launches), and every launch waits for it: the first cycle
+        # launches concurrently, and a Job created before the pin policy is in force has unpinned pods. A failure
+        # (the API server unreachable) fails the launches waiting for it; the next one tries again
+        if self._ready is None or (self._ready.done() and (self._ready.cancelled() or self._ready.exception())):
+            self._ready = asyncio.ensure_future(self._prepare())
+        await asyncio.shield(self._ready)
         s = self.settings
         objs = ob.job_objects(s, spec)
         jobs = [o for o in objs if o["kind"] == "Job"]
         service = next((o for o in objs if o["kind"] == "Service"), None)
+        policy = next((o for o in objs if o["kind"] == "NetworkPolicy"), None)
         for j in jobs:
             j["spec"]["ttlSecondsAfterFinished"] = self.finished_job_ttl
         api = await self.api()
-        batch, core = k8s.BatchV1Api(api), k8s.CoreV1Api(api)
-        if self.network_policy_per_user and len(spec.instances) > 1 and spec.owner not in self._policy_owners:
-            await self._ensure_user_policy(api, spec.owner)
+        batch, core, net = k8s.BatchV1Api(api), k8s.CoreV1Api(api), k8s.NetworkingV1Api(api)
         created: list[str] = []
         try:
             first = await self._create_job(batch, jobs[0], spec.job_id)
             created.append(jobs[0]["metadata"]["name"])
+            # owned by the first Job: deleting the job's Jobs (kill, or their TTL) takes them along. The policy
+            # comes first, right after the Job: its pods need it to talk, and they take seconds to start
+            owner = [{"apiVersion": "batch/v1", "kind": "Job", "name": first["metadata"]["name"],
+                      "uid": first["metadata"]["uid"], "controller": False, "blockOwnerDeletion": False}]
+            if policy is not None:
+                policy["metadata"]["ownerReferences"] = owner
+                await self._create_owned(net.create_namespaced_network_policy, net.delete_namespaced_network_policy,
+                                         policy)
             if service is not None:
-                # owned by the first Job: deleting the job's Jobs takes its Service with them
-                service["metadata"]["ownerReferences"] = [{
-                    "apiVersion": "batch/v1", "kind": "Job", "name": first["metadata"]["name"],
-                    "uid": first["metadata"]["uid"], "controller": False, "blockOwnerDeletion": False}]
-                self.writes += 1
-                await core.create_namespaced_service(s.namespace, service)
+                service["metadata"]["ownerReferences"] = owner
+                await self._create_owned(core.create_namespaced_service, core.delete_namespaced_service, service)
             for j in jobs[1:]:
                 await self._create_job(batch, j, spec.job_id)
                 created.append(j["metadata"]["name"])
@@ -263,15 +289,26 @@ class KubernetesBackend(ExecutionBackend):
                 "service": service["metadata"]["name"] if service else None,
                 "memory_mib": spec.instances[0].memory_mib}
 
-    async def _ensure_user_policy(self, api: k8s.ApiClient, owner: str) -> None:
-        self.writes += 1
-        try:
-            await k8s.NetworkingV1Api(api).create_namespaced_network_policy(
-                self.namespace, ob.user_network_policy(self.settings, owner))
-        except ApiException as e:
-            if e.status != 409:  # made before this process started: the same policy
-                raise
-        self._policy_owners.add(owner)
+    async def _create_owned(self, create, delete, obj: dict[str, Any]) -> None:
+        """Create a Service or NetworkPolicy of the job. Its name is the job's own, so a 409 is a leftover of
+        this very job whose old Job was just replaced (``_create_job``) and which the garbage collector has not
+        taken yet: it is deleted and made again, owned by the new Job."""
+        name = obj["metadata"]["name"]
+        for attempt in range(3):
+            self.writes += 1
+            try:
+                await create(self.namespace, obj)
+                return
+            except ApiException as e:
+                if e.status != 409 or attempt == 2:
+                    raise
+            self.log.warning("replacing leftover %s %s", obj["kind"], name)
+            self.writes += 1
+            try:
+                await delete(name, self.namespace)
+            except ApiException as e:
+                if e.status != 404:
+                    raise
 
     async def _create_job(self, batch: k8s.BatchV1Api, job: dict[str, Any], job_id: int) -> dict[str, Any]:
         for attempt in range(2):

@@ -5,8 +5,10 @@ No I/O here (kubespawner's ``objects.py`` habit), so every rule is tested withou
 * restricted pods: non-root, no privilege escalation, all capabilities dropped, seccomp RuntimeDefault,
   no service-account token, no host namespaces, and volumes only of TiHub's own making (PVCs by name,
   emptyDir scratch and /dev/shm) -- user input never reaches a volume spec, a host path or a privilege;
-* a gang in at most three objects: a single-node job is one Job; all-reduce is one Indexed Job plus a
-  headless Service for the rendezvous; parameter-server is one Indexed Job per role plus the Service;
+* a gang in at most four objects: a single-node job is one Job; all-reduce is one Indexed Job plus a
+  headless Service for the rendezvous; parameter-server is one Indexed Job per role plus the Service; and,
+  where NetworkPolicies close user pods (``KubeSettings.network_policy``), a gang's own policy that lets its
+  pods, and only its pods, reach each other;
 * each pod on its own node: the pod template lists the placement by completion index
   (``ti-hub.io/placement``) and a MutatingAdmissionPolicy (``pin_policy``) turns it into the pod's hostname
   node selector as the Job controller creates it -- no extra API write;
@@ -37,6 +39,15 @@ ANN_ROLE_OFFSET = "ti-hub.io/role-offset"
 ANN_PLACEMENT = "ti-hub.io/placement"
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
+# Pod Security admission labels of every namespace where TiHub's pods run: the API server itself then refuses any
+# pod there that is not restricted, whoever renders it. The Helm chart's user Namespace carries them (its test
+# compares), and so does every namespace the Kubernetes tests make. "latest": a rule added by a newer Kubernetes
+# applies at once; TiHub's pods are built to pass it.
+POD_SECURITY_LABELS = {
+    "pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest",
+    "pod-security.kubernetes.io/audit": "restricted", "pod-security.kubernetes.io/audit-version": "latest",
+    "pod-security.kubernetes.io/warn": "restricted", "pod-security.kubernetes.io/warn-version": "latest",
+}
 
 
 @dataclass(frozen=True)
@@ -58,6 +69,7 @@ class KubeSettings:
     image_pull_secrets: tuple[str, ...] = ()
     scheduler_name: str = ""
     extra_pod_annotations: dict[str, str] = field(default_factory=dict)
+    network_policy: bool = False  # each gang gets its own NetworkPolicy (job_network_policy)
 
 
 # -- names ------------------------------------------------------------------------------------------------------
@@ -210,7 +222,8 @@ def prelude(own: list[dict[str, str]]) -> str:
 
 
 def job_objects(s: KubeSettings, spec: LaunchSpec, extra_env: dict[str, str] | None = None) -> list[dict[str, Any]]:
-    """The Service (for gangs) first, then one Indexed Job per role; every object labelled for reconciliation."""
+    """The Service and, with ``s.network_policy``, the NetworkPolicy (for gangs) first, then one Indexed Job per
+    role; every object labelled for reconciliation."""
     base = base_name(spec.job_id, spec.owner, spec.name)
     names = role_job_names(spec)
     envs = job_envs(s, spec)
@@ -229,6 +242,8 @@ def job_objects(s: KubeSettings, spec: LaunchSpec, extra_env: dict[str, str] | N
                                   LABEL_INSTALLATION: common_labels[LABEL_INSTALLATION]},
                      "ports": [{"name": "rendezvous", "port": s.master_port}, {"name": "tf", "port": s.tf_port}]},
         })
+        if s.network_policy:
+            objects.append(job_network_policy(s, spec))
     vols, vmounts = volumes(spec.mounts, spec.scratch_paths, spec.shm_mib)
     user_env = {**spec.env, **(extra_env or {})}
     for role, first, n in groups:
@@ -280,14 +295,25 @@ def job_objects(s: KubeSettings, spec: LaunchSpec, extra_env: dict[str, str] | N
 
 
 # -- network --------------------------------------------------------------------------------------------------
-def user_network_policy(s: KubeSettings, owner: str) -> dict[str, Any]:
-    """Lets one user's pods (workspaces and jobs) reach each other: a distributed job's ranks, a workspace and
-    its jobs' ports. NetworkPolicies add up: the chart's policy for all user pods closes everything else."""
-    mine = {MANAGED_BY: "ti-hub", LABEL_INSTALLATION: label_value(s.installation), LABEL_OWNER: label_value(owner)}
+def job_pod_selector(s: KubeSettings, job_id: int) -> dict[str, str]:
+    """The labels that every pod of one job carries and no other pod does: the job id within this installation,
+    and the kind (a workspace's pod carries its own id, TensorBoard pods no job id at all)."""
+    return {MANAGED_BY: "ti-hub", LABEL_INSTALLATION: label_value(s.installation), LABEL_JOB_ID: str(job_id),
+            LABEL_KIND: "job"}
+
+
+def job_network_policy(s: KubeSettings, spec: LaunchSpec) -> dict[str, Any]:
+    """Lets the pods of one gang reach each other on any port (rendezvous, NCCL, parameter servers) and nothing
+    more: not the owner's other jobs or workspaces, not other users' pods. NetworkPolicies add up: the chart's
+    policy for all user pods lets the hub and the proxy in and DNS, the hub and the internet out, and closes the
+    rest. Same namespace only (no namespaceSelector). The backend makes the job's first Job its owner, so it goes
+    with the job (garbage collection), never outlives it."""
+    mine = job_pod_selector(s, spec.job_id)
     return {
         "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-        "metadata": {"name": safe_name("ti-user", owner), "namespace": s.namespace, "labels": dict(mine),
-                     "annotations": {ANN_OWNER: owner}},
+        "metadata": {"name": base_name(spec.job_id, spec.owner, spec.name), "namespace": s.namespace,
+                     "labels": labels(s, spec.job_id, spec.owner),
+                     "annotations": {ANN_OWNER: spec.owner, ANN_NAME: spec.name}},
         "spec": {"podSelector": {"matchLabels": dict(mine)}, "policyTypes": ["Ingress", "Egress"],
                  "ingress": [{"from": [{"podSelector": {"matchLabels": dict(mine)}}]}],
                  "egress": [{"to": [{"podSelector": {"matchLabels": dict(mine)}}]}]},
@@ -352,3 +378,17 @@ def pin_probe(s: KubeSettings) -> dict[str, Any]:
                      "securityContext": pod_security_context(s),
                      "containers": [{"name": "main", "image": "ti-hub/pin-probe", "command": ["true"],
                                      "securityContext": container_security_context(s)}]}}
+
+
+def pod_security_probe(s: KubeSettings) -> dict[str, Any]:
+    """A pod that breaks the restricted profile and nothing else (it allows privilege escalation; the baseline
+    profile allows that): created as a dry run, Pod Security admission refuses it where the namespace enforces
+    restricted, and only there."""
+    container = {**container_security_context(s), "allowPrivilegeEscalation": True}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "ti-hub-pod-security-probe", "namespace": s.namespace,
+                         "labels": {MANAGED_BY: "ti-hub", LABEL_KIND: "probe"}},
+            "spec": {"restartPolicy": "Never", "automountServiceAccountToken": False,
+                     "securityContext": pod_security_context(s),
+                     "containers": [{"name": "main", "image": "ti-hub/pod-security-probe", "command": ["true"],
+                                     "securityContext": container}]}}
