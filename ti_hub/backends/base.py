@@ -69,9 +69,14 @@ class LaunchSpec:
     shm_mib: int = 64
     device_type: str = "cpu"
     pool: str = "default"
+    # the job's secret environment entries, opened for this launch only (ops/secretenv.py): a backend puts them
+    # where nobody reads them back (a per-job Secret on Kubernetes), never into anything it logs or returns
+    secret_env: dict[str, str] = field(default_factory=dict, repr=False)
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        out["secret_env"] = sorted(self.secret_env)  # names only: this is for logs and state
+        return out
 
 
 @dataclass(frozen=True)

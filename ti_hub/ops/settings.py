@@ -16,6 +16,8 @@ class OpsSettings:
     max_workers: int = 64
     max_ps: int = 16
     nodes: list[NodeCapacity] = field(default_factory=list)
+    # the service's Fernet (TiService.fernet): seals jobs' secret environment entries (ops/secretenv.py)
+    secret_key: Any = None
 
     @property
     def device_types(self) -> list[str]:

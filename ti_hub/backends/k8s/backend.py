@@ -2,7 +2,8 @@
 
 The scheduler decides; this shell only creates, watches and deletes. Per admitted job: one Indexed Job
 (single-node, all-reduce) or one per role (parameter server), plus a headless Service for gangs -- at most
-three API writes, all of a gang or none (a failed create rolls the others back). Status comes from shared
+three API writes (a fourth: the job's Secret, when it has secret environment entries), all of a gang or none (a
+failed create rolls the others back). Status comes from shared
 watches (``reflector.py``), never from polling; capacity is the nodes' allocatable minus what other
 workloads request. After a restart, objects are matched to TiHub's jobs by labels: the known ones are
 re-adopted, unfinished ones nobody knows are deleted.
@@ -232,6 +233,7 @@ class KubernetesBackend(ExecutionBackend):
         objs = ob.job_objects(s, spec)
         jobs = [o for o in objs if o["kind"] == "Job"]
         service = next((o for o in objs if o["kind"] == "Service"), None)
+        secret = next((o for o in objs if o["kind"] == "Secret"), None)
         for j in jobs:
             j["spec"]["ttlSecondsAfterFinished"] = self.finished_job_ttl
         api = await self.api()
@@ -242,11 +244,16 @@ class KubernetesBackend(ExecutionBackend):
         try:
             first = await self._create_job(batch, jobs[0], spec.job_id)
             created.append(jobs[0]["metadata"]["name"])
+            owner_ref = [{"apiVersion": "batch/v1", "kind": "Job", "name": first["metadata"]["name"],
+                          "uid": first["metadata"]["uid"], "controller": False, "blockOwnerDeletion": False}]
+            if secret is not None:
+                # right after the first Job (its pods wait for it: the kubelet retries a missing Secret) and owned
+                # by it, so that deleting the job's Jobs takes it with them; no Secret outlives its job
+                secret["metadata"]["ownerReferences"] = owner_ref
+                await self._create_secret(core, secret)
             if service is not None:
                 # owned by the first Job: deleting the job's Jobs takes its Service with them
-                service["metadata"]["ownerReferences"] = [{
-                    "apiVersion": "batch/v1", "kind": "Job", "name": first["metadata"]["name"],
-                    "uid": first["metadata"]["uid"], "controller": False, "blockOwnerDeletion": False}]
+                service["metadata"]["ownerReferences"] = owner_ref
                 self.writes += 1
                 await core.create_namespaced_service(s.namespace, service)
             for j in jobs[1:]:
@@ -272,6 +279,23 @@ class KubernetesBackend(ExecutionBackend):
             if e.status != 409:  # made before this process started: the same policy
                 raise
         self._policy_owners.add(owner)
+
+    async def _create_secret(self, core: k8s.CoreV1Api, secret: dict[str, Any]) -> None:
+        for attempt in range(2):
+            self.writes += 1
+            try:
+                await core.create_namespaced_secret(self.namespace, secret)
+                return
+            except ApiException as e:
+                if e.status != 409 or attempt:
+                    raise
+                # a leftover whose Job was replaced a moment ago (the garbage collector has not run yet)
+                self.writes += 1
+                try:
+                    await core.delete_namespaced_secret(secret["metadata"]["name"], self.namespace)
+                except ApiException as gone:
+                    if gone.status != 404:
+                        raise
 
     async def _create_job(self, batch: k8s.BatchV1Api, job: dict[str, Any], job_id: int) -> dict[str, Any]:
         for attempt in range(2):

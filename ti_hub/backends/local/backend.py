@@ -159,7 +159,10 @@ class LocalBackend(ExecutionBackend):
         for inst in spec.instances:
             p = jobdir.instance_paths(jd, inst.index)
             memory = int(inst.memory_mib or 0)
-            env = jobdir.job_env(self.inherit_env, self.extra_env, spec.env, inst.env, inst.devices, spec.job_id)
+            # the job's secret entries too (opened for this launch); the config holding them stays in the job's
+            # directory under the 0700 data directory, where the SSH gateway's sessions into the job read it
+            env = jobdir.job_env(self.inherit_env, self.extra_env, {**spec.env, **spec.secret_env}, inst.env,
+                                 inst.devices, spec.job_id)
             cfg = {
                 "job_id": spec.job_id, "index": inst.index, "argv": argv, "cwd": os.path.join(jd, "work"),
                 "env": env, "log": p["log"], "status": p["status"], "child": p["child"], "stop": p["stop"],
