@@ -98,7 +98,7 @@ def test_a_restarted_workspace_is_never_served_from_the_cache(seeded, settings):
     cache = RenderCache()
     opts = {"plan": "cpu-small", "image": "python-cpu"}
     with seeded.begin() as s:
-        workspaces.start(s, SPAWNER, "frank", "dev-box", [], opts, settings)
+        workspaces.start(s, SPAWNER, "frank", "dev-box", [], opts, settings, scopes=S.USER_SCOPES)
         workspaces.stop(s, SPAWNER, "frank", "dev-box", "stopped by frank")
 
     def status() -> str:
@@ -108,7 +108,8 @@ def test_a_restarted_workspace_is_never_served_from_the_cache(seeded, settings):
     assert status() == "stopped" and len(cache) == 1
     assert status() == "stopped" and cache.hits == 1
     with seeded.begin() as s:  # started again with another description: same row, no longer final
-        workspaces.start(s, SPAWNER, "frank", "dev-box", [], {**opts, "description": "second life"}, settings)
+        workspaces.start(s, SPAWNER, "frank", "dev-box", [], {**opts, "description": "second life"}, settings,
+                         scopes=S.USER_SCOPES)
     assert status() == "queued"
     with seeded.begin() as s:
         workspaces.stop(s, SPAWNER, "frank", "dev-box", "stopped again")

@@ -1,5 +1,5 @@
-"""Who sees what of a job (SPEC JOB5) and secret environment entries -- the operations against real databases
-(SQLite, and PostgreSQL with TI_TEST_POSTGRES_URL)."""
+"""Who sees what of a job (SPEC JOB5), secret environment entries, and workspaces decided by the owner's real
+permissions -- the operations against real databases (SQLite, and PostgreSQL with TI_TEST_POSTGRES_URL)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from sqlalchemy import select, text
 from ti_hub import scopes as S
 from ti_hub.db import models as m
 from ti_hub.domain.actor import Actor
-from ti_hub.domain.errors import TiError
-from ti_hub.ops import jobs, queue, secretenv, templates
+from ti_hub.domain.errors import Forbidden, NotFound, TiError, ValidationError
+from ti_hub.ops import jobs, queue, secretenv, templates, workspaces
 
 ADMIN = Actor("root1", frozenset(S.ADMIN_SCOPES))
+SPAWNER = Actor("ti-spawner", frozenset({S.ADMIT_WORKSPACES}), kind="service")
 # a custom role: submits, but may not view others' jobs
 LONER = Actor("lone", frozenset({S.SUBMIT, S.VIEW_VC}))
 DETAIL_ONLY = {"command", "env", "image", "description", "volumes", "ports", "endpoints", "secret_env_names",
@@ -182,3 +183,27 @@ def test_templates_never_hold_secret_values(seeded):
     err = refusal(seeded, templates.save, user("alice"),
                   {"name": "tpl-secret", "spec": {"command": "x", "secret_env": {"T": "v"}}})
     assert err.status == 400 and err.field == "spec.secret_env"
+
+
+def test_workspaces_start_with_the_owners_real_permissions(seeded, settings):
+    opts = {"plan": "cpu-small", "image": "python-cpu"}
+    # a hub role without submit: refused, naming the permission
+    err = refusal(seeded, workspaces.start, SPAWNER, "nosub", "dev-box", [], opts, settings, [S.VIEW_VC])
+    assert err.status == 403 and S.SUBMIT in err.detail
+    # the spawner must say what the owner may do; only the spawner may say it
+    err = refusal(seeded, workspaces.start, SPAWNER, "nosub", "dev-box", [], opts, settings, None)
+    assert err.status == 400 and err.field == "scopes"
+    err = refusal(seeded, workspaces.start, user("nosub"), "nosub", "dev-box", [], opts, settings, [S.SUBMIT])
+    assert err.status == 403 and S.ADMIT_WORKSPACES in err.detail
+    # a custom role with submit starts one; only TiHub's permissions pass, never the services' own scopes
+    out = call(seeded, workspaces.start, SPAWNER, "custom", "dev-box", [], opts, settings,
+               [S.SUBMIT, "read:users:name!user=custom", S.ADMIT_WORKSPACES, S.SSH_GATEWAY])
+    assert out["status"] == "queued" and out["owner"] == "custom"
+    actor = workspaces.owner_actor(SPAWNER, "custom", [], [S.SUBMIT, S.ADMIT_WORKSPACES, S.SSH_GATEWAY, "self"])
+    assert actor.scopes == frozenset({S.SUBMIT})
+    with pytest.raises(Forbidden):
+        workspaces.owner_actor(ADMIN, "custom", [], [S.SUBMIT])
+    with pytest.raises(ValidationError):
+        workspaces.owner_actor(SPAWNER, "custom", [], "custom:ti:jobs:submit")
+    with pytest.raises(NotFound):
+        call(seeded, workspaces.get, SPAWNER, "nosub", "dev-box")  # the refused start stored nothing
