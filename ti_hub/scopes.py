@@ -21,8 +21,9 @@ PERMISSIONS: dict[str, str] = {
     SUBMIT: "Submit training jobs and start workspaces",
     MANAGE_VC: "Manage pools/virtual clusters, plans, quotas and public images",
     VIEW_VC: "View pools/virtual clusters and plans",
-    VIEW_ALL_JOBS: "View all users' jobs",
-    MANAGE_ALL_JOBS: "View and manage all users' jobs (kill, pause, resume)",
+    VIEW_ALL_JOBS: "View all users' waiting jobs: a summary (name, owner, state, resources, queue place) of "
+                   "others' queued, scheduling and paused jobs",
+    MANAGE_ALL_JOBS: "View and manage all users' jobs in full (detail, logs, metrics; kill, pause, resume, clone)",
     VIEW_CLUSTER: "View cluster status",
     MANAGE_USERS: "Manage users and their quotas",
 }
@@ -33,7 +34,8 @@ CUSTOM_SCOPES: dict[str, dict[str, str]] = {
     SSH_GATEWAY: {"description": "Read users' SSH public keys and where their workspaces run (the SSH gateway)"},
 }
 
-# Preset roles (SPEC ACC5). "User" submits jobs, views VCs, views cluster status and all users' jobs.
+# Preset roles (SPEC ACC5). "User" submits jobs, views VCs, views cluster status and all users' jobs -- "all jobs"
+# as SPEC JOB5 has it: the summaries of everyone's queued, scheduling and paused jobs (domain/actor.py job_view).
 USER_SCOPES = [SUBMIT, VIEW_VC, VIEW_CLUSTER, VIEW_ALL_JOBS]
 ADMIN_SCOPES = list(PERMISSIONS)
 ADMIN_GROUP = "ti-admins"

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from tihub_client import processes_with_env, service_pid
+from tihub_client import processes_with_env, service_pid, wait
 
 pytestmark = pytest.mark.e2e
 
@@ -92,17 +95,101 @@ def test_kill_pause_resume_clone(hub, new_user):
     u.wait_job(clone["id"], states=("killed",))
 
 
+DETAIL_ONLY = {"command", "env", "image", "description", "volumes", "ports", "endpoints", "secret_env_names",
+               "placement", "events", "warnings", "exit_code"}
+
+
 def test_other_users_jobs_are_invisible_and_untouchable(hub, new_user):
+    """JOB5: others (the User role holds jobs:view-all) see a waiting job's summary, never a running one, nor
+    anyone's command, environment, logs or metrics; admins (manage-all) see and manage everything."""
     owner, other = new_user("owner"), new_user("other")
-    j = owner.ok("POST", "/jobs", json=job("private-job", "sleep 60"))
-    # the preset User role views all users' jobs (SPEC ACC5) but never manages them
-    assert other.ok("GET", f"/jobs/{j['id']}")["owner"] == owner.name
-    r = other.api("POST", f"/jobs/{j['id']}/kill")
-    assert r.status_code == 403
+    j = owner.ok("POST", "/jobs", json=job("private-job", "echo private output; sleep 60",
+                                           env={"PRIVATE_VALUE": "owners-only"}))
+    owner.wait_job(j["id"], states=("running",))
+    for who in (owner, hub.admin):  # the owner and the admin read what it prints
+        wait(lambda: "private output" in who.ok("GET", f"/jobs/{j['id']}/logs")["text"], 30, "the job's output")
+    # running: not there for anyone else (404, its existence not told), in every route and listing
+    for path in (f"/jobs/{j['id']}", f"/jobs/{j['id']}/logs", f"/jobs/{j['id']}/metrics",
+                 f"/jobs/{j['id']}/tensorboard"):
+        assert other.api("GET", path).status_code == 404, path
+    for action in ("kill", "pause", "clone"):
+        assert other.api("POST", f"/jobs/{j['id']}/{action}", json={}).status_code == 404, action
     assert other.ok("GET", "/jobs")["total"] == 0
-    assert owner.name in {x["owner"] for x in other.ok("GET", "/jobs?all=1")["items"]}
-    hub.admin.ok("POST", f"/jobs/{j['id']}/kill")  # admins manage everyone's jobs
+    assert j["id"] not in {x["id"] for x in other.ok("GET", "/jobs?all=1")["items"]}
+    assert other.ok("GET", f"/jobs?owner={owner.name}")["total"] == 0
+    # paused (waiting again): its summary only -- who, what state, how much -- and nothing it runs
+    owner.ok("POST", f"/jobs/{j['id']}/pause")
+    owner.wait_job(j["id"], states=("paused",))
+    seen = other.ok("GET", f"/jobs/{j['id']}")
+    assert seen["summary"] is True and seen["owner"] == owner.name and seen["status"] == "paused"
+    assert seen["cpu_per_instance"] == 1 and seen["instances"] == 1 and not DETAIL_ONLY & set(seen)
+    (listed,) = [x for x in other.ok("GET", "/jobs?all=1")["items"] if x["id"] == j["id"]]
+    assert listed["summary"] is True and not DETAIL_ONLY & set(listed)
+    assert "owners-only" not in other.api("GET", "/jobs?all=1").text + other.api("GET", f"/jobs/{j['id']}").text
+    for path in (f"/jobs/{j['id']}/logs", f"/jobs/{j['id']}/metrics"):
+        r = other.api("GET", path)
+        assert r.status_code == 403 and "private output" not in r.text, path
+    for action in ("kill", "resume", "clone"):
+        assert other.api("POST", f"/jobs/{j['id']}/{action}", json={}).status_code == 403, action
+    # the owner and the admin see it all; admins manage everyone's jobs
+    for who in (owner, hub.admin):
+        full = who.ok("GET", f"/jobs/{j['id']}")
+        assert full["env"] == {"PRIVATE_VALUE": "owners-only"} and full["command"].startswith("echo private")
+        assert who.ok("GET", f"/jobs/{j['id']}/logs")["status"] == "paused"
+    hub.admin.ok("POST", f"/jobs/{j['id']}/kill")
     owner.wait_job(j["id"], states=("killed",))
+    assert other.api("GET", f"/jobs/{j['id']}").status_code == 404  # finished: its owner's again
+
+
+SECRET = "hunter2-e2e-s3cret"
+# the job compares a digest: the command, which everyone with its detail reads, must not hold the value itself
+CHECK_SECRET = (f'test "$(printf %s "$API_KEY" | sha256sum | cut -c1-16)" = '
+                f'"{hashlib.sha256(SECRET.encode()).hexdigest()[:16]}" || {{ echo "no secret"; exit 3; }}; '
+                'echo "secret ok ${#API_KEY}"')
+
+
+def test_secret_env_reaches_the_job_and_nobody_else(hub, new_user, tmp_path):
+    u = new_user("secrets")
+    # submitted with the CLI, the value taken from the CLI's own environment (never on its command line)
+    cli_env = {"TI_API_URL": hub.url, "TI_TOKEN": u.token, "HOME": str(tmp_path), "PATH": "/usr/bin:/bin",
+               "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "API_KEY": SECRET}
+    r = subprocess.run([sys.executable, "-m", "ti_hub.cli.main", "job", "submit", "--name", "with-secret",
+                        "--plan", "cpu-small", "--image", "python-cpu", "--secret-env", "API_KEY", "--json",
+                        "--", CHECK_SECRET + "; sleep 300"], env=cli_env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert SECRET not in r.stdout + r.stderr
+    j = json.loads(r.stdout)
+    assert j["secret_env_names"] == ["API_KEY"] and j["env"] == {}
+    assert u.wait_job(j["id"], states=("running", "failed", "error"))["status"] == "running"
+    wait(lambda: "secret ok 18" in u.ok("GET", f"/jobs/{j['id']}/logs")["text"], 30, "the job to see its secret")
+    # nobody reads it back: not the owner, not the admin, not in lists, history or the queue
+    for who, path in ((u, f"/jobs/{j['id']}"), (u, "/jobs"), (hub.admin, f"/jobs/{j['id']}"),
+                      (hub.admin, "/jobs?all=1"), (hub.admin, "/queue?all=1")):
+        text = who.api("GET", path).text
+        assert SECRET not in text, path
+    assert u.ok("GET", f"/jobs/{j['id']}")["secret_env_names"] == ["API_KEY"]
+    # nor is it anywhere in the service's database files in clear
+    for f in hub.data_dir.glob("ti.sqlite*"):
+        assert SECRET.encode() not in f.read_bytes(), f
+    # a resume starts it again with its secret; so does the owner's clone
+    u.ok("POST", f"/jobs/{j['id']}/pause")
+    u.wait_job(j["id"], states=("paused",))
+    u.ok("POST", f"/jobs/{j['id']}/resume")
+    assert u.wait_job(j["id"], states=("running", "failed", "error"))["status"] == "running"
+    wait(lambda: "secret ok" in u.ok("GET", f"/jobs/{j['id']}/logs")["text"], 30, "the resumed job's secret")
+    clone = u.ok("POST", f"/jobs/{j['id']}/clone", json={"name": "secret-clone"})
+    assert clone["secret_env_names"] == ["API_KEY"]
+    # an admin may not clone it (it would run the owner's secret under the admin's name)
+    assert hub.admin.api("POST", f"/jobs/{j['id']}/clone", json={}).status_code == 403
+    u.ok("POST", f"/jobs/{j['id']}/kill")
+    ended = ("running", "failed", "error", "completed")
+    assert u.wait_job(clone["id"], states=ended)["status"] == "running"
+    wait(lambda: "secret ok" in u.ok("GET", f"/jobs/{clone['id']}/logs")["text"], 30, "the clone's secret")
+    u.ok("POST", f"/jobs/{clone['id']}/kill")
+    u.wait_job(clone["id"], states=("killed",))
+    # a bad entry is refused naming the field
+    r = u.api("POST", "/jobs", json=job("bad-secret", "true", env={"A": "1"}, secret_env={"A": "2"}))
+    assert r.status_code == 400 and r.json()["field"] == "secret_env.A"
 
 
 def test_service_restart_readopts_running_jobs(hub, new_user):

@@ -30,9 +30,11 @@ def test_a_running_jobs_cpu_and_memory_through_api_cli_and_monitor(hub, new_user
     assert m["instance"] == 0 and m["cpu_cores"] < 1.6  # cpu-small holds one core (cgroup or affinity)
     assert m["gpus"] is None  # no devices
 
-    # who may read them: whoever may read the job's log (SPEC ACC5: the User role views all users' jobs)
-    assert other.api("GET", f"/jobs/{j['id']}/metrics").status_code == 200
+    # who may read them: whoever may read the job's log -- its owner and admins (SPEC JOB5: others never see a
+    # running job of someone else, view-all or not: 404, as for a job that does not exist)
+    assert other.api("GET", f"/jobs/{j['id']}/metrics").status_code == 404
     assert other.api("GET", "/jobs/no-such-job/metrics").status_code == 404
+    assert hub.admin.api("GET", f"/jobs/{j['id']}/metrics").status_code == 200
 
     env = {"TI_API_URL": hub.url, "TI_TOKEN": u.token, "HOME": str(tmp_path), "PATH": "/usr/bin:/bin",
            "PYTHONPATH": str(Path(__file__).resolve().parents[2])}

@@ -206,6 +206,15 @@ def test_queue_page_shows_users_their_own_and_admins_everyones(qhub):
         page = qhub.login(u.name, f"pw-{u.name}-long-enough").browser.get(f"{qhub.url}/services/ti/queue")
         assert page.status_code == 200 and "page-wait" in page.text
         assert f"<td>{other.name}</td>" in page.text  # other's usage score: users may view all jobs
+        # SPEC JOB5: other sees my queued job as a summary (place, resources), nothing it would run; I never see
+        # other's running blockers
+        seen = other.ok("GET", f"/jobs/{mine}")
+        assert seen["summary"] is True and seen["queue"]["position"] >= 1 and seen["devices_per_instance"] == 1
+        assert not {"command", "env", "image", "volumes", "ports", "events"} & set(seen)
+        (queued,) = [j for j in other.ok("GET", "/queue?all=1")["items"] if j["id"] == mine]
+        assert queued["summary"] is True and "command" not in queued
+        assert all(u.api("GET", f"/jobs/{b}").status_code == 404 for b in blockers)
+        assert u.ok("GET", f"/jobs/{mine}")["command"] == "sleep 60"  # mine: in full
         admin_page = qhub.login(ADMIN, ADMIN_PASSWORD).browser.get(f"{qhub.url}/services/ti/queue")
         assert admin_page.status_code == 200 and "page-wait" in admin_page.text
         assert "<td>demo-gpu</td><td>2</td><td>2</td><td>0</td>" in admin_page.text  # total, occupied, free

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from cryptography.fernet import Fernet
 from sqlalchemy import text
 
 from ti_hub.backends.base import NodeCapacity
@@ -45,7 +46,7 @@ def db(request, tmp_path):
 def settings():
     node = NodeCapacity("n1", "default", {"demo-gpu": [0, 1, 2, 3]}, 16.0, 65536)
     return OpsSettings({k: dict(v) for k, v in DEFAULT_COMPUTE_QUOTAS.items()}, dict(DEFAULT_STORAGE_QUOTAS),
-                       {"npu": [0, 1, 2, 4, 8]}, 64, 16, [node])
+                       {"npu": [0, 1, 2, 4, 8]}, 64, 16, [node], secret_key=Fernet(Fernet.generate_key()))
 
 
 @pytest.fixture

@@ -72,11 +72,33 @@ def test_all_jobs_need_the_scope_and_match_uncached(history):
         jobs.list_jobs(s, nobody, {"all": "1"}, cache=cache)
 
 
+def test_others_get_summaries_of_waiting_jobs_only_never_a_cached_document(history):
+    """JOB5: dan (the User role: view-all) lists everyone's: carol's queued jobs as summaries, none of her finished
+    ones -- even after carol's own listing filled the cache with their full documents."""
+    cache = RenderCache()
+    listing(history, user("carol"), {"limit": "500"}, cache)  # warm: carol's finished jobs are cached in full
+    plain = listing(history, user("dan"), {"all": "1", "limit": "500"}, None)
+    assert listing(history, user("dan"), {"all": "1", "limit": "500"}, cache) == plain
+    items = orjson.loads(plain)["items"]
+    carols = [i for i in items if i["owner"] == "carol"]
+    assert sorted(i["name"] for i in carols) == ["carol-job-03", "carol-job-07", "carol-job-11"]
+    for i in carols:
+        assert i["summary"] is True and i["status"] == "queued" and i["devices_per_instance"] == 0
+        assert not {"command", "env", "image", "description", "volumes", "ports", "endpoints",
+                    "secret_env_names", "placement"} & set(i)
+    (mine,) = [i for i in items if i["owner"] == "dan"]
+    assert mine["command"] == "true" and "summary" not in mine
+    # ?owner= is the same rule; the admin (manage-all) sees all of carol's, in full
+    assert orjson.loads(listing(history, user("dan"), {"owner": "carol"}, cache))["total"] == 3
+    full = orjson.loads(listing(history, ADMIN, {"owner": "carol", "limit": "500"}, cache))["items"]
+    assert len(full) == 12 and all("command" in i for i in full)
+
+
 def test_a_restarted_workspace_is_never_served_from_the_cache(seeded, settings):
     cache = RenderCache()
     opts = {"plan": "cpu-small", "image": "python-cpu"}
     with seeded.begin() as s:
-        workspaces.start(s, SPAWNER, "frank", "dev-box", [], opts, settings)
+        workspaces.start(s, SPAWNER, "frank", "dev-box", [], opts, settings, scopes=S.USER_SCOPES)
         workspaces.stop(s, SPAWNER, "frank", "dev-box", "stopped by frank")
 
     def status() -> str:
@@ -86,7 +108,8 @@ def test_a_restarted_workspace_is_never_served_from_the_cache(seeded, settings):
     assert status() == "stopped" and len(cache) == 1
     assert status() == "stopped" and cache.hits == 1
     with seeded.begin() as s:  # started again with another description: same row, no longer final
-        workspaces.start(s, SPAWNER, "frank", "dev-box", [], {**opts, "description": "second life"}, settings)
+        workspaces.start(s, SPAWNER, "frank", "dev-box", [], {**opts, "description": "second life"}, settings,
+                         scopes=S.USER_SCOPES)
     assert status() == "queued"
     with seeded.begin() as s:
         workspaces.stop(s, SPAWNER, "frank", "dev-box", "stopped again")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import time
 
@@ -153,6 +154,38 @@ async def test_a_failed_or_oom_killed_instance_fails_the_gang_and_stop_deletes_i
     await wait_for(lambda: not pods_of(k8s_cluster, 102), what="pods deleted")
     assert not json.loads(k8s_cluster.kubectl("get", "jobs,services", "-n", NS, "-l", f"{ob.LABEL_JOB_ID}=102",
                                               "-o", "json").stdout)["items"]
+
+
+async def test_secret_entries_go_in_a_secret_of_the_jobs_own_and_go_with_it(backend, k8s_cluster):
+    import dataclasses
+
+    sp = dataclasses.replace(spec(130, ["t4-0"], strategy="ps", workers=1, ps=1, devices=1, device_type="T4",
+                                  env={"PLAIN": "1"}), secret_env={"WANDB_API_KEY": "s3cret-value"})
+    before = backend.writes
+    state = await backend.launch(sp)
+    assert backend.writes - before == 4  # two Jobs, the Service and the Secret
+    name = ob.env_secret_name(sp)
+    secret = json.loads(k8s_cluster.kubectl("get", "secret", name, "-n", NS, "-o", "json").stdout)
+    assert secret["data"] == {"WANDB_API_KEY": base64.b64encode(b"s3cret-value").decode()}
+    owner = secret["metadata"]["ownerReferences"][0]
+    assert owner["kind"] == "Job" and owner["name"] == state["roles"][0]["job"]
+    # nothing anyone listing jobs or pods reads holds the value: the pods take it by reference
+    jobs = k8s_cluster.kubectl("get", "jobs", "-n", NS, "-l", f"{ob.LABEL_JOB_ID}=130", "-o", "json").stdout
+    pods = await wait_for(lambda: (p := pods_of(k8s_cluster, 130)) and len(p) == 2 and p, what="2 pods")
+    assert "s3cret-value" not in jobs + json.dumps(pods)
+    for p in pods:
+        env = {e["name"]: e for e in p["spec"]["containers"][0]["env"]}
+        assert env["WANDB_API_KEY"]["valueFrom"]["secretKeyRef"] == {"name": name, "key": "WANDB_API_KEY"}
+        assert env["PLAIN"]["value"] == "1"
+    # stopping deletes the Jobs; the garbage collector takes the Secret with them
+    await backend.stop(130, state, grace_seconds=1)
+    await wait_for(lambda: k8s_cluster.kubectl("get", "secret", name, "-n", NS, check=False).returncode != 0,
+                   timeout=60, what="the job's Secret to go with its Jobs")
+    # launched again (a resume): a Secret of its own again
+    state = await backend.launch(sp)
+    assert json.loads(k8s_cluster.kubectl("get", "secret", name, "-n", NS, "-o", "json").stdout)["metadata"][
+        "ownerReferences"][0]["name"] == state["roles"][0]["job"]
+    await backend.stop(130, state, grace_seconds=1)
 
 
 async def test_parameter_server_job_is_one_indexed_job_per_role(backend, k8s_cluster):

@@ -176,6 +176,8 @@ ROLE_RULES = {
     ("batch", "jobs"): {"create", "get", "list", "watch", "delete"},
     ("networking.k8s.io", "networkpolicies"): {"create", "delete"},
     ("metrics.k8s.io", "pods"): {"list"},
+    # one Secret per job with secret environment entries, read back by name: never list or watch
+    ("", "secrets"): {"create", "get", "delete"},
 }
 CLUSTER_RULES = {("", "nodes"): {"list", "watch"}, ("", "pods"): {"list", "watch"},
                  ("storage.k8s.io", "storageclasses"): {"get", "list"}}
@@ -458,11 +460,12 @@ def test_rbac_grants_on_the_api_server(helm, own_chart, k8s_cluster, namespaces,
                      ("create", "networkpolicies.networking.k8s.io", "-n", user_ns), ("list", "nodes"),
                      ("watch", "pods", "--all-namespaces"), ("get", "storageclasses.storage.k8s.io"),
                      ("create", "pods", "--subresource=exec", "-n", user_ns),
-                     ("create", "pods", "--subresource=portforward", "-n", user_ns)):
+                     ("create", "pods", "--subresource=portforward", "-n", user_ns),
+                     ("create", "secrets", "-n", user_ns), ("get", "secrets", "-n", user_ns)):
             assert can(*args), args
-        # nothing on Secrets: TiHub makes none (pull Secrets are the admin's, named in imagePullSecrets)
+        # Secrets: only the jobs' own, by name (never listed); nothing elsewhere
         for args in (("update", "pods", "-n", user_ns), ("list", "secrets", "-n", user_ns),
-                     ("get", "secrets", "-n", user_ns), ("create", "secrets", "-n", user_ns),
+                     ("watch", "secrets", "-n", user_ns), ("update", "secrets", "-n", user_ns),
                      ("update", "networkpolicies.networking.k8s.io", "-n", user_ns),
                      ("get", "secrets", "-n", "kube-system"), ("create", "pods", "-n", "kube-system"),
                      ("delete", "nodes"), ("patch", "nodes"), ("get", "configmaps", "-n", user_ns),

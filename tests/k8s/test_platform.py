@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
@@ -107,6 +108,25 @@ def test_kill_deletes_the_objects(plans, k8s_cluster):
     admin.ok("POST", f"/jobs/{j['id']}/kill")
     admin.wait_job(j["id"], states=("killed",), timeout=60)
     wait(lambda: objects_of(k8s_cluster, j["id"]) == [], what="objects deleted")
+
+
+def test_secret_env_reaches_the_pods_through_a_secret_of_the_jobs_own(plans, k8s_cluster):
+    admin = plans.admin
+    j = admin.ok("POST", "/jobs", json={"name": "with-secret", "plan": "a100-2", "image": "python-cpu",
+                                        "command": "python train.py", "env": {"PLAIN": "1"},
+                                        "secret_env": {"HF_TOKEN": "hf-s3cret-value"}})
+    assert j["secret_env_names"] == ["HF_TOKEN"] and "hf-s3cret-value" not in json.dumps(j)
+    admin.wait_job(j["id"], states=("running",), timeout=60)
+    secret = wait(lambda: objects_of(k8s_cluster, j["id"], "secrets"), what="the job's Secret")[0]
+    assert base64.b64decode(secret["data"]["HF_TOKEN"]) == b"hf-s3cret-value"
+    pods = wait(lambda: objects_of(k8s_cluster, j["id"], "pods"), what="its pod")
+    env = {e["name"]: e for e in pods[0]["spec"]["containers"][0]["env"]}
+    assert env["HF_TOKEN"]["valueFrom"]["secretKeyRef"]["name"] == secret["metadata"]["name"]
+    assert "hf-s3cret-value" not in json.dumps(objects_of(k8s_cluster, j["id"], "jobs,pods"))
+    assert "hf-s3cret-value" not in admin.api("GET", f"/jobs/{j['id']}").text
+    admin.ok("POST", f"/jobs/{j['id']}/kill")
+    admin.wait_job(j["id"], states=("killed",), timeout=60)
+    wait(lambda: objects_of(k8s_cluster, j["id"], "jobs,pods,secrets") == [], what="the job and its Secret gone")
 
 
 def test_restarting_the_service_mid_run_leaves_no_duplicate_or_orphan(plans, k8s_cluster):

@@ -176,6 +176,20 @@ def test_submit_from_file_then_flags_win(env, capsys, tmp_path):
     }
 
 
+def test_submit_secret_env_from_a_flag_or_from_this_shell(env, capsys, monkeypatch):
+    monkeypatch.setenv("WANDB_API_KEY", "from-the-shell")
+    env.on("POST", "/jobs", job_doc(status="queued", secret_env_names=["HF_TOKEN", "WANDB_API_KEY"]), status=201)
+    code, out, err = run(capsys, "job", "submit", "--name", "mnist", "--plan", "p", "--env", "A=1",
+                         "--secret-env", "WANDB_API_KEY", "--secret-env", "HF_TOKEN=a=b", "--", "python", "x.py")
+    assert code == 0, err
+    body = env.find("POST", "/jobs")[0]["body"]
+    assert body["secret_env"] == {"WANDB_API_KEY": "from-the-shell", "HF_TOKEN": "a=b"} and body["env"] == {"A": "1"}
+    assert "from-the-shell" not in out + err  # the CLI never prints a secret value back
+    monkeypatch.delenv("WANDB_API_KEY")
+    code, _, err = run(capsys, "job", "submit", "--name", "mnist", "--secret-env", "WANDB_API_KEY", "--", "x")
+    assert code == 2 and "WANDB_API_KEY is not set" in err and len(env.find("POST", "/jobs")) == 1
+
+
 @pytest.mark.parametrize("argv", [
     ["--env", "NOEQUALS"], ["--volume", "data"], ["--volume", "data:relative"], ["--port", "http"],
     ["--endpoint", "vnc"], ["--estimated-duration", "soon"], ["--kind", "huge"],

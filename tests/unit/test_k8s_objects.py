@@ -116,6 +116,29 @@ def test_pods_are_restricted_and_volumes_are_only_tihubs_own():
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
 
 
+@pytest.mark.parametrize("strategy,workers,ps", [("ps", 2, 1), (None, 1, 0)])
+def test_secret_entries_live_in_the_jobs_own_secret_and_pods_read_them_by_key(strategy, workers, ps):
+    import dataclasses
+
+    s = ob.KubeSettings(namespace="users")
+    spec = dataclasses.replace(launch(strategy, workers, ps), secret_env={"WANDB_API_KEY": "s3cret-v", "LR": "x"})
+    objs = ob.job_objects(s, spec)
+    (secret,) = [o for o in objs if o["kind"] == "Secret"]
+    jobs = [o for o in objs if o["kind"] == "Job"]
+    assert secret["metadata"]["name"] == ob.env_secret_name(spec) and secret["metadata"]["namespace"] == "users"
+    assert secret["stringData"] == {"WANDB_API_KEY": "s3cret-v", "LR": "x"} and secret["type"] == "Opaque"
+    assert secret["metadata"]["labels"][ob.LABEL_JOB_ID] == "7"
+    assert "s3cret-v" not in repr(jobs) + repr(spec) and "s3cret-v" not in str(spec.to_json())
+    for job in jobs:
+        env = job["spec"]["template"]["spec"]["containers"][0]["env"]
+        refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in env if "valueFrom" in e}
+        assert refs == {k: {"name": secret["metadata"]["name"], "key": k} for k in ("LR", "WANDB_API_KEY")}
+        # the secret entry wins over the plain one of the same name, as on the local backend
+        assert [e["name"] for e in env].count("LR") == 1
+    # no secret entries, no Secret
+    assert not [o for o in ob.job_objects(s, launch(strategy, workers, ps)) if o["kind"] == "Secret"]
+
+
 def test_names_of_jobs_leave_room_for_pod_hostnames():
     for owner, name in itertools.product(["a" * 255, "Bob"], ["n" * 63, "x"]):
         spec = LaunchSpec(123456789, owner, name, "distributed", "ps", "true", "i", {}, ())

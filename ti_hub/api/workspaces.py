@@ -1,4 +1,9 @@
-"""/workspaces/{owner}/{name}[/running|/stop]: the hub's spawner asks for admission here."""
+"""/workspaces/{owner}/{name}[/running|/stop]: the hub's spawner asks for admission here.
+
+The spawner sends the owner's hub scopes (``scopes``) with each start and form: the hub's RBAC, custom roles
+included, decides what a workspace may do, and only the spawner's identity may vouch for them
+(``ops/workspaces.owner_actor``).
+"""
 
 from __future__ import annotations
 
@@ -17,12 +22,14 @@ class WorkspaceHandler(APIHandler):
 
     async def post(self, owner: str, name: str):
         body = self.body()
-        v.check_fields(body, ("groups", "options"))
+        v.check_fields(body, ("groups", "options", "scopes"))
         groups = body.get("groups") or []
         if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
             raise v.ValidationError("groups must be a list of group names", field="groups")
+        scopes = body.get("scopes")  # checked once the caller is known to be the spawner
         options = body.get("options") or {}
-        out = await self.op(workspaces.start, self.actor, owner, name, groups, options, self.ti.ops_settings)
+        out = await self.op(workspaces.start, self.actor, owner, name, groups, options, self.ti.ops_settings,
+                            scopes=scopes)
         self.ti.poke()
         self.send(out, 201)
 
@@ -46,4 +53,6 @@ class WorkspaceStopHandler(APIHandler):
 class WorkspaceOptionsHandler(APIHandler):
     async def get(self, owner: str):
         groups = [g for g in self.get_argument("groups", "").split(",") if g]
-        self.send(await self.op(workspaces.form_options, self.actor, owner, groups, self.ti.ops_settings))
+        scopes = [x for x in self.get_argument("scopes", "").split(",") if x]
+        self.send(await self.op(workspaces.form_options, self.actor, owner, groups, self.ti.ops_settings,
+                                scopes=scopes))

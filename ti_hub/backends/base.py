@@ -70,9 +70,14 @@ class LaunchSpec:
     device_type: str = "cpu"
     pool: str = "default"
     uid: int | None = None  # the owner's Unix uid (the embedded platform runs their code as it)
+    # the job's secret environment entries, opened for this launch only (ops/secretenv.py): a backend puts them
+    # where nobody reads them back (a per-job Secret on Kubernetes), never into anything it logs or returns
+    secret_env: dict[str, str] = field(default_factory=dict, repr=False)
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        out["secret_env"] = sorted(self.secret_env)  # names only: this is for logs and state
+        return out
 
 
 @dataclass(frozen=True)

@@ -84,8 +84,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 SHOW_ORDER = ("id", "name", "display_name", "owner", "kind", "strategy", "status", "reason", "queue",
               "plan", "plan_id", "pool", "image", "command", "workers", "ps", "instances", "device_type", "devices_per_instance",
-              "cpu_per_instance", "memory_mib_per_instance", "shm_mib", "env", "volumes", "ports", "endpoints",
-              "credential", "preemptible", "priority", "estimated_duration", "exit_code", "description",
+              "cpu_per_instance", "memory_mib_per_instance", "shm_mib", "env", "secret_env_names", "volumes", "ports",
+              "endpoints", "credential", "preemptible", "priority", "estimated_duration", "exit_code", "description",
               "created_at", "queued_at", "started_at", "finished_at")
 
 
@@ -188,8 +188,10 @@ def register(root: Any) -> None:
                    help=f"only jobs in these states: {', '.join(STATUSES)}")
     p.add_argument("--kind", choices=["single", "distributed", "workspace"], help="only this kind")
     p.add_argument("--name", help="only jobs with this name")
-    p.add_argument("--owner", help="only this user's jobs (needs jobs:view-all)")
-    p.add_argument("--all", action="store_true", help="everyone's jobs (needs jobs:view-all)")
+    p.add_argument("--owner", help="only this user's jobs (needs jobs:view-all: their waiting jobs, as summaries)")
+    p.add_argument("--all", action="store_true",
+                   help="everyone's jobs (needs jobs:view-all: others' waiting jobs, as summaries; all with "
+                        "jobs:manage-all)")
     p.add_argument("--limit", type=int, metavar="N", help="at most N jobs (1-500, default 50)")
     p.add_argument("--offset", type=int, metavar="N", help="skip the first N jobs")
     add_json(p)

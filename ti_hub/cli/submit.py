@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shlex
 from typing import Any
@@ -36,6 +37,19 @@ def env_pair(value: str) -> tuple[str, str]:
     key, sep, val = value.partition("=")
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"{value!r} is not KEY=VALUE")
+    return key, val
+
+
+def secret_env_pair(value: str) -> tuple[str, str]:
+    """NAME=VALUE, or NAME alone: the value of NAME in this shell's environment, so that it never shows in the
+    command line (shell history, `ps`)."""
+    key, sep, val = value.partition("=")
+    if not key:
+        raise argparse.ArgumentTypeError(f"{value!r} is not NAME or NAME=VALUE")
+    if not sep:
+        if key not in os.environ:
+            raise argparse.ArgumentTypeError(f"{key} is not set in this environment (give NAME=VALUE, or export it)")
+        val = os.environ[key]
     return key, val
 
 
@@ -105,6 +119,10 @@ def build_submission(args: argparse.Namespace) -> dict[str, Any]:
         env = dict(body.get("env") or {})
         env.update(dict(args.env))
         body["env"] = env
+    if args.secret_env:
+        secret = dict(body.get("secret_env") or {})
+        secret.update(dict(args.secret_env))
+        body["secret_env"] = secret
     if args.volume:
         mounts = {m["mount_path"] for m in args.volume}
         kept = [v for v in body.get("volumes") or [] if not (isinstance(v, dict) and v.get("mount_path") in mounts)]
@@ -148,6 +166,7 @@ SUBMIT_EPILOG = wrap("""
     "ti job submit --from-file spec.json --name run-7 --wait",
     "ti job submit --template my-template --name run-8 -f -- python train.py",
     "ti job submit --name long --plan p --estimated-duration 2h --preemptible -- ./run.sh",
+    "WANDB_API_KEY=... ti job submit --name logged --plan p --secret-env WANDB_API_KEY -- python train.py",
 )
 
 
@@ -162,6 +181,9 @@ def register(sub: Any) -> None:
     p.add_argument("--image", metavar="IMAGE", help="a public image name (`ti image list`) or an image address")
     p.add_argument("--env", action="append", type=env_pair, metavar="KEY=VALUE",
                    help="environment variable (repeatable)")
+    p.add_argument("--secret-env", action="append", type=secret_env_pair, metavar="NAME[=VALUE]",
+                   help="secret environment variable (repeatable): stored encrypted, shown to nobody afterwards "
+                        "(the job lists its name only); NAME alone takes the value from this shell's environment")
     p.add_argument("--volume", action="append", type=volume_mount, metavar="VOL:/mnt/PATH[:ro]",
                    help="mount a volume (NAME, OWNER/NAME or id; repeatable)")
     p.add_argument("--port", action="append", type=port_list, metavar="PORT[,PORT]",

@@ -10,5 +10,7 @@ ACTIVE = frozenset({QUEUED, SCHEDULING, RUNNING, PAUSING, KILLING})
 # holding devices on a node right now
 HOLDING = frozenset({SCHEDULING, RUNNING, PAUSING, KILLING})
 FINAL = frozenset({KILLED, COMPLETED, FAILED, ERROR, STOPPED})
+# SPEC JOB5: the states in which other users' jobs are listed (as a summary), to holders of jobs:view-all
+SHOWN_TO_OTHERS = frozenset({QUEUED, SCHEDULING, PAUSED})
 KINDS = ("workspace", "single", "distributed")
 JOB_KINDS = ("single", "distributed")

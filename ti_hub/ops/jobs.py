@@ -1,4 +1,9 @@
-"""JOB1-JOB5, JOB9: submit, list, show and act on training jobs (and workspaces' records)."""
+"""JOB1-JOB5, JOB9: submit, list, show and act on training jobs (and workspaces' records).
+
+Who sees what (SPEC JOB5, ``Actor.job_view``): the owner and holders of ``jobs:manage-all`` see a job in full;
+holders of ``jobs:view-all`` see a *summary* of another user's job while it waits (queued, scheduling, paused);
+nobody else sees it at all (404). Secret environment values are shown to nobody (``ops/secretenv.py``).
+"""
 
 from __future__ import annotations
 
@@ -12,9 +17,9 @@ from .. import scopes as S
 from ..db import models as m
 from ..domain import states as st
 from ..domain import validation as v
-from ..domain.actor import Actor
+from ..domain.actor import FULL, SUMMARY, Actor
 from ..domain.errors import Conflict, Forbidden, NotFound
-from . import jobspec, quotas, unixids
+from . import jobspec, quotas, secretenv, unixids
 from .common import iso, lock_user, utcnow
 from .rendercache import RenderCache
 from .settings import OpsSettings
@@ -26,7 +31,7 @@ LIST_FILTERS = ("status", "kind", "name", "owner", "all", "limit", "offset")
 LIST_COLUMNS = [c for c in m.Job.__table__.c if c.name != "backend_state"]
 # built once: a listing only adds its conditions (coercing 30 columns per request showed in profiles)
 _LIST_ROWS = select(*LIST_COLUMNS)
-_LIST_KEYS = select(m.Job.id, m.Job.status, m.Job.finished_at)
+_LIST_KEYS = select(m.Job.id, m.Job.status, m.Job.finished_at, m.Job.owner)
 _LIST_COUNT = select(func.count()).select_from(m.Job)
 # columns shown as they are stored
 PLAIN = ("id", "name", "display_name", "owner", "kind", "strategy", "status", "reason", "plan_id", "pool",
@@ -36,18 +41,31 @@ SPEC_FIELDS = (("env", dict), ("volumes", list), ("ports", list), ("endpoints", 
                ("estimated_duration", lambda: None), ("warnings", list))
 TIMES = ("created_at", "queued_at", "started_at", "finished_at")
 QUEUE = ("queue_position", "estimated_start", "pinned_at")
+# what others with jobs:view-all see of a waiting job (JOB5): who, what state, how much, where in the queue --
+# never the image, command, environment, volumes, ports, endpoints, placement, description or history
+SUMMARY_PLAIN = ("id", "name", "owner", "kind", "strategy", "status", "reason", "plan_id", "pool", "device_type",
+                 "devices_per_instance", "cpu_per_instance", "memory_mib_per_instance", "workers", "ps", "shm_mib",
+                 "preemptible", "priority")
+SUMMARY_TIMES = ("created_at", "queued_at")
 
 
-def render(j: m.Job | Any, queue: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A job as the API shows it; ``j`` is a Job or a row of LIST_COLUMNS (lists render thousands)."""
+def render(j: m.Job | Any, queue: dict[str, Any] | None = None, view: str = FULL) -> dict[str, Any]:
+    """A job as the API shows it; ``j`` is a Job or a row of LIST_COLUMNS (lists render thousands).
+
+    ``view``: FULL, or SUMMARY for a caller who may see only the summary (``Actor.job_view``)."""
     d = j._mapping if hasattr(j, "_mapping") else {k: getattr(j, k) for k in (*PLAIN, *TIMES, *QUEUE, "spec")}
-    out = {k: d[k] for k in PLAIN}
+    if view == SUMMARY:
+        out = {k: d[k] for k in SUMMARY_PLAIN}
+        out.update({k: iso(d[k]) for k in SUMMARY_TIMES}, summary=True)
+    else:
+        out = {k: d[k] for k in PLAIN}
+        spec = d["spec"]
+        for key, empty in SPEC_FIELDS:
+            out[key] = spec.get(key) if key in spec else empty()
+        out["secret_env_names"] = secretenv.names(spec)  # the values are never shown, not even to the owner
+        for key in TIMES:
+            out[key] = iso(d[key])
     out["instances"] = d["workers"] + d["ps"]
-    spec = d["spec"]
-    for key, empty in SPEC_FIELDS:
-        out[key] = spec.get(key) if key in spec else empty()
-    for key in TIMES:
-        out[key] = iso(d[key])
     if queue is None and d["status"] == st.QUEUED and d["queue_position"] is not None:
         queue = {"queue": f"{d['pool']}/{d['device_type']}/{d['kind']}", "position": d["queue_position"],
                  "ahead": d["queue_position"] - 1, "estimated_start": iso(d["estimated_start"]),
@@ -71,7 +89,11 @@ def record(session: Session, job: m.Job, status: str, message: str = "", now: dt
     session.add(m.JobEvent(job_id=job.id, at=now, status=status, message=message))
 
 
-def find(session: Session, actor: Actor, ref: Any, manage: bool = False) -> m.Job:
+def find(session: Session, actor: Actor, ref: Any, manage: bool = False, summary: bool = False) -> m.Job:
+    """The job ``ref`` (an id, or a name of the caller's) as this caller may reach it.
+
+    404 when the caller may not see it at all (its existence is not told); 403 when they see only its summary
+    and want more (``summary``: the summary is enough) or want to manage it (``manage``) without the right."""
     job = None
     if isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()):
         job = session.get(m.Job, int(ref))
@@ -79,10 +101,15 @@ def find(session: Session, actor: Actor, ref: Any, manage: bool = False) -> m.Jo
         job = session.scalar(select(m.Job).where(m.Job.owner == actor.name, m.Job.name == ref))
     else:
         raise v.ValidationError("a job is addressed by its id or its name", field="id")
-    if job is None or not actor.may_view_job(job.owner):
+    view = actor.job_view(job.owner, job.status) if job is not None else None
+    if view is None:
         raise NotFound(f"job {ref!r} does not exist", field="id")
     if manage and not actor.may_manage_job(job.owner):
         raise Forbidden(f"job {job.id} belongs to {job.owner}; managing it needs {S.MANAGE_ALL_JOBS!r}", field="id")
+    if view == SUMMARY and not summary:
+        raise Forbidden(f"job {job.id} belongs to {job.owner}: others see only its summary (GET /jobs/{job.id}); "
+                        f"its detail, logs and metrics are its owner's (and admins', {S.MANAGE_ALL_JOBS!r})",
+                        field="id")
     return job
 
 
@@ -102,21 +129,27 @@ def queue_position(session: Session, job: m.Job) -> dict[str, Any] | None:
     return {**out, "position": ahead + 1, "ahead": ahead, "provisional": True}
 
 
-def jobs_ahead(session: Session, job: m.Job, n: int = 10) -> list[dict[str, Any]]:
-    """The ``n`` jobs right ahead of a queued one (Q6), nearest last."""
+def jobs_ahead(session: Session, job: m.Job, actor: Actor, n: int = 10) -> list[dict[str, Any]]:
+    """The ``n`` jobs right ahead of a queued one (Q6), nearest last. Another user's job is named only to those
+    who may see its summary (jobs:view-all); to others it is a place in the queue and nothing more."""
     if job.status != st.QUEUED or not job.queue_position:
         return []
-    rows = session.execute(select(m.Job.id, m.Job.name, m.Job.owner, m.Job.queue_position).where(
+    rows = session.execute(select(m.Job.id, m.Job.name, m.Job.owner, m.Job.status, m.Job.queue_position).where(
         m.Job.status == st.QUEUED, m.Job.pool == job.pool, m.Job.device_type == job.device_type,
         m.Job.kind == job.kind, m.Job.queue_position < job.queue_position)
         .order_by(m.Job.queue_position.desc()).limit(n)).all()
-    return [{"id": r.id, "name": r.name, "owner": r.owner, "position": r.queue_position} for r in reversed(rows)]
+    return [{"id": r.id, "name": r.name, "owner": r.owner, "position": r.queue_position}
+            if actor.job_view(r.owner, r.status) else {"position": r.queue_position} for r in reversed(rows)]
 
 
-def submit(session: Session, actor: Actor, data: dict[str, Any], settings: OpsSettings) -> dict[str, Any]:
+def submit(session: Session, actor: Actor, data: dict[str, Any], settings: OpsSettings,
+           sealed: dict[str, str] | None = None) -> dict[str, Any]:
+    """``sealed``: secret environment entries already sealed (a clone carries its original's as they are)."""
     actor.need(S.SUBMIT, "submitting jobs")
     fields = jobspec.parse_job(session, actor, data, settings)
     unixids.check_may_run(session, actor.name, settings.uids)
+    if sealed:
+        fields["spec"][secretenv.FIELD] = dict(sealed)
     return _insert(session, actor.name, fields, settings)
 
 
@@ -145,21 +178,29 @@ def _insert(session: Session, owner: str, fields: dict[str, Any], settings: OpsS
 
 def list_jobs(session: Session, actor: Actor, args: dict[str, str], cache: RenderCache | None = None
               ) -> dict[str, Any]:
-    """One page of jobs, newest first. With ``cache``, finished jobs come as cached JSON fragments
-    (``orjson.Fragment``): the page is found by (id, status, finished_at) alone and only the other rows
-    are read in full (the list served most, a user's history, is almost all finished jobs)."""
+    """One page of jobs, newest first; others' jobs as ``Actor.job_view`` allows (summaries of waiting ones).
+
+    With ``cache``, finished jobs come as cached JSON fragments (``orjson.Fragment``): the page is found by
+    (id, status, finished_at, owner) alone and only the other rows are read in full (the list served most, a
+    user's history, is almost all finished jobs). Only full documents are cached, and a finished job is only
+    ever listed in full (to its owner and manage-all), so a cached fragment never reaches anyone else."""
     v.check_fields(args, LIST_FILTERS)
     limit, offset = v.pagination(args)
     conds = _list_conditions(actor, args)
     conn = session.connection()  # Core rows: no ORM objects, no session bookkeeping
     total = conn.execute(_LIST_COUNT.where(*conds)).scalar_one()
+
+    def doc(row: Any) -> dict[str, Any]:
+        return render(row, view=actor.job_view(row.owner, row.status) or SUMMARY)
+
     if cache is None:
         rows = conn.execute(_LIST_ROWS.where(*conds).order_by(m.Job.id.desc())
                             .limit(limit).offset(offset)).all()
-        return {"items": [render(r) for r in rows], "total": total, "limit": limit, "offset": offset}
+        return {"items": [doc(r) for r in rows], "total": total, "limit": limit, "offset": offset}
     keys = conn.execute(_LIST_KEYS.where(*conds)
                         .order_by(m.Job.id.desc()).limit(limit).offset(offset)).all()
-    items: list[Any] = [cache.get(k[0], (k[1], k[2])) if k[1] in st.FINAL else None for k in keys]
+    items: list[Any] = [cache.get(k[0], (k[1], k[2])) if k[1] in st.FINAL and actor.job_view(k[3], k[1]) == FULL
+                        else None for k in keys]
     missing = [k[0] for k, item in zip(keys, items) if item is None]
     if missing:
         full = {r.id: r for r in conn.execute(_LIST_ROWS.where(m.Job.id.in_(missing)))}
@@ -167,8 +208,9 @@ def list_jobs(session: Session, actor: Actor, args: dict[str, str], cache: Rende
             if items[i] is None:
                 row = full[k[0]]
                 # the row read in full is the truth: cache it under its own status (it may have moved on)
-                doc = render(row)
-                items[i] = cache.put(row.id, (row.status, row.finished_at), doc) if row.status in st.FINAL else doc
+                d = doc(row)
+                final = row.status in st.FINAL and not d.get("summary")
+                items[i] = cache.put(row.id, (row.status, row.finished_at), d) if final else d
     return {"items": items, "total": total, "limit": limit, "offset": offset}
 
 
@@ -177,10 +219,13 @@ def _list_conditions(actor: Actor, args: dict[str, str]) -> list[Any]:
     everyone = args.get("all") in ("1", "true", "yes")
     owner = args.get("owner")
     if everyone or (owner and owner != actor.name):
-        if not (actor.can(S.VIEW_ALL_JOBS) or actor.can(S.MANAGE_ALL_JOBS)):
+        if not actor.sees_others_jobs:
             raise Forbidden(f"listing other users' jobs needs {S.VIEW_ALL_JOBS!r}", field="all")
         if owner:
             conds.append(m.Job.owner == owner)
+        if not actor.can(S.MANAGE_ALL_JOBS):
+            # JOB5: everyone's waiting jobs; running and finished ones stay their owners'
+            conds.append(or_(m.Job.owner == actor.name, m.Job.status.in_(st.SHOWN_TO_OTHERS)))
     else:
         conds.append(m.Job.owner == actor.name)
     if args.get("status"):
@@ -200,10 +245,14 @@ def _list_conditions(actor: Actor, args: dict[str, str]) -> list[Any]:
 
 
 def show(session: Session, actor: Actor, ref: Any) -> dict[str, Any]:
-    job = find(session, actor, ref)
-    out = render(job, queue_position(session, job))
+    """The detail with its history; another user's waiting job as its summary only (no history)."""
+    job = find(session, actor, ref, summary=True)
+    view = actor.job_view(job.owner, job.status)
+    out = render(job, queue_position(session, job), view)
+    if view == SUMMARY:
+        return out
     if out.get("queue"):
-        out["queue"]["jobs_ahead"] = jobs_ahead(session, job)
+        out["queue"]["jobs_ahead"] = jobs_ahead(session, job, actor)
     out["events"] = [{"at": iso(e.at), "status": e.status, "message": e.message} for e in session.scalars(
         select(m.JobEvent).where(m.JobEvent.job_id == job.id).order_by(m.JobEvent.id).limit(200))]
     return out
@@ -271,18 +320,27 @@ def resume(session: Session, actor: Actor, ref: Any, settings: OpsSettings) -> d
 
 
 def clone(session: Session, actor: Actor, ref: Any, data: dict[str, Any], settings: OpsSettings) -> dict[str, Any]:
-    """JOB4: resubmit with the same configuration under a new name (the caller becomes the owner)."""
+    """JOB4: resubmit with the same configuration under a new name (the caller becomes the owner).
+
+    The owner's and admins' (manage-all) only: a clone carries the job's command and environment. Its secret
+    entries go with it still sealed, and only into a clone of the owner's own: an admin's clone would run
+    another user's secrets under the admin's name."""
     v.check_fields(data, ("name",))
-    job = find(session, actor, ref)
+    job = find(session, actor, ref, manage=True)
     if job.kind == "workspace":
         raise Conflict("workspaces are restarted, not cloned", field="id")
+    sealed = job.spec.get(secretenv.FIELD) or {}
+    if sealed and job.owner != actor.name:
+        raise Forbidden(f"job {job.id} has secret environment entries ({', '.join(sorted(sealed))}); only its "
+                        f"owner ({job.owner}) can clone it", field="id")
     spec = submission_of(job)
     spec["name"] = data.get("name") or _free_name(session, actor.name, job.name)
-    return submit(session, actor, spec, settings)
+    return submit(session, actor, spec, settings, sealed=sealed)
 
 
 def submission_of(job: m.Job) -> dict[str, Any]:
-    """The submission document that reproduces a job (for clone and templates)."""
+    """The submission document that reproduces a job (for clone and templates); secret entries are not in it
+    (they stay sealed: ``clone`` carries them)."""
     out: dict[str, Any] = {"kind": job.kind, "plan": job.plan_id, "image": job.image, "command": job.command,
                            "description": job.description, "env": job.spec.get("env", {}),
                            "volumes": [{"volume": vol["volume_id"], "mount_path": vol["mount_path"],

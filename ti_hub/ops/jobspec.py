@@ -15,12 +15,12 @@ from ..domain import validation as v
 from ..domain.actor import Actor
 from ..domain.errors import Forbidden
 from ..domain.mounts import MountRequest, check_request
-from . import images, plans, volumes
+from . import images, plans, secretenv, volumes
 from .settings import OpsSettings
 
 JOB_FIELDS = ("name", "description", "kind", "strategy", "workers", "ps", "plan", "image", "command", "env",
-              "volumes", "ports", "endpoints", "credential", "preemptible", "estimated_duration", "template",
-              "priority", "on_overrun")
+              "secret_env", "volumes", "ports", "endpoints", "credential", "preemptible", "estimated_duration",
+              "template", "priority", "on_overrun")
 WORKSPACE_FIELDS = ("name", "display_name", "description", "plan", "image", "volumes", "env", "jupyter", "ssh",
                     "ports")
 ENDPOINTS = ("ssh", "jupyter", "tensorboard")
@@ -111,8 +111,10 @@ def parse_job(session: Session, actor: Actor, raw: dict[str, Any], settings: Ops
     out["image"], warning = images.resolve(session, data["image"])
     out["command"] = v.command(data.get("command"))
     instances = out["workers"] + out["ps"]
+    env = v.env(data.get("env"))
+    secret = secretenv.parse(data.get("secret_env"), env)
     spec: dict[str, Any] = {
-        "env": v.env(data.get("env")),
+        "env": env,
         "volumes": parse_volumes(session, actor, data.get("volumes"), instances),
         "ports": v.ports(data.get("ports")),
         "endpoints": sorted({v.choice(e, "endpoints", ENDPOINTS) for e in _list(data.get("endpoints"), "endpoints")}),
@@ -124,6 +126,8 @@ def parse_job(session: Session, actor: Actor, raw: dict[str, Any], settings: Ops
     if data.get("estimated_duration") is not None:
         spec["estimated_duration"] = v.integer(data["estimated_duration"], "estimated_duration", 1, MAX_DURATION)
     spec["on_overrun"] = v.choice(data.get("on_overrun", "alert"), "on_overrun", ("alert", "stop"))
+    if secret:  # sealed at once: the value is never stored, logged or shown in clear
+        spec[secretenv.FIELD] = secretenv.seal(settings.secret_key, secret)
     out["spec"] = spec
     out["preemptible"] = v.boolean(data.get("preemptible", False), "preemptible")
     if data.get("priority") is not None:

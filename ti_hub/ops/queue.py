@@ -18,7 +18,7 @@ from ..backends.base import NodeCapacity
 from ..db import models as m
 from ..domain import states as st
 from ..domain import validation as v
-from ..domain.actor import Actor
+from ..domain.actor import SUMMARY, Actor
 from ..domain.errors import Conflict, Forbidden
 from .common import iso, lock_user, utcnow
 from .jobs import find, queue_position, record, render
@@ -31,7 +31,7 @@ def _queued(job: m.Job, what: str) -> None:
 
 def pin(session: Session, actor: Actor, ref: Any, on: bool) -> dict[str, Any]:
     """Q2/Q5: a pinned job goes first in its queue; of two pins, the later one goes first."""
-    job = find(session, actor, ref)
+    job = find(session, actor, ref, summary=True)
     actor.need(S.MANAGE_ALL_JOBS, "pinning jobs" if on else "unpinning jobs")
     _queued(job, "pinned" if on else "unpinned")
     if on:
@@ -49,7 +49,7 @@ def pin(session: Session, actor: Actor, ref: Any, on: bool) -> dict[str, Any]:
 def set_priority(session: Session, actor: Actor, ref: Any, data: dict[str, Any]) -> dict[str, Any]:
     """JOB8: 1-1000, default 100, set by admins; it orders queues and decides who may preempt whom."""
     v.check_fields(data, ("priority",))
-    job = find(session, actor, ref)
+    job = find(session, actor, ref, summary=True)
     actor.need(S.MANAGE_ALL_JOBS, "setting priorities")
     priority = v.integer(v.require(data, "priority"), "priority", 1, 1000)
     if job.status in st.FINAL:
@@ -70,7 +70,7 @@ def move(session: Session, actor: Actor, ref: Any, data: dict[str, Any]) -> dict
     if len(given) != 1:
         raise v.ValidationError("give exactly one of: to (top|bottom), before (a job id), after (a job id)",
                                 field="to")
-    job = find(session, actor, ref)
+    job = find(session, actor, ref, summary=True)
     if job.owner != actor.name:
         raise Forbidden(f"job {job.id} belongs to {job.owner}: users reorder only their own jobs "
                         "(admins pin or set priority instead)", field="id")
@@ -121,12 +121,12 @@ def _queue_doc(j: Any) -> dict[str, Any]:
 
 def queue_view(session: Session, actor: Actor, args: dict[str, str]) -> dict[str, Any]:
     """Q6: queued jobs in queue order with position, reason and estimated start; others' only with
-    view-all and ?all=1."""
+    view-all and ?all=1, as their summaries (JOB5; in full with manage-all)."""
     v.check_fields(args, ("all", "queue", "limit", "offset"))
     limit, offset = v.pagination(args, 200, 1000)
     conds = [m.Job.status == st.QUEUED]
     if args.get("all") in ("1", "true", "yes"):
-        if not (actor.can(S.VIEW_ALL_JOBS) or actor.can(S.MANAGE_ALL_JOBS)):
+        if not actor.sees_others_jobs:
             raise Forbidden(f"everyone's queued jobs need {S.VIEW_ALL_JOBS!r}", field="all")
     else:
         conds.append(m.Job.owner == actor.name)
@@ -141,7 +141,8 @@ def queue_view(session: Session, actor: Actor, args: dict[str, str]) -> dict[str
         .limit(limit).offset(offset)).all()
     items = []
     for j in jobs:
-        items.append(render(j, _queue_doc(j) if j.queue_position is not None else queue_position(session, j)))
+        items.append(render(j, _queue_doc(j) if j.queue_position is not None else queue_position(session, j),
+                            actor.job_view(j.owner, j.status) or SUMMARY))
     return {"items": items, "total": total, "limit": limit, "offset": offset}
 
 

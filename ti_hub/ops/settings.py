@@ -18,6 +18,8 @@ class OpsSettings:
     max_ps: int = 16
     nodes: list[NodeCapacity] = field(default_factory=list)
     uids: UidPolicy = field(default_factory=UidPolicy)
+    # the service's Fernet (TiService.fernet): seals jobs' secret environment entries (ops/secretenv.py)
+    secret_key: Any = None
 
     @property
     def device_types(self) -> list[str]:

@@ -63,6 +63,9 @@ def save(session: Session, actor: Actor, data: dict[str, Any]) -> dict[str, Any]
     if not isinstance(spec, dict):
         raise v.ValidationError("spec must be an object with job fields", field="spec")
     spec = {k: val for k, val in spec.items() if k != "name"}
+    if "secret_env" in spec:  # a template is kept in clear and may be shared with a team
+        raise v.ValidationError("spec.secret_env: templates never hold secret values; give them with each "
+                                "submission", field="spec.secret_env")
     v.check_fields(spec, TEMPLATE_SPEC_FIELDS, "spec")
     if "command" in spec:
         v.command(spec["command"], "spec.command")

@@ -1,10 +1,13 @@
 """Workspaces (WS1-WS5) as the hub's spawner sees them: admission, placement, running, stopped.
 
-Only the spawner identity (scope custom:ti:workspaces:admit) calls these; it acts for the owner.
+Only the spawner identity (scope custom:ti:workspaces:admit) calls these; it acts for the owner, with the
+owner's own TiHub permissions as the hub's RBAC grants them (their roles and their groups' roles, custom roles
+included): the spawner reads them inside the hub and sends them with each request (``owner_actor``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import select
@@ -14,17 +17,22 @@ from .. import scopes as S
 from ..db import models as m
 from ..domain import states as st
 from ..domain.actor import Actor
-from ..domain.errors import Conflict, NotFound
+from ..domain.errors import Conflict, NotFound, ValidationError
 from . import jobspec, quotas, unixids
 from .common import lock_user, utcnow
 from .jobs import _insert, record, render
 from .settings import OpsSettings
 
 
-def owner_actor(caller: Actor, owner: str, groups: list[str]) -> Actor:
+def owner_actor(caller: Actor, owner: str, groups: list[str], scopes: Any) -> Actor:
+    """The workspace's owner as the spawner vouches for them. Only the spawner identity may speak for an owner,
+    and only TiHub's seven permissions pass (never the spawner's or the SSH gateway's own scopes)."""
     caller.need(S.ADMIT_WORKSPACES, "admitting workspaces")
-    # the owner's own permissions apply to what the workspace may use
-    return Actor(name=owner, scopes=frozenset(S.USER_SCOPES), groups=tuple(groups))
+    if isinstance(scopes, (str, bytes)) or not isinstance(scopes, Iterable) or \
+            not all(isinstance(x, str) for x in scopes):
+        raise ValidationError("scopes must be the list of the owner's scopes as the hub expands them (the spawner "
+                              "sends them)", field="scopes")
+    return Actor(name=owner, scopes=frozenset(S.permissions_of(scopes)), groups=tuple(groups))
 
 
 def _get(session: Session, owner: str, name: str) -> m.Job | None:
@@ -32,8 +40,10 @@ def _get(session: Session, owner: str, name: str) -> m.Job | None:
 
 
 def start(session: Session, caller: Actor, owner: str, name: str, groups: list[str], options: dict[str, Any],
-          settings: OpsSettings) -> dict[str, Any]:
-    actor = owner_actor(caller, owner, groups)
+          settings: OpsSettings, scopes: Any = None) -> dict[str, Any]:
+    """``scopes``: the owner's expanded hub scopes (the spawner's ``owner_scopes``); starting needs submit."""
+    actor = owner_actor(caller, owner, groups, scopes)
+    actor.need(S.SUBMIT, f"{owner} starting a workspace")
     fields = jobspec.parse_workspace(session, actor, {**options, "name": name}, settings)
     unixids.check_may_run(session, owner, settings.uids)
     unixids.ensure(session, [owner], settings.uids)  # the spawner runs the workspace as this uid
@@ -93,12 +103,13 @@ def stop(session: Session, caller: Actor, owner: str, name: str, reason: str) ->
     return render(job)
 
 
-def form_options(session: Session, caller: Actor, owner: str, groups: list[str], settings: OpsSettings
-                 ) -> dict[str, Any]:
-    """What the spawn form may offer this owner: runnable workspace plans, images, visible volumes."""
+def form_options(session: Session, caller: Actor, owner: str, groups: list[str], settings: OpsSettings,
+                 scopes: Any = ()) -> dict[str, Any]:
+    """What the spawn form may offer this owner: runnable workspace plans, images, visible volumes (none of
+    these lists depends on permissions; starting does, and says so)."""
     from . import images, plans, volumes
 
-    actor = owner_actor(caller, owner, groups)
+    actor = owner_actor(caller, owner, groups, scopes)
     return {
         "plans": plans.list_plans(session, actor, settings.nodes, "workspace")["items"],
         "images": images.list_images(session, actor, 500, 0)["items"],

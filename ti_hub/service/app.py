@@ -186,7 +186,9 @@ class TiService(Application):
                          help="Plans created on first start when there are none (admins change them later).")
     initial_images = List(DEFAULT_IMAGES, config=True, help="Public images created on first start when none exist.")
     secret_file = Unicode("", config=True,
-                          help="File holding the key that encrypts registry passwords; default data_dir/ti_secret.")
+                          help="File holding the key that encrypts registry passwords and jobs' secret environment "
+                               "entries; default data_dir/ti_secret. Replacing it makes queued and paused jobs "
+                               "with secret entries fail to start (their values cannot be opened).")
 
     volume_driver_class = Type(
         "ti_hub.storage.local.LocalVolumeDriver", klass=VolumeDriver, config=True,
@@ -259,7 +261,7 @@ class TiService(Application):
         self.volume_driver = self.volume_driver_class(parent=self, log=self.log, **driver_kw)
         self.ops_settings = OpsSettings(dict(self.compute_quota_defaults), dict(self.storage_quota_defaults),
                                         {k: list(v) for k, v in self.device_count_rules.items()}, self.max_workers,
-                                        self.max_ps, uids=self._uid_policy())
+                                        self.max_ps, uids=self._uid_policy(), secret_key=self.fernet)
         self.render_cache = RenderCache(self.list_cache_size)
         self.tensorboards = self._tensorboards()
         self.runner = JobRunner(self)

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from ..backends.base import InstanceSpec, LaunchSpec, Mount, NodeCapacity
 from ..db import models as m
 from ..domain import states as st
-from ..ops import unixids
+from ..ops import secretenv, unixids
 from ..ops.jobs import record
 from ..scheduler import core
 from ..scheduler.estimate import typical_durations
@@ -313,9 +313,11 @@ class JobRunner:
             else:
                 mounts.append(Mount(str(self.svc.volume_driver.path(vol["volume_id"])), vol["mount_path"],
                                     vol["read_only"], vol["kind"], vol["volume_id"], vol.get("volume", "")))
+        # opened here, for the backend only: the values live in memory for the launch and nowhere in clear after
+        secret_env = secretenv.unseal(self.svc.ops_settings.secret_key, job.spec.get(secretenv.FIELD) or {})
         return LaunchSpec(job.id, job.owner, job.name, job.kind, job.strategy, job.command, job.image,
                           dict(job.spec.get("env", {})), tuple(instances), tuple(mounts), tuple(scratch),
-                          job.shm_mib, job.device_type, job.pool, uid)
+                          job.shm_mib, job.device_type, job.pool, uid, secret_env=secret_env)
 
     async def launch_all(self, todo: Sequence[tuple[m.Job, Sequence[core.Allocation]]]) -> None:
         """Launch admitted jobs, up to ``launch_concurrency`` at once (a Kubernetes create is mostly waiting

@@ -26,7 +26,8 @@ ROUTES: list[tuple[str, type, dict[str, str]]] = [
     ("/quotas", resources.QuotasHandler, {"get": "Quotas (admin, ?user=)", "put": "Set a quota (admin)"}),
     ("/jobs", jobs.JobsHandler, {"get": "My jobs (?status=&kind=&name=&owner=&all=1&limit=&offset=)",
                                  "post": "Submit a training job"}),
-    (f"/jobs/{ID}", jobs.JobHandler, {"get": "A job's detail, queue position and history"}),
+    (f"/jobs/{ID}", jobs.JobHandler, {"get": "A job's detail, queue position and history (another user's "
+                                             "waiting job: its summary, with view-all)"}),
     (f"/jobs/{ID}/logs", jobs.JobLogsHandler, {"get": "Log text of one instance (?instance=&offset=&tail=)"}),
     (f"/jobs/{ID}/metrics", jobs.JobMetricsHandler, {"get": "Resource use of a running job's instances now: CPU "
                                                             "cores busy, memory, GPU utilization and memory"}),

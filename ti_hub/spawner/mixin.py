@@ -8,12 +8,14 @@ from __future__ import annotations
 import asyncio
 import time
 from typing import Any
+from urllib.parse import quote, urlencode
 
 from jupyterhub.spawner import LocalProcessSpawner
 from tornado import web
 from traitlets import Float, Unicode
 from traitlets.config import Configurable
 
+from .. import scopes as S
 from ..domain import validation as v
 from ..domain.errors import ValidationError
 from ..magics import AUTOLOAD_FILE
@@ -40,10 +42,18 @@ class TiSpawnerMixin(Configurable):
     def _call(self, method: str, path: str, body: Any = None):
         return call(self.ti_api_url, self.ti_api_token, method, path, body)
 
+    def owner_scopes(self) -> list[str]:
+        """The owner's TiHub permissions as the hub's RBAC grants them now: their roles and their groups' roles,
+        custom ones included (read here, inside the hub; the ti service trusts them from this identity only)."""
+        from jupyterhub.scopes import get_scopes_for
+
+        return S.permissions_of(get_scopes_for(self.user))
+
     # -- the form -------------------------------------------------------------------------------------------
     async def _ti_options_form(self, spawner) -> str:
-        groups = ",".join(g.name for g in self.user.groups)
-        opts = await self._call("GET", f"/workspace-options/{self.user.name}?groups={groups}")
+        query = urlencode({"groups": ",".join(g.name for g in self.user.groups),
+                           "scopes": ",".join(self.owner_scopes())})
+        opts = await self._call("GET", f"/workspace-options/{quote(self.user.name, safe='')}?{query}")
         return form.render_form(opts)
 
     def options_from_form(self, formdata):
@@ -78,7 +88,7 @@ class TiSpawnerMixin(Configurable):
         self._emit(5, "asking TiHub for admission (validation, quota, mount rules)")
         try:
             ws = await self._call("POST", ws_path(self.user.name, self.ti_name),
-                                  {"groups": groups, "options": options})
+                                  {"groups": groups, "options": options, "scopes": self.owner_scopes()})
         except TiServiceError as e:
             field = f" (field: {e.field})" if e.field else ""
             raise web.HTTPError(e.status if 400 <= e.status < 500 else 500, f"{e.detail}{field}") from None

@@ -219,9 +219,9 @@ export class JobsPanel extends PollingPanel {
     const endpoints = h(
       'div',
       { id: 'ti-job-endpoints' },
-      job.endpoints.length || job.ports.length
-        ? h('ul', {}, job.endpoints.map(e => h('li', {}, e)),
-            job.ports.map(p => h('li', {}, urls[String(p)] ? link(urls[String(p)], `port ${p}`) : `port ${p}`)))
+      (job.endpoints || []).length || (job.ports || []).length
+        ? h('ul', {}, (job.endpoints || []).map(e => h('li', {}, e)),
+            (job.ports || []).map(p => h('li', {}, urls[String(p)] ? link(urls[String(p)], `port ${p}`) : `port ${p}`)))
         : message('empty', 'No endpoints or ports were asked for.'),
       (job.tensorboards || []).length
         ? h('ul', {}, (job.tensorboards || []).map(t => h('li', {}, link(t.url, `TensorBoard: ${t.logdir}`))))
@@ -229,14 +229,14 @@ export class JobsPanel extends PollingPanel {
       this.tbForm || ''
     );
     const ahead = job.queue?.jobs_ahead?.length
-      ? h('ol', {}, job.queue.jobs_ahead.map(a => h('li', {}, `${a.owner}/${a.name} (#${a.position})`)))
+      ? h('ol', {}, job.queue.jobs_ahead.map(a => h('li', {}, a.owner ? `${a.owner}/${a.name} (#${a.position})` : `another user's job (#${a.position})`)))
       : null;
     const events = (job.events || []).slice(-20).map(e => [when(e.at), statusBadge(e.status), e.message]);
     this.main.replaceChildren(
       h('div', { class: 'ti-toolbar' }, button('Back to jobs', () => this.openList(), { id: 'ti-back' }), this.actions(job, true)),
       h('h3', { id: 'ti-job-title' }, `${job.name} `, statusBadge(job.status)),
       h('dl', { class: 'ti-brief', id: 'ti-job-brief' }, brief.flatMap(([k, v]) => [h('dt', {}, k), h('dd', {}, v)])),
-      job.warnings.length ? message('info', job.warnings.join(' ')) : '',
+      (job.warnings || []).length ? message('info', (job.warnings || []).join(' ')) : '',
       ahead ? h('section', {}, h('h4', {}, 'Jobs ahead of it'), ahead) : '',
       h('section', {}, h('h4', {}, 'Endpoints'), endpoints),
       h('section', {}, h('h4', {}, 'History'), events.length ? table(['When', 'Status', 'Message'], events) : message('empty', 'No events yet.')),

@@ -24,7 +24,8 @@ export interface IQueueInfo {
   estimated_start: string | null;
   pinned: boolean;
   provisional?: boolean;
-  jobs_ahead?: { id: number; name: string; owner: string; position: number }[];
+  /** Another user's job is named only to those who may view all jobs; else only its place. */
+  jobs_ahead?: { id?: number; name?: string; owner?: string; position: number }[];
 }
 
 export interface IJob {
@@ -60,6 +61,10 @@ export interface IJob {
   started_at: string | null;
   finished_at: string | null;
   queue?: IQueueInfo;
+  /** Names of the secret environment entries (their values are never shown). */
+  secret_env_names?: string[];
+  /** Another user's waiting job: only name, owner, state, resources and queue place (no image, command, env…). */
+  summary?: boolean;
   /** The owner's only: declared port -> its path through the hub (instance 0, while running). */
   endpoint_urls?: Record<string, string>;
   tensorboards?: { logdir: string; url: string }[];

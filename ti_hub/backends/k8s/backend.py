@@ -2,8 +2,9 @@
 
 The scheduler decides; this shell only creates, watches and deletes. Per admitted job: one Indexed Job
 (single-node, all-reduce) or one per role (parameter server), plus a headless Service and, where NetworkPolicies
-close user pods, the gang's own NetworkPolicy -- at most four API writes, all of a gang or none (a failed create
-rolls the others back; the Service and the policy belong to the first Job). Status comes from shared
+close user pods, the gang's own NetworkPolicy, and the job's Secret when it has secret environment entries -- all
+of a gang or none (a failed create rolls the others back; the Service, the policy and the Secret belong to the
+first Job). Status comes from shared
 watches (``reflector.py``), never from polling; capacity is the nodes' allocatable minus what other
 workloads request. After a restart, objects are matched to TiHub's jobs by labels: the known ones are
 re-adopted, unfinished ones nobody knows are deleted.
@@ -256,6 +257,7 @@ class KubernetesBackend(ExecutionBackend):
         jobs = [o for o in objs if o["kind"] == "Job"]
         service = next((o for o in objs if o["kind"] == "Service"), None)
         policy = next((o for o in objs if o["kind"] == "NetworkPolicy"), None)
+        secret = next((o for o in objs if o["kind"] == "Secret"), None)
         for j in jobs:
             j["spec"]["ttlSecondsAfterFinished"] = self.finished_job_ttl
         api = await self.api()
@@ -272,6 +274,10 @@ class KubernetesBackend(ExecutionBackend):
                 policy["metadata"]["ownerReferences"] = owner
                 await self._create_owned(net.create_namespaced_network_policy, net.delete_namespaced_network_policy,
                                          policy)
+            if secret is not None:
+                # its pods wait for it (the kubelet retries a missing Secret); no Secret outlives its job
+                secret["metadata"]["ownerReferences"] = owner
+                await self._create_owned(core.create_namespaced_secret, core.delete_namespaced_secret, secret)
             if service is not None:
                 service["metadata"]["ownerReferences"] = owner
                 await self._create_owned(core.create_namespaced_service, core.delete_namespaced_service, service)
@@ -290,7 +296,7 @@ class KubernetesBackend(ExecutionBackend):
                 "memory_mib": spec.instances[0].memory_mib}
 
     async def _create_owned(self, create, delete, obj: dict[str, Any]) -> None:
-        """Create a Service or NetworkPolicy of the job. Its name is the job's own, so a 409 is a leftover of
+        """Create a Service, NetworkPolicy or Secret of the job. Its name is the job's own, so a 409 is a leftover of
         this very job whose old Job was just replaced (``_create_job``) and which the garbage collector has not
         taken yet: it is deleted and made again, owned by the new Job."""
         name = obj["metadata"]["name"]

@@ -14,7 +14,9 @@ No I/O here (kubespawner's ``objects.py`` habit), so every rule is tested withou
   node selector as the Job controller creates it -- no extra API write;
 * each instance's environment is exactly ``ti_hub.backends.envs.instance_envs`` with per-instance DNS
   names: values shared by a role are plain env entries, the per-index ones (RANK, TF_CONFIG, ...) are set by
-  a short shell prelude from the completion index Kubernetes gives every pod of an Indexed Job.
+  a short shell prelude from the completion index Kubernetes gives every pod of an Indexed Job;
+* a job's secret environment entries live in one Secret of the job's own (``env_secret``), which the pods
+  reference by key: the values never appear in a Job or pod spec that anyone listing pods can read.
 """
 
 from __future__ import annotations
@@ -221,9 +223,32 @@ def prelude(own: list[dict[str, str]]) -> str:
         "\n  *) echo \"ti-hub: unexpected completion index $JOB_COMPLETION_INDEX\" >&2; exit 2 ;;\nesac\n"
 
 
+def env_secret_name(spec: LaunchSpec) -> str:
+    return base_name(spec.job_id, spec.owner, spec.name) + "-env"
+
+
+def env_secret(s: KubeSettings, spec: LaunchSpec) -> dict[str, Any] | None:
+    """The job's secret environment entries as a Secret (None without any); the backend makes the job's first
+    Job its owner, so that it goes with the job like the Service does."""
+    if not spec.secret_env:
+        return None
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": env_secret_name(spec), "namespace": s.namespace,
+                         "labels": labels(s, spec.job_id, spec.owner),
+                         "annotations": {ANN_OWNER: spec.owner, ANN_NAME: spec.name}},
+            "stringData": dict(spec.secret_env)}
+
+
+def container_env(plain: dict[str, str], secret_names: list[str], secret: str) -> list[dict[str, Any]]:
+    """Plain values, then each secret entry by reference (a value the platform sets wins, as it does locally)."""
+    return ([{"name": k, "value": v} for k, v in plain.items()]
+            + [{"name": k, "valueFrom": {"secretKeyRef": {"name": secret, "key": k}}}
+               for k in secret_names if k not in plain])
+
+
 def job_objects(s: KubeSettings, spec: LaunchSpec, extra_env: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """The Service and, with ``s.network_policy``, the NetworkPolicy (for gangs) first, then one Indexed Job per
-    role; every object labelled for reconciliation."""
+    role, then the job's env Secret if it has secret entries; every object labelled for reconciliation."""
     base = base_name(spec.job_id, spec.owner, spec.name)
     names = role_job_names(spec)
     envs = job_envs(s, spec)
@@ -245,7 +270,8 @@ def job_objects(s: KubeSettings, spec: LaunchSpec, extra_env: dict[str, str] | N
         if s.network_policy:
             objects.append(job_network_policy(s, spec))
     vols, vmounts = volumes(spec.mounts, spec.scratch_paths, spec.shm_mib)
-    user_env = {**spec.env, **(extra_env or {})}
+    # the job's secret entries override the admin's extra values, as locally (backends/local/jobdir.job_env)
+    user_env = {k: v for k, v in {**spec.env, **(extra_env or {})}.items() if k not in spec.secret_env}
     for role, first, n in groups:
         insts = spec.instances[first:first + n]
         shared, own = split_env(envs[first:first + n])
@@ -262,7 +288,7 @@ def job_objects(s: KubeSettings, spec: LaunchSpec, extra_env: dict[str, str] | N
             "securityContext": pod_security_context(s),
             "containers": [{
                 "name": "main", "image": spec.image, "command": ["/bin/sh", "-c", command],
-                "env": [{"name": k, "value": v} for k, v in env.items()],
+                "env": container_env(env, sorted(spec.secret_env), env_secret_name(spec)),
                 "resources": resources(s, head.cpu, head.memory_mib, len(head.devices)),
                 "securityContext": container_security_context(s),
                 "volumeMounts": vmounts,
@@ -291,6 +317,9 @@ def job_objects(s: KubeSettings, spec: LaunchSpec, extra_env: dict[str, str] | N
                              "spec": pod_spec},
             },
         })
+    secret = env_secret(s, spec)
+    if secret is not None:
+        objects.append(secret)
     return objects
 
 

@@ -204,8 +204,10 @@ class LocalBackend(ExecutionBackend):
         for inst in spec.instances:
             p = jobdir.instance_paths(jd, inst.index)
             memory = int(inst.memory_mib or 0)
-            env = jobdir.job_env(self.inherit_env, self.extra_env, spec.env, inst.env, inst.devices, spec.job_id,
-                                 home=ident.home, user=ident.name)
+            # the job's secret entries too (opened for this launch); the config holding them stays in the job's
+            # records, which only the platform can read (the SSH gateway's sessions into the job read them there)
+            env = jobdir.job_env(self.inherit_env, self.extra_env, {**spec.env, **spec.secret_env}, inst.env,
+                                 inst.devices, spec.job_id, home=ident.home, user=ident.name)
             box = launcher.plan([*own, *binds], tmp=jobdir.tmp_dir(ud, inst.index), shm_mib=spec.shm_mib, cwd=work,
                                 extra_read_only=self.sandbox_read_only) if bwrap else None
             cfg = launcher.config(

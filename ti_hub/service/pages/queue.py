@@ -2,7 +2,8 @@
 reason; usage scores; the resource panel. Admins (jobs:manage-all) pin, unpin, set priorities and kill;
 owners move their own queued jobs and kill them.
 
-Same rules as the API: users see their own queued jobs and scores; those with jobs:view-all see everyone's.
+Same rules as the API: users see their own queued jobs and scores; those with jobs:view-all see everyone's
+(others' jobs as their summaries: the columns here are all part of one, SPEC JOB5).
 """
 
 from __future__ import annotations
