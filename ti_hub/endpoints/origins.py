@@ -26,7 +26,8 @@ COOKIE = "ti-endpoint"
 LOGIN_PATH = "/_ti/login"
 TICKET_TTL = 60
 COOKIE_TTL = 8 * 3600
-LABEL_RE = re.compile(r"^(?P<job>[0-9]{1,18})-(?:(?P<instance>[0-9]{1,5})-(?P<port>[0-9]{5})|tb-(?P<key>[0-9a-f]{12}))$")
+LABEL_RE = re.compile(r"^(?P<job>[0-9]{1,18})-"
+                      r"(?:(?P<instance>[0-9]{1,5})-(?P<port>[0-9]{5})|tb-(?P<key>[0-9a-f]{12}))$")
 
 
 @dataclass(frozen=True)

@@ -223,7 +223,8 @@ def passwd_text(host: str, identity: Identity) -> str:
     kept = [line for line in host.splitlines() if line and not _entry_has_id(line, identity.uid)]
     names = [line.split(":", 1)[0] for line in kept]
     name = account_name(identity.name, names)
-    return "\n".join([*kept, f"{name}:x:{identity.uid}:{identity.gid}:TiHub user:{identity.home}:{PASSWD_SHELL}"]) + "\n"
+    entry = f"{name}:x:{identity.uid}:{identity.gid}:TiHub user:{identity.home}:{PASSWD_SHELL}"
+    return "\n".join([*kept, entry]) + "\n"
 
 
 def group_text(host: str, identity: Identity) -> str:
