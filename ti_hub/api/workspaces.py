@@ -45,5 +45,5 @@ class WorkspaceStopHandler(APIHandler):
 
 class WorkspaceOptionsHandler(APIHandler):
     async def get(self, owner: str):
-        groups = [g for g in self.get_argument("groups", "").split(",") if g]
+        groups = [g for g in self.args().get("groups", "").split(",") if g]
         self.send(await self.op(workspaces.form_options, self.actor, owner, groups, self.ti.ops_settings))

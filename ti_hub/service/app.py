@@ -37,6 +37,8 @@ from ..ops.settings import OpsSettings
 from ..ops.unixids import UidPolicy
 from ..secretfile import read_or_create
 from ..storage.base import VolumeDriver
+from . import accesslog
+from .hubnames import HubNames
 from .loop import JobRunner
 from .oauth import SealedStateHubOAuth
 from .processes import fork_followers, hold_instance_lock, stop_followers
@@ -211,6 +213,20 @@ class TiService(Application):
         help="Embedded platform, run without root: TiHub cannot switch uids, so every user's code would run as "
              "the platform's own user, able to read the others' files. By default only the first user to run "
              "anything may run code; True lets every user run code anyway (one trusted team).")
+    check_responses = Bool(
+        config=True,
+        help="Check every API answer against the route's declared contract (the OpenAPI document) and answer 500 "
+             "'contract_broken' when it differs. For tests (it costs a schema validation per answer); default: "
+             "on when the environment variable TI_HUB_CHECK_RESPONSES is 1.")
+
+    @default("check_responses")
+    def _check_responses(self):
+        return os.environ.get("TI_HUB_CHECK_RESPONSES") == "1"
+
+    hub_lookup_ttl = Float(
+        60.0, config=True,
+        help="Seconds the service remembers that a hub user or group exists (volume shares name only existing "
+             "ones); a name the hub does not know is asked again every time.")
     backend = Instance(ExecutionBackend)
     volume_driver = Instance(VolumeDriver)
 
@@ -239,6 +255,7 @@ class TiService(Application):
                                         {k: list(v) for k, v in self.device_count_rules.items()}, self.max_workers,
                                         self.max_ps, uids=self._uid_policy())
         self.render_cache = RenderCache(self.list_cache_size)
+        self.hub_names = HubNames(self.hub_lookup_ttl)
         self.tensorboards = self._tensorboards()
         self.runner = JobRunner(self)
         self._poke_fd: int | None = None
@@ -325,7 +342,10 @@ class TiService(Application):
             "cookie_secret": self.cookie_secret, "static_path": str(Path(__file__).parent.parent / "static"),
             # the proxy routes only the service's prefix here: the pages' stylesheet must live under it
             "static_url_prefix": prefix + "static/", "service_prefix": prefix,
+            # tornado logs each request's URI whole: a ?token= would land in the log
+            "log_function": accesslog.log_request,
         }
+        accesslog.install()
         return web.Application(handlers(api_prefix, prefix), **settings)
 
     @validate("unix_uid_range")
