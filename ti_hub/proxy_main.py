@@ -26,6 +26,10 @@ def main() -> None:
     max_clients = int(os.environ.get("TI_HUB_PROXY_MAX_CLIENTS", DEFAULT_MAX_CLIENTS))
     AsyncHTTPClient.configure(None, max_clients=max_clients, defaults={
         "request_timeout": REQUEST_TIMEOUT_S, "connect_timeout": CONNECT_TIMEOUT_S})
+    # the proxy logs every request's URI too: a ?token= must not reach the log from here either
+    from .service import accesslog
+
+    accesslog.install()
     from configurable_http_proxy.cli import main as chp
 
     sys.argv[0] = "configurable-http-proxy"

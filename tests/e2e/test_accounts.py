@@ -24,10 +24,10 @@ def test_signup_needs_admin_approval(hub):
 def test_every_api_route_needs_authentication(hub):
     from ti_hub.service.web import ROUTES
 
-    for path, _handler, methods in ROUTES:
-        concrete = re.sub(r"\(([a-z]+)(\|[a-z|]+)?\)", r"\1", path.replace("([^/]+)", "x1234"))
-        assert "(" not in concrete, concrete
-        for method in methods:
+    for route in ROUTES:
+        concrete = re.sub(r"\(([a-z]+)\)", r"\1", re.sub(r"\{\w+\}", "x1234", route.path))
+        assert "(" not in concrete and "{" not in concrete, concrete
+        for method in route.ops:
             r = requests.request(method.upper(), hub.api_url + concrete, json={}, timeout=10)
             assert r.status_code in (401, 403), f"{method} {concrete} answered {r.status_code} without a token"
             assert r.headers["Content-Type"].startswith("application/json")

@@ -11,7 +11,7 @@ from ti_hub import scopes as S
 from ti_hub.db import models as m
 from ti_hub.domain.actor import Actor
 from ti_hub.domain.errors import Conflict, QuotaExceeded, TiError, ValidationError
-from ti_hub.ops import jobs, plans, quotas, volumes
+from ti_hub.ops import jobs, plans, quotas, templates, volumes
 
 ADMIN = Actor("root1", frozenset(S.ADMIN_SCOPES))
 
@@ -55,6 +55,15 @@ BAD_SUBMISSIONS = [
     ({"estimated_duration": 10**30}, "estimated_duration"),
     ({"priority": 5}, "priority"),
     ({"volumes": [{"volume": "nope", "mount_path": "/mnt/x"}]}, "volumes[0].volume"),
+    # ids past the databases' range were a 500 (OverflowError in the SQLite driver), not a refusal
+    ({"plan": 2**64}, "plan"),
+    ({"plan": -1}, "plan"),
+    ({"plan": "\u00b2"}, "plan"),  # '²'.isdigit() is true; int('²') raised
+    ({"volumes": [{"volume": 2**70, "mount_path": "/mnt/x"}]}, "volumes[0].volume"),
+    ({"credential": 2**64}, "credential"),
+    ({"template": 2**63}, "template"),
+    ({"name": "good-name\n"}, "name"),  # Python's $ matched before a final newline
+    ({"volumes": [{"volume": "nope", "mount_path": "/mnt/x\n"}]}, "volumes[0].volume"),
 ]
 
 
@@ -66,6 +75,51 @@ def test_bad_submissions_name_the_field_and_store_nothing(seeded, settings, patc
     assert err.value.status in (400, 403, 404)
     assert err.value.field == field, err.value.detail
     assert count_jobs(seeded) == 0
+
+
+@pytest.mark.parametrize("ref", ["\u00b2", "9" * 20, 2**64, 0, "bad name!"])
+def test_job_references_outside_the_id_range_are_refused_not_crashed(seeded, ref):
+    with pytest.raises(ValidationError) as err, seeded.begin() as s:
+        jobs.show(s, user("alice"), ref)
+    assert err.value.field == "id"
+
+
+BAD_TEMPLATES = [
+    ({"plan": "no-such-plan"}, "spec.plan"),
+    ({"kind": "distributed", "workers": -5}, "spec.workers"),
+    ({"kind": "distributed", "plan": "demo-gpu-1", "workers": 1000}, "spec.workers"),
+    ({"workers": 4}, "spec.workers"),  # a single-node job has one worker
+    ({"ports": [80]}, "spec.ports"),
+    ({"env": {"CUDA_VISIBLE_DEVICES": "0"}}, "spec.env.CUDA_VISIBLE_DEVICES"),
+    ({"image": "Not An Image!"}, "spec.image"),
+    ({"command": ""}, "spec.command"),
+    ({"volumes": [{"volume": "nope", "mount_path": "/mnt/x"}]}, "spec.volumes[0].volume"),
+    ({"credential": "nope"}, "spec.credential"),
+    ({"estimated_duration": -1}, "spec.estimated_duration"),
+    ({"plan": 2**64}, "spec.plan"),
+    ({"priority": 5}, "spec.priority"),
+]
+
+
+@pytest.mark.parametrize("spec,field", BAD_TEMPLATES)
+def test_templates_are_checked_as_submissions_and_store_nothing(seeded, settings, spec, field):
+    with pytest.raises(TiError) as err, seeded.begin() as s:
+        templates.save(s, user("alice"), {"name": "my-template", "spec": spec}, settings)
+    assert err.value.status in (400, 403, 404) and err.value.field == field, err.value.detail
+    with seeded.begin() as s:
+        assert s.scalar(select(func.count()).select_from(m.Template)) == 0
+
+
+def test_a_template_may_leave_out_what_the_submission_gives(seeded, settings):
+    with seeded.begin() as s:
+        templates.save(s, user("alice"), {"name": "tpl-plan", "spec": {"plan": "demo-gpu-1", "env": {"A": "1"}}},
+                       settings)
+        templates.save(s, user("alice"), {"name": "tpl-cmd", "spec": {"name": "x", "command": "python t.py"}},
+                       settings)
+    with seeded.begin() as s:
+        out = jobs.submit(s, user("alice"), {"name": "from-template", "template": "tpl-plan", "image": "python-cpu",
+                                             "command": "true"}, settings)
+    assert out["env"] == {"A": "1"} and out["plan_id"] is not None
 
 
 def test_device_count_rules_per_device_type(seeded, settings):

@@ -179,9 +179,9 @@ def test_bad_secret_entries_name_the_field_and_store_nothing(seeded, settings, s
         assert s.scalar(select(m.Job.id)) is None
 
 
-def test_templates_never_hold_secret_values(seeded):
+def test_templates_never_hold_secret_values(seeded, settings):
     err = refusal(seeded, templates.save, user("alice"),
-                  {"name": "tpl-secret", "spec": {"command": "x", "secret_env": {"T": "v"}}})
+                  {"name": "tpl-secret", "spec": {"command": "x", "secret_env": {"T": "v"}}}, settings)
     assert err.status == 400 and err.field == "spec.secret_env"
 
 

@@ -110,23 +110,60 @@ def test_token_bucket_refills_one_token_per_period_up_to_capacity():
     assert b.available(1000) == 0  # never below zero
 
 
-def test_failed_logins_are_limited_per_source_and_per_account():
+def test_failed_logins_are_limited_per_source_and_per_account_from_that_source():
     clock = Clock()
-    lim = LoginLimiter(per_source=3, per_user=5, refill_seconds=20, clock=clock)
+    lim = LoginLimiter(per_source=4, per_user=3, refill_seconds=20, clock=clock, per_account=100)
     for _ in range(3):
         assert lim.refusal("10.0.0.1", "alice") is None
         lim.failed("10.0.0.1", "alice")
+    assert lim.refusal("10.0.0.1", "alice") == "too many failed logins to alice from 10.0.0.1; try again in 20 s"
+    assert lim.refusal("10.0.0.1", "bob") is None  # the address has one more failure, for another account
+    assert lim.refusal("10.0.0.2", "alice") is None  # the owner elsewhere is not locked out
+    lim.failed("10.0.0.1", "bob")
     assert lim.refusal("10.0.0.1", "bob") == "too many failed logins from 10.0.0.1; try again in 20 s"
-    assert lim.refusal("10.0.0.2", "alice") is None  # alice has 2 more, from anywhere
-    lim.failed("10.0.0.2", "alice"), lim.failed("10.0.0.3", "alice")
-    assert lim.refusal("10.0.0.4", "alice") == "too many failed logins to alice; try again in 20 s"
-    assert lim.refusal("10.0.0.4", "bob") is None
     clock.now += 15
     assert "try again in 5 s" in lim.refusal("10.0.0.1", None)
     clock.now += 5
     assert lim.refusal("10.0.0.1", None) is None  # one attempt given back
     lim.failed("10.0.0.1", None)
     assert lim.refusal("10.0.0.1", None) is not None
+
+
+def test_an_attacker_at_one_address_never_locks_the_owner_out_elsewhere():
+    """The old policy's flaw: 10 failures from one address refused the owner's right key from every address."""
+    clock = Clock()
+    lim = LoginLimiter(per_source=10, per_user=10, refill_seconds=30, clock=clock, per_account=100)
+    for _ in range(50):  # far past every bucket of that address
+        lim.failed("203.0.113.66", "alice")
+    assert lim.refusal("203.0.113.66", "alice") is not None
+    assert lim.refusal("203.0.113.66", "bob") is not None  # that address is refused, whoever it names
+    for owner_address in ("10.0.0.7", "192.0.2.1", "2001:db8::1"):
+        assert lim.refusal(owner_address, "alice") is None
+
+
+def test_guessing_spread_over_addresses_meets_the_ceiling_but_known_addresses_pass():
+    clock = Clock()
+    lim = LoginLimiter(per_source=10, per_user=10, refill_seconds=30, clock=clock, per_account=20,
+                       known_seconds=3600)
+    lim.succeeded("10.0.0.7", "alice")  # the owner's usual address
+    for i in range(20):  # 20 addresses, one failure each: no address nor pair bucket is empty
+        lim.failed(f"198.51.100.{i}", "alice")
+    assert lim.refusal("198.51.100.99", "alice") == ("too many failed logins to alice from addresses it has not "
+                                                      "logged in from; try again in 30 s")
+    assert lim.refusal("198.51.100.99", "bob") is None
+    assert lim.refusal("10.0.0.7", "alice") is None  # known: past the ceiling
+    assert lim.known("10.0.0.7", "alice") and not lim.known("10.0.0.7", "bob")
+    clock.now += 3601
+    assert not lim.known("10.0.0.7", "alice")  # forgotten after known_seconds
+    assert lim.refusal("10.0.0.7", "alice") is None  # and the ceiling has refilled meanwhile
+
+
+def test_known_addresses_stay_bounded():
+    clock = Clock()
+    lim = LoginLimiter(per_source=10, per_user=10, refill_seconds=30, clock=clock, max_entries=50)
+    for i in range(200):
+        lim.succeeded(f"10.0.{i}.1", "alice")
+    assert len(lim._known) == 50 and lim.known("10.0.199.1", "alice") and not lim.known("10.0.0.1", "alice")
 
 
 def test_buckets_forget_full_ones_and_stay_bounded():

@@ -67,7 +67,7 @@ class TemplatesHandler(APIHandler):
 
     async def post(self):
         self.actor.need(S.SUBMIT, "saving templates")
-        self.send(await self.op(templates.save, self.actor, self.body()), 201)
+        self.send(await self.op(templates.save, self.actor, self.body(), self.ti.ops_settings), 201)
 
 
 class TemplateHandler(APIHandler):

@@ -3,25 +3,31 @@
 from __future__ import annotations
 
 import json
-
-import orjson
+import logging
 from typing import TYPE_CHECKING, Any
 
+import orjson
 from jupyterhub.services.auth import HubOAuthenticated, UserNotAllowed
 from tornado import web
 from tornado.log import app_log
 
 from ..domain.actor import Actor
-from ..domain.errors import TiError, ValidationError
+from ..domain.errors import TiError
+from .contract import Op, Route, check, check_path, check_query, path_names
+from .jsonbody import MAX_BODY, parse_object
 
 if TYPE_CHECKING:
     from ..service.app import TiService
 
-MAX_BODY = 1 << 20
+__all__ = ["MAX_BODY", "APIHandler", "Refusals", "int_id"]
+log = logging.getLogger("ti_hub.api")
 
 
-def _reject_constants(name: str) -> Any:
-    raise ValueError(f"{name} is not a valid number")
+class ContractBroken(TiError):
+    """An answer that is not what the route's contract declares (checked only with TiService.check_responses)."""
+
+    status = 500
+    error = "contract_broken"
 
 
 RETRY_AFTER_S = 5
@@ -91,7 +97,17 @@ class Refusals:
 
 
 class APIHandler(Refusals, HubOAuthenticated, web.RequestHandler):
-    """Every API route derives from this: an unauthenticated request never reaches a handler body."""
+    """Every API route derives from this: an unauthenticated request never reaches a handler body, and a request
+    that breaks its route's contract (parameters, query, body: api/contract.py) never reaches one either."""
+
+    route: Route | None = None
+
+    def initialize(self, route: Route | None = None) -> None:
+        self.route = route
+
+    @property
+    def contract(self) -> Op | None:
+        return self.route.ops.get(self.request.method.lower()) if self.route is not None else None
 
     @property
     def ti(self) -> TiService:
@@ -117,6 +133,13 @@ class APIHandler(Refusals, HubOAuthenticated, web.RequestHandler):
         except UserNotAllowed:
             self._hub_auth_user_cache = None
             raise web.HTTPError(403, f"{model.get('name')} may not use the TiHub service") from None
+        if self.route is not None:
+            op = self.contract
+            if op is None:
+                raise web.HTTPError(405)
+            names = path_names(self.route.path)
+            check_path(self.route.params, {n: a for n, a in zip(names, self.path_args) if n})
+            check_query(op.query, self.args())
 
     @property
     def actor(self) -> Actor:
@@ -126,19 +149,20 @@ class APIHandler(Refusals, HubOAuthenticated, web.RequestHandler):
                      kind=kind)
 
     def body(self) -> dict[str, Any]:
-        raw = self.request.body or b"{}"
-        if len(raw) > MAX_BODY:
-            raise ValidationError(f"the request body must be at most {MAX_BODY} bytes")
-        try:
-            data = json.loads(raw, parse_constant=_reject_constants)
-        except (ValueError, UnicodeDecodeError) as e:
-            raise ValidationError(f"the request body is not valid JSON: {e}") from None
-        if not isinstance(data, dict):
-            raise ValidationError("the request body must be a JSON object")
+        """The JSON body, strictly parsed (api/jsonbody.py) and checked against the operation's body schema."""
+        op = self.contract
+        if op is None or op.body is None:
+            # a programming error: the document would not say this operation takes a body
+            raise AssertionError(f"{self.request.method} {self.request.path} reads a body its contract lacks")
+        data = parse_object(self.request.body)
+        check(op.body, data)
         return data
 
     def args(self) -> dict[str, str]:
-        return {k: self.get_argument(k) for k in self.request.arguments}
+        """The query parameters as sent (the last of repeated ones; never form fields of the body: the API reads
+        JSON). Not get_argument(): it strips spaces and turns control characters into spaces, so the value
+        checked against the contract would not be the value sent."""
+        return {k: self.decode_argument(v[-1], name=k) for k, v in self.request.query_arguments.items()}
 
     def send_page(self, data: dict[str, Any], extra_args: tuple[str, ...] = ()) -> None:
         """Pagination for lists built in memory: the same ?limit=&offset= contract as every list."""
@@ -151,8 +175,29 @@ class APIHandler(Refusals, HubOAuthenticated, web.RequestHandler):
         self.send(page_list(data["items"], limit, offset))
 
     def send(self, data: Any, status: int = 200) -> None:
+        raw = orjson.dumps(data, default=_default)
+        if self.ti.check_responses:
+            self._check_answer(raw, status)
         self.set_status(status)
-        self.finish(orjson.dumps(data, default=_default))
+        self.finish(raw)
+
+    def _check_answer(self, raw: bytes, status: int) -> None:
+        """Tests: the answer must be what the contract declares (the document cannot drift from the code)."""
+        op = self.contract
+        if op is None:
+            return
+        problem = None
+        if status not in (op.status, *op.also):
+            problem = f"status {status} is not declared (declared: {op.status}, {op.also})"
+        elif op.response is not None:
+            try:
+                check(op.response, orjson.loads(raw), "answer")
+            except TiError as e:
+                problem = e.detail
+        if problem:
+            log.error("%s %s: the answer breaks the API document: %s", self.request.method, self.route.path,
+                      problem)
+            raise ContractBroken(f"the answer breaks the API document: {problem}")
 
     async def op(self, fn, *args, **kwargs) -> Any:
         """Run an operation in a worker thread inside one transaction (commit on success).
@@ -169,6 +214,6 @@ def _default(o: Any) -> Any:
 
 
 def int_id(value: str, field: str = "id") -> int:
-    if not value.isdigit() or len(value) > 18:
-        raise ValidationError(f"{field} must be a number", field=field)
-    return int(value)
+    from ..domain.validation import db_id
+
+    return db_id(value, field)

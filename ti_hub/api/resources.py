@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .. import scopes as S
 from ..domain import validation as v
+from ..domain.errors import NotFound
 from ..ops import plans, quotas, volumes
 from .base import APIHandler, int_id
 
@@ -33,13 +34,13 @@ class PlanHandler(APIHandler):
 class MyQuotaHandler(APIHandler):
     async def get(self):
         o = self.ti.ops_settings
-        self.send(await self.op(quotas.my_quota, self.actor, self.get_argument("user", None), o.compute_defaults,
+        self.send(await self.op(quotas.my_quota, self.actor, self.args().get("user"), o.compute_defaults,
                                 o.storage_defaults, o.device_types))
 
 
 class QuotasHandler(APIHandler):
     async def get(self):
-        self.send_page(await self.op(quotas.list_quotas, self.actor, self.get_argument("user", None)), ("user",))
+        self.send_page(await self.op(quotas.list_quotas, self.actor, self.args().get("user")), ("user",))
 
     async def put(self):
         self.send(await self.op(quotas.set_quota, self.actor, self.body()))
@@ -71,7 +72,16 @@ class VolumeHandler(APIHandler):
 
 class VolumeSharesHandler(APIHandler):
     async def post(self, ref: str):
-        self.send(await self.op(volumes.share, self.actor, ref, self.body()), 201)
+        data = self.body()
+        # mine first (so that nobody learns which hub names exist), then the hub: a share with a name nobody
+        # holds would go to whoever signs up with it later
+        await self.ti.db(volumes.owned_id, self.actor, ref, readonly=True)
+        kind = "group" if "group" in data and "user" not in data else "user"
+        name = data.get(kind)
+        if isinstance(name, str) and name and not await self.ti.hub_names.exists(self.hub_auth, kind, name):
+            raise NotFound(f"the hub has no {kind} named {name!r}: shares go to existing users and groups only",
+                           field=kind)
+        self.send(await self.op(volumes.share, self.actor, ref, data), 201)
 
 
 class VolumeShareHandler(APIHandler):
@@ -81,7 +91,7 @@ class VolumeShareHandler(APIHandler):
 
 class VolumeFilesHandler(APIHandler):
     async def get(self, ref: str):
-        path = self.get_argument("path", "")
+        path = self.args().get("path", "")
 
         def browse(session, actor, ref, path):
             vol = volumes.find(session, actor, ref, "id")

@@ -29,8 +29,7 @@ class SSHCommandHandler(APIHandler):
         if not gw.port:
             raise NotFound("the SSH gateway is turned off on this TiHub")
         name = v.name(args["name"]) if args.get("name") else None
-        raw = args.get("instance", "")
-        instance = v.integer(int(raw) if raw.isdigit() else raw, "instance", 0, 99_999) if raw else None
+        instance = v.parse_int(args["instance"], "instance", 0, 99_999) if args.get("instance") else None
         host, port = gw.shown_host(seen=request_host(self.request.host)), gw.shown_port()
         login = self.actor.name + (f"+{name}" if name else "") + (f".{instance}" if instance is not None else "")
         self.send({"command": ssh_command(self.actor.name, name, host, port, instance), "login": login,
@@ -44,4 +43,4 @@ class SSHKeysHandler(APIHandler):
 
 class SSHTargetsHandler(APIHandler):
     async def get(self, user: str):
-        self.send(await self.op(sshaccess.targets_of, self.actor, user, self.get_argument("name", "") or None))
+        self.send(await self.op(sshaccess.targets_of, self.actor, user, self.args().get("name") or None))

@@ -52,7 +52,7 @@ class WorkspaceStopHandler(APIHandler):
 
 class WorkspaceOptionsHandler(APIHandler):
     async def get(self, owner: str):
-        groups = [g for g in self.get_argument("groups", "").split(",") if g]
-        scopes = [x for x in self.get_argument("scopes", "").split(",") if x]
+        groups = [g for g in self.args().get("groups", "").split(",") if g]
+        scopes = [x for x in self.args().get("scopes", "").split(",") if x]
         self.send(await self.op(workspaces.form_options, self.actor, owner, groups, self.ti.ops_settings,
                                 scopes=scopes))

@@ -105,7 +105,7 @@ def resolve_id(client: TiClient, path: str, ref: str, what: str,
     resolves to mine; still ambiguous, it is refused with the ids to use.
     """
     ref = str(ref)
-    if ref.isdigit():
+    if ref.isascii() and ref.isdigit():
         return int(ref)
     owner = None
     name = ref

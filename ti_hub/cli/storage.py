@@ -60,7 +60,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_create(args: argparse.Namespace) -> int:
     body: dict[str, Any] = {"name": args.name, "kind": args.kind, "capacity_gib": args.size}
     if args.source is not None:
-        body["source"] = int(args.source) if args.source.isdigit() else args.source
+        body["source"] = int(args.source) if args.source.isascii() and args.source.isdigit() else args.source
     if args.description is not None:
         body["description"] = args.description
     vol = make_client(args).post("/volumes", body)

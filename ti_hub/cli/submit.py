@@ -20,7 +20,7 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 def duration(value: str) -> int:
     """Seconds from "3600", "90s", "30m", "2h", "1h30m" or "1d"."""
     v = value.strip().lower()
-    if v.isdigit():
+    if v.isascii() and v.isdigit():
         return int(v)
     pos, total = 0, 0.0
     for m in _DURATION_RE.finditer(v):
@@ -54,7 +54,7 @@ def secret_env_pair(value: str) -> tuple[str, str]:
 
 
 def volume_ref(value: Any) -> Any:
-    return int(value) if isinstance(value, str) and value.isdigit() else value
+    return int(value) if isinstance(value, str) and value.isascii() and value.isdigit() else value
 
 
 def volume_mount(value: str) -> dict[str, Any]:
@@ -76,7 +76,7 @@ def port_list(value: str) -> list[int]:
         p = p.strip()
         if not p:
             continue
-        if not p.isdigit():
+        if not (p.isascii() and p.isdigit()) or len(p) > 5:
             raise argparse.ArgumentTypeError(f"{p!r} is not a port number")
         ports.append(int(p))
     return ports
@@ -112,7 +112,7 @@ def build_submission(args: argparse.Namespace) -> dict[str, Any]:
         if value is not None:
             body[field] = value
     if args.plan is not None:
-        body["plan"] = int(args.plan) if args.plan.isdigit() else args.plan
+        body["plan"] = int(args.plan) if args.plan.isascii() and args.plan.isdigit() else args.plan
     if args.command:
         body["command"] = args.command[0] if len(args.command) == 1 else shlex.join(args.command)
     if args.env:

@@ -53,6 +53,13 @@ class BadGateway(TiError):
     error = "bad_gateway"
 
 
+class HubUnavailable(TiError):
+    """The hub did not answer a question the service had to ask it (or its token may not ask it)."""
+
+    status = 502
+    error = "hub_unavailable"
+
+
 class Unavailable(TiError):
     """Something this TiHub lacks (an optional package)."""
 

@@ -13,9 +13,16 @@ from typing import Any
 
 from .errors import ValidationError
 
-NAME_RE = re.compile(r"^[A-Za-z0-9_-]{4,63}$")
+# patterns end in \Z, not $: Python's $ also matches before a final newline, so "name\n" passed as a name.
+# The *_PATTERN strings are the same rules for the OpenAPI document (JSON Schema regexes know no \Z).
+NAME_PATTERN = r"^[A-Za-z0-9_-]{4,63}$"
+NAME_RE = re.compile(NAME_PATTERN[:-1] + r"\Z")
 NAME_RULE = "4-63 characters of letters, digits, '-' and '_'"
-ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+ENV_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
+ENV_RE = re.compile(ENV_PATTERN[:-1] + r"\Z")
+# ids are BIGINT in both databases: a larger number overflows SQLite and PostgreSQL (a 500, not a refusal)
+MAX_ID = 2**63 - 1
+ID_RULE = f"a whole number from 1 to {MAX_ID}"
 PORT_MIN, PORT_MAX = 40000, 49999
 MAX_COMMAND = 64 * 1024
 MAX_ENV = 128
@@ -118,7 +125,7 @@ def ports(value: Any, field: str = "ports") -> list[int]:
         parts = [p.strip() for p in value.split(",") if p.strip()]
         items: list[Any] = []
         for p in parts:
-            if not p.isdigit():
+            if not is_digits(p) or len(p) > 5:
                 raise ValidationError(f"{field}: {p!r} is not a port number ({PORT_MIN}-{PORT_MAX})", field=field)
             items.append(int(p))
     elif isinstance(value, list):
@@ -172,7 +179,7 @@ def mount_path(value: Any, field: str = "mount_path", roots: tuple[str, ...] = M
     norm = posixpath.normpath(value)
     if not any(norm.startswith(r + "/") for r in roots):
         raise ValidationError(f"{field} must be a path under {', '.join(roots)}", field=field)
-    if not re.match(r"^[A-Za-z0-9_./-]+$", norm):
+    if not re.fullmatch(r"[A-Za-z0-9_./-]+", norm):
         raise ValidationError(f"{field} may contain only letters, digits, '_', '-', '.' and '/'", field=field)
     return norm
 
@@ -189,16 +196,57 @@ def device_count(value: Any, device_type: str, rules: Mapping[str, Iterable[int]
 
 
 def pagination(args: Mapping[str, str], default_limit: int = 50, max_limit: int = 500) -> tuple[int, int]:
-    def _int(key: str, default: int, lo: int, hi: int) -> int:
-        raw = args.get(key)
-        if raw is None or raw == "":
-            return default
-        try:
-            val = int(raw)
-        except ValueError:
-            raise ValidationError(f"{key} must be an integer", field=key) from None
-        if not lo <= val <= hi:
-            raise ValidationError(f"{key} must be between {lo} and {hi}", field=key)
-        return val
+    return (query_int(args, "limit", default_limit, 1, max_limit),
+            query_int(args, "offset", 0, 0, MAX_OFFSET))
 
-    return _int("limit", default_limit, 1, max_limit), _int("offset", 0, 0, 2**31 - 1)
+
+MAX_OFFSET = 2**31 - 1
+
+
+def is_digits(text: str) -> bool:
+    """ASCII digits only. str.isdigit() is also true for '²' (which int() refuses: a 500) and for other
+    scripts' digits (which int() reads): an id or a number in a URL is written 0-9."""
+    return text.isascii() and text.isdigit()
+
+
+def parse_int(raw: str, field: str, lo: int, hi: int) -> int:
+    """A whole number written in a URL or a form: an optional '-' and ASCII digits, between lo and hi."""
+    body = raw[1:] if raw.startswith("-") else raw
+    # the length bound also keeps int() away from its 4300-digit limit (a ValueError of its own)
+    if not is_digits(body) or len(body) > 19 or not lo <= int(raw) <= hi:
+        raise ValidationError(f"{field} must be a whole number between {lo} and {hi}", field=field)
+    return int(raw)
+
+
+def query_int(args: Mapping[str, str], key: str, default: int, lo: int, hi: int) -> int:
+    raw = args.get(key)
+    if raw is None or raw == "":
+        return default
+    return parse_int(raw, key, lo, hi)
+
+
+def db_id(value: Any, field: str = "id") -> int:
+    """An id as the databases store it: a JSON integer or a string of ASCII digits, from 1 to MAX_ID."""
+    if isinstance(value, str) and is_digits(value) and len(value) <= 19:
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ID:
+        raise ValidationError(f"{field} must be an id: {ID_RULE}", field=field)
+    return value
+
+
+def id_in(text: str) -> int | None:
+    """The id a reference that may also be a name stands for, or None: only ASCII digits within the id range
+    can be an id (an all-digit name that is not one is then just a name)."""
+    if is_digits(text) and len(text) <= 19 and 1 <= int(text) <= MAX_ID:
+        return int(text)
+    return None
+
+
+def flag(args: Mapping[str, str], key: str) -> bool:
+    """A yes/no query parameter (?all=1): 1, true or yes; 0, false, no or empty."""
+    raw = args.get(key) or ""
+    if raw in ("1", "true", "yes"):
+        return True
+    if raw in ("", "0", "false", "no"):
+        return False
+    raise ValidationError(f"{key} must be 1 or 0 (true/false, yes/no)", field=key)

@@ -14,7 +14,7 @@ from typing import Any, Iterable
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from ..domain.errors import ValidationError
-from ..domain.validation import PORT_MAX, PORT_MIN
+from ..domain.validation import PORT_MAX, PORT_MIN, is_digits
 
 # RFC 9110 7.6.1 plus the old names still seen: they describe one hop, never the next
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
@@ -59,7 +59,7 @@ def parse_endpoint_path(path: str, service_prefix: str) -> EndpointPath | None:
     base = f"{head}{job}/{second}/{third}"
     if second == "tensorboard":
         return EndpointPath(job, "tensorboard", None, None, third, base, rest) if KEY_RE.match(third) else None
-    if not (second.isdigit() and len(second) <= 5 and third.isdigit() and len(third) == 5):
+    if not (is_digits(second) and len(second) <= 5 and is_digits(third) and len(third) == 5):
         return None
     port = int(third)
     if not PORT_MIN <= port <= PORT_MAX:

@@ -30,8 +30,8 @@ MAX_PORTS = 32  # as at submission (validation.ports)
 def _job(session: Session, actor: Actor, ref: str, via_cookie: bool) -> m.Job:
     """The job if this caller may use its endpoints; else 404, the same answer as for a job that does not exist."""
     job = None
-    if ref.isdigit():
-        job = session.get(m.Job, int(ref))
+    if (job_id := v.id_in(ref)) is not None:
+        job = session.get(m.Job, job_id)
     elif v.NAME_RE.match(ref):
         job = session.scalar(select(m.Job).where(m.Job.owner == actor.name, m.Job.name == ref))
     allowed = job is not None and (job.owner == actor.name or (actor.can(S.MANAGE_ALL_JOBS) and not via_cookie))

@@ -17,8 +17,10 @@ from ..domain.errors import Conflict, NotFound
 from .common import get_or_404, iso, page, utcnow
 
 # registry/path:tag@digest, loosely: what an OCI reference can contain, and nothing a shell would love
-IMAGE_RE = re.compile(r"^[a-z0-9][a-z0-9._\-/:@]{0,510}$")
-HOST_RE = re.compile(r"^[A-Za-z0-9.\-]+(:[0-9]{1,5})?$")
+IMAGE_PATTERN = r"^[a-z0-9][a-z0-9._\-/:@]{0,510}$"
+IMAGE_RE = re.compile(IMAGE_PATTERN[:-1] + r"\Z")  # \Z: $ would let a final newline through
+HOST_PATTERN = r"^[A-Za-z0-9.\-]+(:[0-9]{1,5})?$"
+HOST_RE = re.compile(HOST_PATTERN[:-1] + r"\Z")
 
 
 def image_address(value: Any, field: str = "image") -> str:
@@ -104,11 +106,11 @@ def add_credential(session: Session, actor: Actor, data: dict[str, Any], fernet:
 def find_credential(session: Session, actor: Actor, ref: Any, field: str = "credential") -> m.RegistryCredential:
     q = select(m.RegistryCredential).where(m.RegistryCredential.owner == actor.name)
     if isinstance(ref, int) and not isinstance(ref, bool):
-        c = session.scalar(q.where(m.RegistryCredential.id == ref))
+        c = session.scalar(q.where(m.RegistryCredential.id == v.db_id(ref, field)))
     elif isinstance(ref, str) and ref:
         c = session.scalar(q.where(m.RegistryCredential.name == ref))
-        if c is None and ref.isdigit():
-            c = session.scalar(q.where(m.RegistryCredential.id == int(ref)))
+        if c is None and (cid := v.id_in(ref)) is not None:
+            c = session.scalar(q.where(m.RegistryCredential.id == cid))
     else:
         raise v.ValidationError(f"{field} must be a credential name or id", field=field)
     if c is None:

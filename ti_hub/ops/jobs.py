@@ -95,8 +95,8 @@ def find(session: Session, actor: Actor, ref: Any, manage: bool = False, summary
     404 when the caller may not see it at all (its existence is not told); 403 when they see only its summary
     and want more (``summary``: the summary is enough) or want to manage it (``manage``) without the right."""
     job = None
-    if isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()):
-        job = session.get(m.Job, int(ref))
+    if (isinstance(ref, int) and not isinstance(ref, bool)) or (isinstance(ref, str) and v.is_digits(ref)):
+        job = session.get(m.Job, v.db_id(ref))  # ASCII digits, within the id range (else 400, not a 500)
     elif isinstance(ref, str) and v.NAME_RE.match(ref):
         job = session.scalar(select(m.Job).where(m.Job.owner == actor.name, m.Job.name == ref))
     else:

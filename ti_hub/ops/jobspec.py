@@ -81,11 +81,16 @@ def _check_plan_runs(plan: m.Plan, settings: OpsSettings) -> None:
                                 f"{plan.memory_mib} MiB", field="plan")
 
 
-def parse_job(session: Session, actor: Actor, raw: dict[str, Any], settings: OpsSettings) -> dict[str, Any]:
+def parse_job(session: Session, actor: Actor, raw: dict[str, Any], settings: OpsSettings,
+              partial: bool = False) -> dict[str, Any]:
+    """``partial``: a template's spec (ops/templates.py), checked field by field as a submission is; what it
+    leaves out (name, plan, image, command) is not required: the submission that applies it gives the rest."""
     v.check_fields(raw, JOB_FIELDS)
-    data = merge_template(session, actor, raw)
+    data = raw if partial else merge_template(session, actor, raw)
     v.check_fields(data, JOB_FIELDS)
-    out: dict[str, Any] = {"name": v.name(data.get("name"))}
+    out: dict[str, Any] = {}
+    if not partial or "name" in data:
+        out["name"] = v.name(data.get("name"))
     out["description"] = v.text(data.get("description", ""), "description")
     kind = out["kind"] = v.choice(data.get("kind", "single"), "kind", ("single", "distributed"))
     if kind == "single":
@@ -103,13 +108,17 @@ def parse_job(session: Session, actor: Actor, raw: dict[str, Any], settings: Ops
         else:
             out["workers"] = v.integer(data.get("workers", 1), "workers", 1, settings.max_workers)
             out["ps"] = v.integer(data.get("ps", 1), "ps", 1, settings.max_ps)
-    plan, fields = _plan_fields(session, data, kind)
-    _check_plan_runs(plan, settings)
-    out.update(fields)
-    if data.get("image") in (None, ""):
-        raise v.ValidationError("image is required (a public image name or an image address)", field="image")
-    out["image"], warning = images.resolve(session, data["image"])
-    out["command"] = v.command(data.get("command"))
+    if not partial or "plan" in data:
+        plan, fields = _plan_fields(session, data, kind)
+        _check_plan_runs(plan, settings)
+        out.update(fields)
+    warning = None
+    if not partial or "image" in data:
+        if data.get("image") in (None, ""):
+            raise v.ValidationError("image is required (a public image name or an image address)", field="image")
+        out["image"], warning = images.resolve(session, data["image"])
+    if not partial or "command" in data:
+        out["command"] = v.command(data.get("command"))
     instances = out["workers"] + out["ps"]
     env = v.env(data.get("env"))
     secret = secretenv.parse(data.get("secret_env"), env)

@@ -69,8 +69,8 @@ def add_key(session: Session, actor: Actor, data: dict[str, Any]) -> dict[str, A
 def delete_key(session: Session, actor: Actor, ref: str) -> None:
     q = select(m.SSHKey).where(m.SSHKey.owner == actor.name)
     k = session.scalar(q.where(m.SSHKey.name == ref))
-    if k is None and ref.isdigit():
-        k = session.scalar(q.where(m.SSHKey.id == int(ref)))
+    if k is None and (kid := v.id_in(ref)) is not None:
+        k = session.scalar(q.where(m.SSHKey.id == kid))
     if k is None:
         raise NotFound(f"you have no SSH key {ref!r}", field="id")
     session.delete(k)

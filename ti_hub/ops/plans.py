@@ -96,11 +96,11 @@ def list_plans(session: Session, actor: Actor, nodes: Sequence[NodeCapacity], ki
 
 def find(session: Session, ref: Any, field: str = "plan") -> m.Plan:
     if isinstance(ref, int) and not isinstance(ref, bool):
-        plan = session.get(m.Plan, ref)
+        plan = session.get(m.Plan, v.db_id(ref, field))
     elif isinstance(ref, str) and ref:
         plan = session.scalar(select(m.Plan).where(m.Plan.name == ref))
-        if plan is None and ref.isdigit():
-            plan = session.get(m.Plan, int(ref))
+        if plan is None and (pid := v.id_in(ref)) is not None:
+            plan = session.get(m.Plan, pid)
     else:
         raise v.ValidationError(f"{field} must be a plan name or id", field=field)
     if plan is None:

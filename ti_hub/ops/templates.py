@@ -10,8 +10,10 @@ from sqlalchemy.orm import Session
 from ..db import models as m
 from ..domain import validation as v
 from ..domain.actor import Actor
-from ..domain.errors import Conflict, Forbidden, NotFound
+from ..domain.errors import Conflict, Forbidden, NotFound, TiError
+from . import jobspec
 from .common import iso, utcnow
+from .settings import OpsSettings
 
 # what a template may carry: a submission without its name
 TEMPLATE_SPEC_FIELDS = ("description", "kind", "strategy", "workers", "ps", "plan", "image", "command", "env",
@@ -38,17 +40,17 @@ def find(session: Session, actor: Actor, ref: Any, field: str = "id") -> m.Templ
     q = select(m.Template).where(_visible(actor))
     t = None
     if isinstance(ref, int) and not isinstance(ref, bool):
-        t = session.scalar(q.where(m.Template.id == ref))
+        t = session.scalar(q.where(m.Template.id == v.db_id(ref, field)))
     elif isinstance(ref, str) and ref:
         t = session.scalar(q.where(m.Template.name == ref).order_by((m.Template.owner != actor.name), m.Template.id))
-        if t is None and ref.isdigit():
-            t = session.scalar(q.where(m.Template.id == int(ref)))
+        if t is None and (tid := v.id_in(ref)) is not None:
+            t = session.scalar(q.where(m.Template.id == tid))
     if t is None:
         raise NotFound(f"template {ref!r} does not exist or is not shared with you", field=field)
     return t
 
 
-def save(session: Session, actor: Actor, data: dict[str, Any]) -> dict[str, Any]:
+def save(session: Session, actor: Actor, data: dict[str, Any], settings: OpsSettings) -> dict[str, Any]:
     v.check_fields(data, ("name", "scope", "group", "spec"))
     name = v.name(data.get("name"))
     scope = v.choice(data.get("scope", "user"), "scope", ("user", "team"))
@@ -67,12 +69,13 @@ def save(session: Session, actor: Actor, data: dict[str, Any]) -> dict[str, Any]
         raise v.ValidationError("spec.secret_env: templates never hold secret values; give them with each "
                                 "submission", field="spec.secret_env")
     v.check_fields(spec, TEMPLATE_SPEC_FIELDS, "spec")
-    if "command" in spec:
-        v.command(spec["command"], "spec.command")
-    if "env" in spec:
-        v.env(spec["env"], "spec.env")
-    if "ports" in spec:
-        v.ports(spec["ports"], "spec.ports")
+    # checked as a submission is (a plan that exists and runs here, worker counts, volumes of mine, ...): a
+    # template must not store what no submission could use
+    try:
+        jobspec.parse_job(session, actor, spec, settings, partial=True)
+    except TiError as e:
+        e.field = f"spec.{e.field}" if e.field else "spec"
+        raise
     if session.scalar(select(m.Template.id).where(m.Template.owner == actor.name, m.Template.name == name)):
         raise Conflict(f"you already have a template named {name!r}", field="name")
     t = m.Template(owner=actor.name, name=name, scope=scope, group=group, spec=spec, created_at=utcnow())

@@ -69,15 +69,15 @@ def find(session: Session, actor: Actor, ref: Any, field: str = "volume") -> m.V
     """By id, by my name, or by owner/name of a volume shared with me."""
     vol = None
     if isinstance(ref, int) and not isinstance(ref, bool):
-        vol = session.get(m.Volume, ref)
+        vol = session.get(m.Volume, v.db_id(ref, field))
     elif isinstance(ref, str) and ref:
         if "/" in ref:
             owner, _, name = ref.partition("/")
             vol = session.scalar(select(m.Volume).where(m.Volume.owner == owner, m.Volume.name == name))
         else:
             vol = session.scalar(select(m.Volume).where(m.Volume.owner == actor.name, m.Volume.name == ref))
-            if vol is None and ref.isdigit():
-                vol = session.get(m.Volume, int(ref))
+            if vol is None and (vid := v.id_in(ref)) is not None:
+                vol = session.get(m.Volume, vid)
     else:
         raise v.ValidationError(f"{field} must be a volume name, owner/name or id", field=field)
     if vol is None or access_mode(vol, actor) is None:
@@ -91,6 +91,11 @@ def owned(session: Session, actor: Actor, ref: Any) -> m.Volume:
     if vol.owner != actor.name and not actor.can(S.MANAGE_USERS):
         raise Forbidden(f"only the owner ({vol.owner}) can change volume {vol.owner}/{vol.name}", field="id")
     return vol
+
+
+def owned_id(session: Session, actor: Actor, ref: Any) -> int:
+    """owned(), read-only: the id of a volume the caller may change (404/403 otherwise)."""
+    return owned(session, actor, ref).id
 
 
 def create(session: Session, actor: Actor, data: dict[str, Any], driver: VolumeDriver,

@@ -38,6 +38,8 @@ from ..ops.settings import OpsSettings
 from ..ops.unixids import UidPolicy
 from ..secretfile import read_or_create
 from ..storage.base import VolumeDriver
+from . import accesslog
+from .hubnames import HubNames
 from .loop import JobRunner
 from .oauth import SealedStateHubOAuth
 from .processes import fork_followers, hold_instance_lock, stop_followers
@@ -233,6 +235,20 @@ class TiService(Application):
     hub_public_url = Unicode(
         "", config=True, help="The hub's address as browsers reach it (where an endpoint's origin sends a browser "
                               "to log in); set by ti-hub start.")
+    check_responses = Bool(
+        config=True,
+        help="Check every API answer against the route's declared contract (the OpenAPI document) and answer 500 "
+             "'contract_broken' when it differs. For tests (it costs a schema validation per answer); default: "
+             "on when the environment variable TI_HUB_CHECK_RESPONSES is 1.")
+
+    @default("check_responses")
+    def _check_responses(self):
+        return os.environ.get("TI_HUB_CHECK_RESPONSES") == "1"
+
+    hub_lookup_ttl = Float(
+        60.0, config=True,
+        help="Seconds the service remembers that a hub user or group exists (volume shares name only existing "
+             "ones); a name the hub does not know is asked again every time.")
     backend = Instance(ExecutionBackend)
     volume_driver = Instance(VolumeDriver)
 
@@ -263,6 +279,7 @@ class TiService(Application):
                                         {k: list(v) for k, v in self.device_count_rules.items()}, self.max_workers,
                                         self.max_ps, uids=self._uid_policy(), secret_key=self.fernet)
         self.render_cache = RenderCache(self.list_cache_size)
+        self.hub_names = HubNames(self.hub_lookup_ttl)
         self.tensorboards = self._tensorboards()
         self.runner = JobRunner(self)
         self._poke_fd: int | None = None
@@ -349,7 +366,10 @@ class TiService(Application):
             "cookie_secret": self.cookie_secret, "static_path": str(Path(__file__).parent.parent / "static"),
             # the proxy routes only the service's prefix here: the pages' stylesheet must live under it
             "static_url_prefix": prefix + "static/", "service_prefix": prefix,
+            # tornado logs each request's URI whole: a ?token= would land in the log
+            "log_function": accesslog.log_request,
         }
+        accesslog.install()
         app = web.Application(handlers(api_prefix, prefix), **settings)
         if self.endpoint_origins is not None:
             app.add_handlers(self.endpoint_origins.host_pattern(), origin_handlers())

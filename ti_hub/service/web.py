@@ -1,9 +1,6 @@
-"""The route table of the ti service and its OpenAPI document (built from the same table)."""
+"""The route table of the ti service: every route with its contract (the OpenAPI document is printed from it)."""
 
 from __future__ import annotations
-
-import json
-from typing import Any
 
 from jupyterhub.services.auth import HubOAuthCallbackHandler
 from tornado import web
@@ -11,94 +8,16 @@ from tornado import web
 from .. import __version__
 from ..api import account, endpoints, jobs, resources, ssh, workspaces
 from ..api.base import APIHandler
+from ..api.contract import Op, Param, Route, route_regex
+from ..api.schemas import account as A
+from ..api.schemas import common as C
+from ..api.schemas import jobs as J
+from ..api.schemas import resources as R
+from ..api.schemas import services as S
 from ..endpoints.proxy import EndpointHandler
-from ..ops.jobspec import JOB_FIELDS
 from .health import HealthHandler
+from .openapi import document_json
 from .pages import page_routes
-
-ID = r"([^/]+)"
-# (path, handler, {method: summary}) -- the OpenAPI document is derived from this table
-ROUTES: list[tuple[str, type, dict[str, str]]] = [
-    ("/me", account.MeHandler, {"get": "Who I am, my groups and TiHub permissions"}),
-    ("/plans", resources.PlansHandler, {"get": "Plans I can use (?kind=)", "post": "Define a plan (admin)"}),
-    (f"/plans/{ID}", resources.PlanHandler, {"patch": "Change a plan (admin)", "delete": "Delete a plan (admin)"}),
-    ("/quota", resources.MyQuotaHandler, {"get": "My compute and storage quota with usage"}),
-    ("/quotas", resources.QuotasHandler, {"get": "Quotas (admin, ?user=)", "put": "Set a quota (admin)"}),
-    ("/jobs", jobs.JobsHandler, {"get": "My jobs (?status=&kind=&name=&owner=&all=1&limit=&offset=)",
-                                 "post": "Submit a training job"}),
-    (f"/jobs/{ID}", jobs.JobHandler, {"get": "A job's detail, queue position and history (another user's "
-                                             "waiting job: its summary, with view-all)"}),
-    (f"/jobs/{ID}/logs", jobs.JobLogsHandler, {"get": "Log text of one instance (?instance=&offset=&tail=)"}),
-    (f"/jobs/{ID}/metrics", jobs.JobMetricsHandler, {"get": "Resource use of a running job's instances now: CPU "
-                                                            "cores busy, memory, GPU utilization and memory"}),
-    (f"/jobs/{ID}/ports", endpoints.JobPortsHandler, {"post": "Open one more interactive port {port} on my running "
-                                                              "job (40000-49999)"}),
-    (f"/jobs/{ID}/tensorboard", endpoints.JobTensorBoardHandler,
-     {"get": "My job's running TensorBoards", "post": "Start (or find) TensorBoard for {logdir} inside my job's "
-                                                      "volume mounts; returns its URL",
-      "delete": "Stop my job's TensorBoards (?logdir=)"}),
-    (f"/jobs/{ID}/(kill|pause|resume|clone|pin|unpin|priority|move|cancel)", jobs.JobActionHandler,
-     {"post": "Kill, pause, resume or clone; pin, unpin, priority {priority} (admins); move {to|before|after} "
-              "(owners); cancel (queued)"}),
-    ("/queue", jobs.QueueHandler, {"get": "Queued jobs in queue order: position, reason, estimated start "
-                                          "(?all=1&queue=POOL/TYPE/KIND)"}),
-    ("/queue/scores", jobs.ScoresHandler, {"get": "Usage scores (mine; ?all=1 or ?user= with view-all)"}),
-    ("/queue/panel", jobs.PanelHandler, {"get": "Resource panel: mine per kind and type; cluster per type"}),
-    ("/volumes", resources.VolumesHandler, {"get": "My volumes and those shared with me", "post": "Create"}),
-    (f"/volumes/{ID}", resources.VolumeHandler, {"get": "Detail with usage and holders",
-                                                 "patch": "Expand (capacity_gib) or describe", "delete": "Delete"}),
-    (f"/volumes/{ID}/shares", resources.VolumeSharesHandler, {"post": "Share with a user or group (ro/rw)"}),
-    (f"/volumes/{ID}/shares/{ID}", resources.VolumeShareHandler, {"delete": "Remove a share"}),
-    (f"/volumes/{ID}/files", resources.VolumeFilesHandler, {"get": "Browse a volume (?path=)"}),
-    ("/images", account.ImagesHandler, {"get": "Public images", "post": "Add a public image (admin)"}),
-    (f"/images/{ID}", account.ImageHandler, {"delete": "Delete a public image (admin)"}),
-    ("/credentials", account.CredentialsHandler, {"get": "My registry credentials (no passwords)",
-                                                  "post": "Save a registry credential"}),
-    (f"/credentials/{ID}", account.CredentialHandler, {"delete": "Delete a registry credential"}),
-    ("/keys", account.KeysHandler, {"get": "My SSH public keys", "post": "Add an SSH public key"}),
-    (f"/keys/{ID}", account.KeyHandler, {"delete": "Remove an SSH public key"}),
-    ("/templates", account.TemplatesHandler, {"get": "Templates of mine and my teams", "post": "Save a template"}),
-    (f"/templates/{ID}", account.TemplateHandler, {"get": "A template", "delete": "Delete my template"}),
-    ("/cluster", resources.ClusterHandler, {"get": "Nodes, devices and usage"}),
-    (f"/workspaces/{ID}/{ID}", workspaces.WorkspaceHandler,
-     {"get": "Workspace admission state (spawner)", "post": "Ask to start a workspace (spawner)"}),
-    (f"/workspaces/{ID}/{ID}/running", workspaces.WorkspaceRunningHandler, {"post": "Report running (spawner)"}),
-    (f"/workspaces/{ID}/{ID}/stop", workspaces.WorkspaceStopHandler, {"post": "Report stopped (spawner)"}),
-    (f"/workspace-options/{ID}", workspaces.WorkspaceOptionsHandler, {"get": "Spawn form choices (spawner)"}),
-    ("/ssh/command", ssh.SSHCommandHandler, {"get": "The ssh command to copy (?name=WORKSPACE|JOB&instance=N)"}),
-    (f"/ssh/keys/{ID}", ssh.SSHKeysHandler, {"get": "A user's SSH public keys (SSH gateway)"}),
-    (f"/ssh/targets/{ID}", ssh.SSHTargetsHandler, {"get": "Where a user's workspaces or a job run (SSH gateway)"}),
-]
-
-ERROR_SCHEMA = {"type": "object", "required": ["error", "detail"], "properties": {
-    "error": {"type": "string"}, "detail": {"type": "string"}, "field": {"type": ["string", "null"]}}}
-
-
-def openapi(prefix: str) -> dict[str, Any]:
-    paths: dict[str, Any] = {}
-    for path, _handler, methods in ROUTES:
-        oa_path, n = path, 0
-        while ID in oa_path:
-            n += 1
-            oa_path = oa_path.replace(ID, "{id}" if n == 1 else f"{{id{n}}}", 1)
-        oa_path = oa_path.replace("(kill|pause|resume|clone|pin|unpin|priority|move|cancel)", "{action}")
-        params = [{"name": p.strip("{}"), "in": "path", "required": True, "schema": {"type": "string"}}
-                  for p in oa_path.split("/") if p.startswith("{")]
-        ops = {}
-        for method, summary in methods.items():
-            op: dict[str, Any] = {"summary": summary, "parameters": params, "responses": {
-                "200": {"description": "OK"}, "4XX": {"description": "Refused",
-                                                      "content": {"application/json": {"schema": ERROR_SCHEMA}}}}}
-            if path == "/jobs" and method == "post":
-                op["requestBody"] = {"content": {"application/json": {"schema": {
-                    "type": "object", "required": ["name", "plan", "image", "command"], "additionalProperties": False,
-                    "properties": {f: {} for f in JOB_FIELDS}}}}}
-            ops[method] = op
-        paths[oa_path] = ops
-    return {"openapi": "3.1.0", "info": {"title": "TiHub API", "version": __version__},
-            "servers": [{"url": prefix}], "paths": paths,
-            "components": {"securitySchemes": {"token": {"type": "apiKey", "in": "header", "name": "Authorization"}}},
-            "security": [{"token": []}]}
 
 
 class OpenAPIHandler(web.RequestHandler):
@@ -106,7 +25,7 @@ class OpenAPIHandler(web.RequestHandler):
 
     def get(self):
         self.set_header("Content-Type", "application/json")
-        self.finish(json.dumps(openapi(self.settings["api_prefix"])))
+        self.finish(document_json(self.settings["api_prefix"]))
 
 
 class RootHandler(APIHandler):
@@ -128,12 +47,139 @@ def origin_handlers() -> list[tuple]:
     return [(r"/.*", OriginEndpointHandler)]
 
 
+# Every route with each method's contract (api/contract.py): the chokepoint checks requests against it and the
+# OpenAPI document is printed from it. tests/e2e/test_authz_matrix.py holds who may call each one.
+J_ACTION = {  # POST /jobs/{id}/ACTION
+    "kill": Op("Kill a job (owner, or custom:ti:jobs:manage-all)", J.JOB, errors=(404, 409)),
+    "pause": Op("Pause a queued or running job: release its resources, keep the record (JOB4)", J.JOB,
+                errors=(404, 409)),
+    "resume": Op("Resume a paused job: back to its queue", J.JOB, errors=(404, 409)),
+    "clone": Op("Submit the job again under a new name (the caller owns the clone)", J.JOB, 201, body=J.CLONE,
+                errors=(404, 409)),
+    "pin": Op("Pin a queued job to the front of its queue (custom:ti:jobs:manage-all)", J.JOB, errors=(404, 409)),
+    "unpin": Op("Unpin a queued job (custom:ti:jobs:manage-all)", J.JOB, errors=(404, 409)),
+    "priority": Op("Set a job's priority 1-1000 (custom:ti:jobs:manage-all)", J.JOB, body=J.PRIORITY,
+                   errors=(404, 409)),
+    "move": Op("Reorder my queued job among my own jobs in its queue", J.JOB, body=J.MOVE, errors=(404, 409)),
+    "cancel": Op("Cancel a queued job", J.JOB, errors=(404, 409)),
+}
+ROUTES: list[Route] = [
+    Route("/", RootHandler, {"get": Op("The API's name and version", C.answer({"name": C.STR, "version": C.STR,
+                                                                                 "api": C.STR}))}),
+    Route("/me", account.MeHandler, {"get": Op("Who I am, my groups and TiHub permissions", A.ME)}),
+    Route("/plans", resources.PlansHandler, {
+        "get": Op("Plans I can use (custom:ti:vc:view)", R.PLAN_PAGE, query=R.PLAN_QUERY),
+        "post": Op("Define a plan (custom:ti:vc:manage)", R.PLAN, 201, body=R.NEW_PLAN, errors=(409,))}),
+    Route("/plans/{id}", resources.PlanHandler, {
+        "patch": Op("Change a plan (custom:ti:vc:manage)", R.PLAN, body=R.PLAN_CHANGE, errors=(404,)),
+        "delete": Op("Delete a plan no active job uses (custom:ti:vc:manage)", None, 204, errors=(404, 409))},
+        {"id": C.ID_PARAM}),
+    Route("/quota", resources.MyQuotaHandler, {
+        "get": Op("My compute and storage quota with usage", R.MY_QUOTA, query=R.USER_QUERY)}),
+    Route("/quotas", resources.QuotasHandler, {
+        "get": Op("Quotas set (custom:ti:users:manage)", R.QUOTA_PAGE, query={**R.USER_QUERY, **C.PAGE}),
+        "put": Op("Set a compute or storage quota (custom:ti:users:manage)", R.QUOTA, body=R.SET_QUOTA)}),
+    Route("/jobs", jobs.JobsHandler, {
+        "get": Op("My jobs, newest first; everyone's with custom:ti:jobs:view-all", J.JOB_PAGE,
+                  query=J.JOB_FILTERS),
+        "post": Op("Submit a training job", J.JOB, 201, body=J.SUBMISSION, errors=(404, 409))}),
+    Route("/jobs/{id}", jobs.JobHandler, {
+        "get": Op("A job's detail, queue position and history (another user's waiting job: its summary, with "
+                  "custom:ti:jobs:view-all)", J.JOB_SEEN, errors=(404,))}, {"id": C.JOB_REF}),
+    Route("/jobs/{id}/logs", jobs.JobLogsHandler, {
+        "get": Op("Log text of one instance", J.LOGS, query=J.LOG_QUERY, errors=(404,))}, {"id": C.JOB_REF}),
+    Route("/jobs/{id}/metrics", jobs.JobMetricsHandler, {
+        "get": Op("Resource use of a running job's instances now: CPU cores busy, memory, GPU utilization and "
+                  "memory", J.METRICS, errors=(404,))}, {"id": C.JOB_REF}),
+    Route("/jobs/{id}/ports", endpoints.JobPortsHandler, {
+        "post": Op("Open one more interactive port on my running job", J.JOB, body=J.ADD_PORT, errors=(404, 409))},
+        {"id": C.JOB_REF}),
+    Route("/jobs/{id}/tensorboard", endpoints.JobTensorBoardHandler, {
+        "get": Op("My job's running TensorBoards", J.TENSORBOARDS, errors=(404, 409)),
+        "post": Op("Start (or find) TensorBoard for a logdir inside my job's volume mounts; returns its URL",
+                   J.TENSORBOARD_STARTED, 201, body=J.LOGDIR, also=(200,), errors=(404, 409, 501, 503)),
+        "delete": Op("Stop my job's TensorBoards", J.STOPPED, query=J.LOGDIR_QUERY, errors=(404, 409))},
+        {"id": C.JOB_REF}),
+    *(Route(f"/jobs/{{id}}/({action})", jobs.JobActionHandler, {"post": op}, {"id": C.JOB_REF})
+      for action, op in J_ACTION.items()),
+    Route("/queue", jobs.QueueHandler, {
+        "get": Op("Queued jobs in queue order: position, reason, estimated start", J.JOB_PAGE,
+                  query=J.QUEUE_QUERY)}),
+    Route("/queue/scores", jobs.ScoresHandler, {
+        "get": Op("Usage scores (mine; others' with custom:ti:jobs:view-all)", J.SCORES, query=J.SCORES_QUERY)}),
+    Route("/queue/panel", jobs.PanelHandler, {
+        "get": Op("Resource panel: mine per kind and type; the cluster per type", J.PANEL)}),
+    Route("/volumes", resources.VolumesHandler, {
+        "get": Op("My volumes, those shared with me and public datasets", R.VOLUME_PAGE, query=C.PAGE),
+        "post": Op("Create a volume", R.VOLUME, 201, body=R.NEW_VOLUME, errors=(404, 409))}),
+    Route("/volumes/{id}", resources.VolumeHandler, {
+        "get": Op("A volume with its usage and holders", R.VOLUME_DETAIL, errors=(404,)),
+        "patch": Op("Expand (capacity_gib) or describe my volume", R.VOLUME, body=R.VOLUME_CHANGE,
+                    errors=(404, 409)),
+        "delete": Op("Delete my volume (not while mounted)", None, 204, errors=(404, 409))}, {"id": C.VOLUME_REF}),
+    Route("/volumes/{id}/shares", resources.VolumeSharesHandler, {
+        "post": Op("Share my volume with a user or a group of the hub (ro/rw)", R.VOLUME, 201, body=R.NEW_SHARE,
+                   errors=(404, 502))}, {"id": C.VOLUME_REF}),
+    Route("/volumes/{id}/shares/{share_id}", resources.VolumeShareHandler, {
+        "delete": Op("Remove a share of my volume", R.VOLUME, errors=(404,))},
+        {"id": C.VOLUME_REF, "share_id": C.ID_PARAM}),
+    Route("/volumes/{id}/files", resources.VolumeFilesHandler, {
+        "get": Op("Browse a volume", R.LISTING, query=R.FILES_QUERY, errors=(404, 409))}, {"id": C.VOLUME_REF}),
+    Route("/images", account.ImagesHandler, {
+        "get": Op("Public images", A.IMAGE_PAGE, query=C.PAGE),
+        "post": Op("Add a public image (custom:ti:vc:manage)", A.IMAGE, 201, body=A.NEW_IMAGE, errors=(409,))}),
+    Route("/images/{id}", account.ImageHandler, {
+        "delete": Op("Delete a public image (custom:ti:vc:manage)", None, 204, errors=(404,))}, {"id": C.ID_PARAM}),
+    Route("/credentials", account.CredentialsHandler, {
+        "get": Op("My registry credentials (never their passwords)", A.CREDENTIAL_PAGE, query=C.PAGE),
+        "post": Op("Save a registry credential", A.CREDENTIAL, 201, body=A.NEW_CREDENTIAL, errors=(409,))}),
+    Route("/credentials/{id}", account.CredentialHandler, {
+        "delete": Op("Delete my registry credential", None, 204, errors=(404,))}, {"id": C.NAME_OR_ID}),
+    Route("/keys", account.KeysHandler, {
+        "get": Op("My SSH public keys", A.KEY_PAGE, query=C.PAGE),
+        "post": Op("Add an SSH public key", A.KEY, 201, body=A.NEW_KEY, errors=(409,))}),
+    Route("/keys/{id}", account.KeyHandler, {
+        "delete": Op("Remove my SSH public key", None, 204, errors=(404,))}, {"id": C.NAME_OR_ID}),
+    Route("/templates", account.TemplatesHandler, {
+        "get": Op("Templates of mine and of my groups", A.TEMPLATE_PAGE, query=C.PAGE),
+        "post": Op("Save a template, checked as a submission is", A.TEMPLATE, 201, body=A.NEW_TEMPLATE,
+                   errors=(404, 409))}),
+    Route("/templates/{id}", account.TemplateHandler, {
+        "get": Op("A template of mine or of my groups", A.TEMPLATE, errors=(404,)),
+        "delete": Op("Delete my template", None, 204, errors=(404,))}, {"id": C.NAME_OR_ID}),
+    Route("/cluster", resources.ClusterHandler, {
+        "get": Op("Nodes, devices and usage (custom:ti:cluster:view)", R.CLUSTER)}),
+    Route("/workspaces/{owner}/{name}", workspaces.WorkspaceHandler, {
+        "get": Op("Workspace admission state (the spawner: custom:ti:workspaces:admit)", S.WORKSPACE,
+                  errors=(404,)),
+        "post": Op("Ask to start a workspace (the spawner)", J.JOB, 201, body=S.ADMIT, errors=(404, 409))},
+        {"owner": C.USER_PARAM, "name": Param(C.NAME, "the workspace")}),
+    Route("/workspaces/{owner}/{name}/running", workspaces.WorkspaceRunningHandler, {
+        "post": Op("Report a workspace running (the spawner)", J.JOB, body=S.RUNNING, errors=(409,))},
+        {"owner": C.USER_PARAM, "name": Param(C.NAME, "the workspace")}),
+    Route("/workspaces/{owner}/{name}/stop", workspaces.WorkspaceStopHandler, {
+        "post": Op("Report a workspace stopped (the spawner)", J.JOB, body=S.STOPPED, errors=(404,))},
+        {"owner": C.USER_PARAM, "name": Param(C.NAME, "the workspace")}),
+    Route("/workspace-options/{owner}", workspaces.WorkspaceOptionsHandler, {
+        "get": Op("Spawn form choices for a user (the spawner)", S.FORM_CHOICES, query=S.GROUPS_QUERY)},
+        {"owner": C.USER_PARAM}),
+    Route("/ssh/command", ssh.SSHCommandHandler, {
+        "get": Op("The ssh command to copy", S.SSH_COMMAND, query=S.SSH_COMMAND_QUERY, errors=(404,))}),
+    Route("/ssh/keys/{user}", ssh.SSHKeysHandler, {
+        "get": Op("A user's SSH public keys (the SSH gateway: custom:ti:ssh:gateway)", S.SSH_KEYS)},
+        {"user": C.USER_PARAM}),
+    Route("/ssh/targets/{user}", ssh.SSHTargetsHandler, {
+        "get": Op("Where a user's workspaces or a job run (the SSH gateway)", S.SSH_TARGETS,
+                  query=S.TARGETS_QUERY)}, {"user": C.USER_PARAM}),
+]
+
+
 def handlers(prefix: str, service_prefix: str) -> list[tuple]:
-    api = [(prefix + path, handler) for path, handler, _ in ROUTES]
+    # each handler gets its route's contract; the chokepoint (api/base.py) checks requests against it
+    api = [(prefix + (route_regex(r.path) if r.path != "/" else "/?"), r.handler, {"route": r}) for r in ROUTES]
     return [
         (prefix + "/openapi.json", OpenAPIHandler),
         (prefix + "/health", HealthHandler),
-        (prefix + "/?", RootHandler),
         *api,
         (service_prefix + "oauth_callback", HubOAuthCallbackHandler),
         # JOB6: a job's ports and TensorBoards (docs/api.md "Endpoints"); not in ROUTES: not JSON, any method

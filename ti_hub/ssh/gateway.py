@@ -21,8 +21,9 @@ class Gateway:
     def __init__(self, settings: TiSSHGateway, api: TiAPI, accounts: HubAccounts,
                  limiter: LoginLimiter | None = None):
         self.settings, self.api, self.accounts = settings, api, accounts
-        self.limiter = limiter or LoginLimiter(settings.failed_logins_per_source, settings.failed_logins_per_user,
-                                               settings.failed_login_refill_seconds)
+        self.limiter = limiter or LoginLimiter(
+            settings.failed_logins_per_source, settings.failed_logins_per_user, settings.failed_login_refill_seconds,
+            per_account=settings.failed_logins_per_account, known_seconds=settings.known_source_days * 86400)
         self.hints = Hints(settings.hub_url, settings.shown_host(), settings.shown_port())
         self.connections = 0
         self.per_user: Counter[str] = Counter()

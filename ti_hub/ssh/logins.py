@@ -17,10 +17,10 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from ..domain.validation import NAME_RE, NAME_RULE
+from ..domain.validation import NAME_RE, NAME_RULE, is_digits
 
 MAX_INSTANCE = 100_000
-USER_RE = re.compile(r"^[^\s/+\x00-\x1f\x7f]{1,255}$")
+USER_RE = re.compile(r"[^\s/+\x00-\x1f\x7f]{1,255}\Z")
 DEFAULT = "default"
 RUNNING = "running"
 
@@ -62,7 +62,7 @@ def parse_login(username: str) -> Login:
         raise LoginError(f"{username!r}: the workspace or job name must be {NAME_RULE}")
     if not dot:
         return Login(user, name)
-    if not index.isdigit() or len(index) > 6 or int(index) >= MAX_INSTANCE:
+    if not is_digits(index) or len(index) > 6 or int(index) >= MAX_INSTANCE:
         raise LoginError(f"{username!r}: the instance after '.' must be a number")
     return Login(user, name, int(index))
 

@@ -115,7 +115,10 @@ def marker_of(pid: int, start_time: int | None) -> str:
 
 def parse_marker(value: str) -> tuple[int, int | None] | None:
     pid, sep, start = value.partition(":")
-    if not sep or not pid.isdigit() or (start and not start.isdigit()):
+    # the value comes from a user's process environment: '²'.isdigit() is true and int('²') raises
+    ok = pid.isascii() and pid.isdigit() and len(pid) <= 10 and (not start or (start.isascii() and start.isdigit()
+                                                                            and len(start) <= 20))
+    if not sep or not ok:
         return None
     return int(pid), int(start) if start else None
 

@@ -1,9 +1,20 @@
-"""Pure: failed-login limits per source address and per account, as token buckets on an injected clock.
+"""Pure: failed-login limits, as token buckets on an injected clock.
 
-Each failed login takes one token from the bucket of its source address and one from the bucket of the account
-it tried; a bucket gives back one token every ``refill_seconds`` up to its capacity. A login is refused while
-either bucket is empty. Successful logins take nothing. Buckets that are full again are forgotten, so memory
-stays bounded by the number of recent offenders (and by ``max_entries`` in any case).
+Three buckets count a failed login: its source address's, the one of its account *from that address*, and its
+account's across all addresses. A bucket gives back one token every ``refill_seconds`` up to its capacity; a
+login is refused while one of its buckets is empty. The policy, and why:
+
+* per source address (default 10): one address guessing at many accounts is stopped;
+* per account and source (default 10): one address guessing at one account is stopped even when its own
+  bucket is larger (many users behind one NAT), and it locks that account out *from that address only* -- an
+  attacker at one address can no longer lock the owner out everywhere, which a bucket per account shared by
+  all addresses did (10 failures from anywhere refused the owner's right key from everywhere);
+* per account across addresses (default 100, a ceiling): guessing spread over many addresses is still bounded;
+  an address the account logged in from successfully (within ``known_seconds``, remembered in memory) passes
+  this ceiling, so even a distributed attack does not lock the owner out of the places they use.
+
+Successful logins take nothing and mark their address as known to the account. Buckets that are full again
+are forgotten, so memory stays bounded by the number of recent offenders (and by ``max_entries`` in any case).
 """
 
 from __future__ import annotations
@@ -88,10 +99,25 @@ class Buckets:
 
 class LoginLimiter:
     def __init__(self, per_source: int, per_user: int, refill_seconds: float,
-                 clock: Callable[[], float] = time.monotonic, max_entries: int = 10_000):
+                 clock: Callable[[], float] = time.monotonic, max_entries: int = 10_000,
+                 per_account: int | None = None, known_seconds: float = 30 * 86400.0):
+        """``per_user``: failures to one account from one address; ``per_account``: from all addresses (default
+        ten times ``per_user``); ``known_seconds``: how long a successful login's address passes that ceiling."""
         self.clock = clock
         self.sources = Buckets(per_source, refill_seconds, max_entries)
-        self.users = Buckets(per_user, refill_seconds, max_entries)
+        self.pairs = Buckets(per_user, refill_seconds, max_entries)
+        self.accounts = Buckets(per_account if per_account is not None else 10 * per_user, refill_seconds,
+                                max_entries)
+        self.known_seconds, self.max_entries = known_seconds, max_entries
+        self._known: OrderedDict[tuple[str, str], float] = OrderedDict()  # (account, source) -> known until
+
+    @staticmethod
+    def _pair(user: str, source: str) -> str:
+        return f"{user}\0{source}"  # NUL: in neither a login name nor an address
+
+    def known(self, source: str, user: str) -> bool:
+        until = self._known.get((user, source))
+        return until is not None and until > self.clock()
 
     def refusal(self, source: str, user: str | None = None) -> str | None:
         """Why a login from ``source`` (as ``user``, when known) is refused now, or None when it may go on."""
@@ -100,13 +126,25 @@ class LoginLimiter:
         if wait > 0:
             return f"too many failed logins from {source}; try again in {math.ceil(wait)} s"
         if user is not None:
-            wait = self.users.wait_seconds(user, now)
+            wait = self.pairs.wait_seconds(self._pair(user, source), now)
             if wait > 0:
-                return f"too many failed logins to {user}; try again in {math.ceil(wait)} s"
+                return f"too many failed logins to {user} from {source}; try again in {math.ceil(wait)} s"
+            wait = self.accounts.wait_seconds(user, now)
+            if wait > 0 and not self.known(source, user):
+                return (f"too many failed logins to {user} from addresses it has not logged in from; try again in "
+                        f"{math.ceil(wait)} s")
         return None
 
     def failed(self, source: str, user: str | None) -> None:
         now = self.clock()
         self.sources.drain(source, now)
         if user is not None:
-            self.users.drain(user, now)
+            self.pairs.drain(self._pair(user, source), now)
+            self.accounts.drain(user, now)
+
+    def succeeded(self, source: str, user: str) -> None:
+        """A login with the account's key: its address is one the owner uses."""
+        self._known.pop((user, source), None)
+        self._known[(user, source)] = self.clock() + self.known_seconds
+        while len(self._known) > self.max_entries:
+            self._known.popitem(last=False)  # the least recently used

@@ -122,6 +122,7 @@ class GatewayConnection(asyncssh.SSHServer):
 
     def auth_completed(self) -> None:
         self.authenticated = True
+        self.gw.limiter.succeeded(self.peer[0], self.login.user)
         self.gw.per_user[self.login.user] += 1
         log.info("ssh login: %s from %s:%s (%s)", self.login.label, *self.peer, self.reason)
 

@@ -47,11 +47,21 @@ class TiSSHGateway(Configurable):
                                             "refused (token bucket; one attempt is given back every "
                                             "failed_login_refill_seconds).")
     failed_logins_per_user = Integer(10, config=True,
-                                     help="Failed logins one account name may receive in a burst, from anywhere, "
-                                          "before logins to it are refused for a while (token bucket).")
+                                     help="Failed logins one account name may receive from one source address in "
+                                          "a burst before logins to it from that address are refused for a while "
+                                          "(token bucket). Other addresses are not affected: an attacker cannot "
+                                          "lock the owner out from elsewhere.")
+    failed_logins_per_account = Integer(100, config=True,
+                                        help="Failed logins one account name may receive from all addresses together "
+                                             "in a burst (a ceiling against guessing spread over many addresses); "
+                                             "past it, logins to the account are refused except from addresses it "
+                                             "logged in from successfully within known_source_days.")
+    known_source_days = Float(30.0, config=True,
+                              help="Days an address an account logged in from successfully passes the "
+                                   "failed_logins_per_account ceiling (remembered in memory: a restart forgets).")
     failed_login_refill_seconds = Float(30.0, config=True,
-                                        help="Seconds after which one failed login is forgiven (per source "
-                                             "address and per account).")
+                                        help="Seconds after which one failed login is forgiven (in each of the "
+                                             "buckets above).")
     max_auth_tries = Integer(6, config=True,
                              help="Public keys one connection may offer before it is disconnected (OpenSSH's "
                                   "MaxAuthTries).")

@@ -211,7 +211,13 @@ class PageHandler(HubOAuthenticated, web.RequestHandler):
         return {k: self.get_body_argument(k) for k in self.request.body_arguments if k not in ("_xsrf", "action")}
 
     def form_int(self, name: str, required: bool = True) -> int | None:
-        return self._form_number(name, required, int, "a whole number")
+        raw = self.get_body_argument(name, "").strip()
+        if not raw:
+            if required:
+                raise v.ValidationError(f"{name} is required", field=name)
+            return None
+        # ASCII digits of a bounded length: int() also reads other scripts' digits and '1_000'
+        return v.parse_int(raw, name, 0, v.MAX_ID)
 
     def form_float(self, name: str, required: bool = True) -> float | None:
         return self._form_number(name, required, float, "a number")

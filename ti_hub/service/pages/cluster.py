@@ -28,7 +28,7 @@ class ClusterPageHandler(PageHandler):
     def window_hours(self) -> int:
         raw = self.get_query_argument("hours", "24")
         allowed = {h for h, _ in WINDOWS}
-        return int(raw) if raw.isdigit() and int(raw) in allowed else 24
+        return int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 3 and int(raw) in allowed else 24
 
     @web.authenticated
     async def get(self):

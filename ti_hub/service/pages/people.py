@@ -18,18 +18,13 @@ from tornado import web
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 
 from ... import scopes as S
-from ...domain.errors import TiError
+from ...domain.errors import HubUnavailable
 from ...hub_config import preset_roles
 from .base import PAGE, PageHandler, perm_list, permissions_legend
 from .html import el, join, table
 
 PAGE_SIZE = 200
 MAX_PAGES = 50  # 10,000 users or groups: past that, the hub's admin page is the place
-
-
-class HubUnavailable(TiError):
-    status = 502
-    error = "hub_unavailable"
 
 
 async def hub_list(hub_auth: Any, what: str) -> tuple[list[dict[str, Any]], bool]:

@@ -1,0 +1,45 @@
+"""Schemas of /me, images (IMG1-IMG3), registry credentials, SSH keys (ACC6) and templates (JOB7)."""
+
+from __future__ import annotations
+
+from ...ops.images import HOST_PATTERN, IMAGE_PATTERN
+from .common import (BOOL, ID, NAME, STR, TEXT, TIME, answer, array, enum, integer, nullable, obj, page_of,
+                     string)
+from .jobs import SPEC_FIELDS
+
+ME = answer({"name": STR, "kind": enum(("user", "service")), "admin": BOOL, "groups": array(STR),
+             "permissions": array(STR)}, title="Me")
+
+IMAGE_ADDRESS = string(512, 1, "an image address like registry/name:tag (lowercase)", pattern=IMAGE_PATTERN)
+NEW_IMAGE = obj({"name": NAME, "address": IMAGE_ADDRESS, "version": string(128),
+                 "accelerator": enum(("cpu", "gpu")), "size_mib": nullable(integer(0, 1 << 30)),
+                 "description": TEXT}, ["name", "address"], title="NewImage")
+IMAGE = answer({"id": ID, "name": STR, "address": STR, "version": STR, "accelerator": STR,
+                "size_mib": nullable(integer(0)), "description": STR, "created_at": TIME, "public": BOOL},
+               title="Image")
+IMAGE_PAGE = page_of(IMAGE)
+
+NEW_CREDENTIAL = obj({"name": NAME, "registry": string(255, 1, "a registry host with an optional :port",
+                                                       pattern=HOST_PATTERN),
+                      "username": string(255, 1), "password": string(4096, 1, "never shown back")},
+                     ["name", "registry", "username", "password"], title="NewCredential")
+CREDENTIAL = answer({"id": ID, "name": STR, "registry": STR, "username": STR, "created_at": TIME},
+                    title="Credential", description="a registry login; its password never leaves the service")
+CREDENTIAL_PAGE = page_of(CREDENTIAL)
+
+NEW_KEY = obj({"name": NAME, "key": string(16384, 1, "an OpenSSH public key on one line")}, ["name", "key"],
+              title="NewKey")
+KEY = answer({"id": ID, "name": STR, "key": STR, "fingerprint": STR, "created_at": TIME}, title="Key")
+KEY_PAGE = page_of(KEY)
+
+# a template holds a submission without its name; it is checked as a submission is (plan, image, volumes ...)
+TEMPLATE_SPEC = obj({"name": {"description": "ignored: a template carries no job name"}, **SPEC_FIELDS,
+                     "secret_env": {"not": {}, "description": "absent: templates never hold secret values (give "
+                                                              "them with each submission)"}},
+                    title="TemplateSpec")
+NEW_TEMPLATE = obj({"name": NAME, "scope": enum(("user", "team")), "group": nullable(string(255)),
+                    "spec": TEMPLATE_SPEC}, ["name", "spec"], title="NewTemplate",
+                   description="scope team shares it with a group of mine (group)")
+TEMPLATE = answer({"id": ID, "name": STR, "owner": STR, "scope": enum(("user", "team")), "group": nullable(STR),
+                   "spec": {"type": "object"}, "created_at": TIME}, title="Template")
+TEMPLATE_PAGE = page_of(TEMPLATE)

@@ -1,0 +1,158 @@
+"""Building blocks of the API's schemas: ids, names, times, lists, the error document, shared parameters.
+
+A schema with a ``title`` is one thing of the API (a Job, a Volume): the OpenAPI document lists it once under
+``components`` and refers to it; the request chokepoint reads it inline. Limits come from the validators'
+own constants, so a rule changes in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ...domain import states as st
+from ...domain import validation as v
+from ..contract import Param
+
+Schema = dict[str, Any]
+
+
+def obj(props: Mapping[str, Schema], required: Iterable[str] = (), *, title: str | None = None,
+        description: str | None = None, extra: bool | Schema = False, **more: Any) -> Schema:
+    """An object; unknown fields are refused (additionalProperties false) unless ``extra`` says otherwise."""
+    out: Schema = {"type": "object", "properties": dict(props), "additionalProperties": extra}
+    if required:
+        out["required"] = list(required)
+    if title:
+        out["title"] = title
+    if description:
+        out["description"] = description
+    out.update(more)
+    return out
+
+
+def answer(props: Mapping[str, Schema], optional: Iterable[str] = (), **kw: Any) -> Schema:
+    """A response object: every field is always there except those named ``optional``."""
+    opt = set(optional)
+    return obj(props, [k for k in props if k not in opt], **kw)
+
+
+def array(items: Schema, **more: Any) -> Schema:
+    return {"type": "array", "items": items, **more}
+
+
+def nullable(schema: Schema) -> Schema:
+    t = schema.get("type")
+    if t is None:
+        out = {"anyOf": [schema, {"type": "null"}]}
+        if schema.get("description"):
+            out["description"] = schema["description"] + ", or null"
+        return out
+    return {**schema, "type": [*(t if isinstance(t, list) else [t]), "null"]}
+
+
+def integer(lo: int | None = None, hi: int | None = None, description: str | None = None) -> Schema:
+    out: Schema = {"type": "integer"}
+    if lo is not None:
+        out["minimum"] = lo
+    if hi is not None:
+        out["maximum"] = hi
+    if description:
+        out["description"] = description
+    return out
+
+
+def number(lo: float | None = None, hi: float | None = None, description: str | None = None) -> Schema:
+    out: Schema = {"type": "number"}
+    if lo is not None:
+        out["minimum"] = lo
+    if hi is not None:
+        out["maximum"] = hi
+    if description:
+        out["description"] = description
+    return out
+
+
+def string(max_len: int | None = None, min_len: int | None = None, description: str | None = None,
+           **more: Any) -> Schema:
+    out: Schema = {"type": "string"}
+    if min_len:
+        out["minLength"] = min_len
+    if max_len is not None:
+        out["maxLength"] = max_len
+    if description:
+        out["description"] = description
+    out.update(more)
+    return out
+
+
+def enum(values: Iterable[str], description: str | None = None) -> Schema:
+    out: Schema = {"type": "string", "enum": list(values)}
+    if description:
+        out["description"] = description
+    return out
+
+
+STR = {"type": "string"}
+BOOL = {"type": "boolean"}
+INT = {"type": "integer"}
+NUM = {"type": "number"}
+COUNT = integer(0)
+ID = integer(1, v.MAX_ID, f"an id: {v.ID_RULE}")
+NAME = string(description=v.NAME_RULE, pattern=v.NAME_PATTERN)
+TEXT = string(v.MAX_TEXT)
+TIME = string(description="a time (ISO 8601, UTC)")
+MAYBE_TIME = nullable(TIME)
+USERNAME = string(255, 1, "a hub user name")
+ANY_OBJECT = {"type": "object"}
+STATUS = enum(st.ALL)
+KIND = enum(st.KINDS)
+
+
+def ref(what: str, max_len: int = 255) -> Schema:
+    """A reference by name or id, as request bodies give them."""
+    return {"anyOf": [string(max_len, 1), ID], "description": f"a {what} name or id"}
+
+
+def page_of(item: Schema, **more: Schema) -> Schema:
+    """The answer of every list: one page and the total (docs/api.md)."""
+    return answer({"items": array(item), "total": COUNT, "limit": COUNT, "offset": COUNT, **more})
+
+
+def items_of(item: Schema) -> Schema:
+    """A short list answered whole."""
+    return answer({"items": array(item), "total": COUNT})
+
+
+ERROR = obj({"error": string(description="a machine-readable code"),
+             "detail": string(description="what is wrong, in a plain sentence"),
+             "field": nullable(string(description="the field, parameter or path part at fault")),
+             # quota refusals name the resource, the request, the use and the limit (RES3)
+             "resource": STR, "requested": NUM, "used": NUM, "limit": NUM,
+             "holders": array(STR)},
+            ["error", "detail", "field"], title="Error",
+            description="Every refusal: 4xx for the caller's mistakes and refusals, 5xx for the server's.")
+
+# -- parameters ------------------------------------------------------------------------------------------
+LIMIT = Param(integer(1, 500), "page size (default 50)")
+OFFSET = Param(integer(0, v.MAX_OFFSET), "items to skip (default 0)")
+PAGE = {"limit": LIMIT, "offset": OFFSET}
+FLAG_VALUES = ("1", "0", "true", "false", "yes", "no", "")
+
+
+def flag(description: str) -> Param:
+    return Param(enum(FLAG_VALUES), description)
+
+
+def page(default: int = 50, most: int = 500) -> dict[str, Param]:
+    return {"limit": Param(integer(1, most), f"page size (default {default})"), "offset": OFFSET}
+
+
+REF_PATTERN = r"^([0-9]{1,19}|[A-Za-z0-9_-]{4,63})$"  # an id, or a name (NAME_PATTERN)
+JOB_REF = Param(string(63, 1, f"a job id ({v.ID_RULE}) or the name of one of mine", pattern=REF_PATTERN),
+                "the job: its id, or its name (mine)")
+ID_PARAM = Param(ID, "the id")
+NAME_OR_ID = Param(string(63, 1, f"a name ({v.NAME_RULE}) or an id", pattern=REF_PATTERN), "a name (mine) or an id")
+VOLUME_REF = Param(string(320, 1, "a volume id, my volume's name, or OWNER/NAME of one shared with me (the "
+                                  "slash written %2F)"), "the volume")
+USER_PARAM = Param(USERNAME, "a hub user name")

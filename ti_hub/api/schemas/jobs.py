@@ -1,0 +1,144 @@
+"""Schemas of jobs (JOB1-JOB9), their logs, metrics, endpoints and the queue (Q3-Q7).
+
+The submission's fields take what ``ops/jobspec.py`` takes (nulls where it reads null as "not given"); the
+rules a schema cannot say (a plan exists and runs here, the quota, reserved variable names) stay there.
+"""
+
+from __future__ import annotations
+
+from ...domain import states as st
+from ...domain import validation as v
+from ...ops.jobspec import ENDPOINTS, MAX_DURATION
+from ..contract import Param
+from .common import (BOOL, COUNT, ID, INT, MAYBE_TIME, NAME, NUM, STATUS, STR, TEXT, TIME, answer, array, enum,
+                     flag, integer, nullable, obj, page, page_of, ref, string)
+
+# -- submissions -----------------------------------------------------------------------------------------
+PORT = integer(v.PORT_MIN, v.PORT_MAX, f"an interactive port ({v.PORT_MIN}-{v.PORT_MAX})")
+PORTS = {"anyOf": [array(PORT, maxItems=32, uniqueItems=True), string(400), {"type": "null"}],
+         "description": f"a list of ports {v.PORT_MIN}-{v.PORT_MAX}, or a comma-separated string of them"}
+ENV = obj({}, extra={"type": ["string", "number", "null"], "maxLength": v.MAX_ENV_VALUE},
+          description="environment variables NAME: value (names the platform sets are refused)",
+          propertyNames={"pattern": v.ENV_PATTERN, "description": "letters, digits and '_', not starting with a "
+                                                                  "digit, at most 128"},
+          maxProperties=v.MAX_ENV)
+MOUNT_REQUEST = obj({"volume": ref("volume", 320), "mount_path": string(255, description=f"an absolute path under "
+                                                                                         f"{', '.join(v.MOUNT_ROOTS)}"),
+                     "read_only": BOOL}, ["volume"])
+VOLUMES = nullable(array(MOUNT_REQUEST, maxItems=32))
+ENDPOINT_LIST = {"anyOf": [array(enum(ENDPOINTS)), string(100), {"type": "null"}],
+                 "description": "a list of: ssh, jupyter, tensorboard; or a comma-separated string of them"}
+WORKERS = nullable(integer(0, description="instances of a distributed job: all-reduce 2 or more, parameter "
+                                          "server 1 or more; at most TiService.max_workers (64)"))
+PS = nullable(integer(0, description="parameter servers (strategy ps): 1 or more, at most TiService.max_ps (16)"))
+
+# what a template may hold: a submission without its name (a name given there is ignored)
+SPEC_FIELDS = {
+    "description": nullable(TEXT),
+    "kind": enum(st.JOB_KINDS),
+    "strategy": {"type": ["string", "null"], "enum": ["allreduce", "ps", "", None],
+                 "description": "distributed jobs: allreduce (default) or ps"},
+    "workers": WORKERS,
+    "ps": PS,
+    "plan": ref("plan"),
+    "image": string(512, description="a public image's name or an image address"),
+    "command": string(v.MAX_COMMAND),
+    "env": nullable(ENV),
+    "volumes": VOLUMES,
+    "ports": PORTS,
+    "endpoints": ENDPOINT_LIST,
+    "credential": nullable(ref("registry credential")),
+    "preemptible": BOOL,
+    "estimated_duration": nullable(integer(1, MAX_DURATION, "seconds")),
+    "on_overrun": enum(("alert", "stop"), "past estimated_duration: alert (default) or stop"),
+}
+SUBMISSION = obj({"name": NAME, **SPEC_FIELDS,
+                  "secret_env": nullable({**ENV, "description": "secret environment variables NAME: value, sealed "
+                                                                "at once and never shown again (not in env too)"}),
+                  "template": nullable(ref("template")),
+                  "priority": nullable(integer(1, 1000, "1-1000 (admins only; default 100)"))},
+                 ["name"], title="Submission",
+                 description="A training job to run. plan, image and command are required unless a template gives "
+                             "them; the submission's own fields win over the template's.")
+CLONE = obj({"name": nullable(string(63))}, description="the clone's name (default: the job's, numbered)")
+PRIORITY = obj({"priority": integer(1, 1000)}, ["priority"])
+MOVE = obj({"to": nullable(enum(("top", "bottom"))), "before": nullable(ID), "after": nullable(ID)},
+           description="exactly one of: to, before (a queued job of mine), after")
+ADD_PORT = obj({"port": PORT}, ["port"])
+LOGDIR = obj({"logdir": string(4096, description="a directory inside one of the job's volume mounts")}, ["logdir"])
+
+# -- answers ---------------------------------------------------------------------------------------------
+MOUNT = answer({"volume_id": ID, "volume": STR, "kind": STR, "mount_path": STR, "read_only": BOOL})
+QUEUE_PLACE = answer({"queue": string(description="POOL/DEVICE_TYPE/KIND"), "position": nullable(INT),
+                      "ahead": nullable(INT), "estimated_start": MAYBE_TIME, "pinned": BOOL, "provisional": BOOL,
+                      "jobs_ahead": array(answer({"id": ID, "name": STR, "owner": STR, "position": nullable(INT)}))},
+                     ["provisional", "jobs_ahead"], title="QueuePlace")
+TENSORBOARD = answer({"logdir": STR, "url": STR, "key": STR, "started_at": {"type": ["number", "string", "null"]}},
+                     title="TensorBoard")
+EVENT = answer({"at": TIME, "status": STR, "message": STR})
+JOB_FIELDS = {
+    "id": ID, "name": STR, "display_name": STR, "owner": STR, "kind": enum(st.KINDS),
+    "strategy": nullable(STR), "status": STATUS, "reason": STR, "plan_id": nullable(ID), "pool": STR,
+    "device_type": STR, "devices_per_instance": COUNT, "cpu_per_instance": NUM, "memory_mib_per_instance": COUNT,
+    "workers": COUNT, "ps": COUNT, "shm_mib": COUNT, "image": STR, "command": STR, "description": STR,
+    "preemptible": BOOL, "priority": INT, "exit_code": nullable(INT), "placement": nullable({"type": "object"}),
+    "instances": COUNT, "env": obj({}, extra=STR), "secret_env_names": array(STR), "volumes": array(MOUNT), "ports": array(INT),
+    "endpoints": array(STR), "estimated_duration": nullable(INT), "warnings": array(STR),
+    "created_at": TIME, "queued_at": MAYBE_TIME, "started_at": MAYBE_TIME, "finished_at": MAYBE_TIME,
+    "queue": QUEUE_PLACE,
+    # the detail adds the history; for the owner, the endpoint URLs and TensorBoards (JOB6)
+    "events": array(EVENT), "endpoint_urls": obj({}, extra=STR), "tensorboards": array(TENSORBOARD),
+}
+DETAIL_ONLY = ("queue", "events", "endpoint_urls", "tensorboards")
+JOB = answer(JOB_FIELDS, DETAIL_ONLY, title="Job",
+             description="A training job or a workspace (kind workspace) and where it stands")
+# another user's waiting job, as those with custom:ti:jobs:view-all see it (JOB5): ops/jobs.SUMMARY_PLAIN
+SUMMARY_KEYS = ("id", "name", "owner", "kind", "strategy", "status", "reason", "plan_id", "pool", "device_type",
+                "devices_per_instance", "cpu_per_instance", "memory_mib_per_instance", "workers", "ps", "shm_mib",
+                "preemptible", "priority", "created_at", "queued_at", "instances")
+JOB_SUMMARY = answer({**{k: JOB_FIELDS[k] for k in SUMMARY_KEYS}, "summary": {"const": True},
+                      "queue": QUEUE_PLACE}, ["queue"], title="JobSummary",
+                     description="Another user's queued, scheduling or paused job: who, what state, how much and "
+                                 "where in the queue; never its image, command, environment, volumes or logs")
+JOB_SEEN = {"anyOf": [JOB, JOB_SUMMARY], "description": "a job in full, or another user's job as its summary"}
+JOB_PAGE = page_of(JOB_SEEN)
+
+LOGS = answer({"text": STR, "offset": COUNT, "instance": COUNT, "instances": COUNT, "status": STATUS,
+               "finished": BOOL}, title="Logs")
+GPU = answer({"index": INT, "utilization_percent": nullable(INT), "memory_used_mib": nullable(INT),
+              "memory_total_mib": nullable(INT)})
+METRICS = answer({"job": ID, "status": STATUS, "note": STR, "at": TIME,
+                  "instances": array(answer({"instance": COUNT, "cpu_cores": nullable(NUM),
+                                             "memory_bytes": nullable(INT), "gpus": nullable(array(GPU)),
+                                             "note": STR}))}, title="Metrics")
+TENSORBOARDS = answer({"items": array(TENSORBOARD), "total": COUNT})
+TENSORBOARD_STARTED = answer({**TENSORBOARD["properties"], "job": ID, "started": BOOL})
+STOPPED = answer({"stopped": COUNT})
+SCORES = page_of(answer({"user": STR, "device_type": STR, "score": NUM, "held": NUM, "saved_at": TIME}),
+                 settling_time_s=NUM)
+PANEL = answer({"mine": array(answer({"kind": STR, "device_type": STR, "running": COUNT, "queued": COUNT,
+                                      "devices": COUNT, "gap": COUNT})),
+                "cluster": array(answer({"device_type": STR, "total": COUNT, "occupied": COUNT, "gap": COUNT,
+                                         "free": COUNT}))}, title="Panel")
+
+# -- query parameters ------------------------------------------------------------------------------------
+STATUSES = "|".join(st.ALL)
+KINDS = "|".join(st.KINDS)
+JOB_FILTERS = {
+    "status": Param(string(200, pattern=rf"^({STATUSES})(,({STATUSES}))*$"), "states, comma-separated"),
+    "kind": Param(string(100, pattern=rf"^({KINDS})(,({KINDS}))*$"), "kinds, comma-separated"),
+    "name": Param(string(63), "a part of the name"),
+    "owner": Param(string(255), "the owner (others' need custom:ti:jobs:view-all)"),
+    "all": flag("everyone's jobs (custom:ti:jobs:view-all)"),
+    **page(),
+}
+LOG_QUERY = {"instance": Param(integer(0, 99_999), "the instance (default 0)"),
+             "offset": Param(integer(0, 2**53), "byte offset to read from (default 0)"),
+             "tail": Param(integer(1, 2000), "the last N lines instead")}
+QUEUE_QUERY = {"all": flag("everyone's queued jobs (custom:ti:jobs:view-all)"),
+               "queue": Param(string(200, pattern=r"^[^/]+/[^/]+/[^/]+$"), "one queue: POOL/DEVICE_TYPE/KIND"),
+               **page(200, 1000)}
+SCORES_QUERY = {"all": flag("everyone's scores (custom:ti:jobs:view-all)"),
+                "user": Param(string(255), "one user's scores"), "device_type": Param(string(63), "one device type"),
+                **page(200, 10000)}
+LOGDIR_QUERY = {"logdir": Param(string(4096), "only the TensorBoard of this logdir")}

@@ -1,0 +1,78 @@
+"""Schemas of plans (RES1), quotas (RES3), volumes (STO1-STO7) and the cluster's status."""
+
+from __future__ import annotations
+
+from ...domain import states as st
+from ...ops.quotas import STORAGE_KINDS
+from ...ops.volumes import MAX_GIB
+from ..contract import Param
+from .common import (BOOL, COUNT, ID, INT, NAME, NUM, STR, TEXT, TIME, USERNAME, answer, array, enum, flag,
+                     integer, nullable, number, obj, page, page_of, ref, string)
+
+# -- plans -----------------------------------------------------------------------------------------------
+PLAN_FIELDS = {
+    "name": NAME, "description": TEXT, "kinds": array(enum(st.KINDS), minItems=1),
+    "device_type": string(63, 1, "cpu, or a device type (a GPU model, an NPU type)"),
+    "device_count": integer(0, 64, "devices per instance (some device types accept only some counts)"),
+    "cpu": number(0.1, 1024, "CPU cores"), "memory_mib": integer(64, 16 * 1024 * 1024),
+    "shm_mib": integer(0, 1024 * 1024), "rdma": BOOL, "pool": NAME,
+}
+NEW_PLAN = obj(PLAN_FIELDS, ["name", "kinds", "cpu", "memory_mib"], title="NewPlan")
+PLAN_CHANGE = obj(PLAN_FIELDS, description="the fields to change")
+PLAN = answer({"id": ID, "name": STR, "description": STR, "kinds": array(STR), "device_type": STR,
+               "device_count": COUNT, "cpu": NUM, "memory_mib": COUNT, "shm_mib": COUNT, "rdma": BOOL, "pool": STR,
+               "runnable": BOOL}, ["runnable"], title="Plan")
+PLAN_PAGE = page_of(PLAN)
+PLAN_QUERY = {"kind": Param(enum(st.KINDS), "only plans for this kind of work"),
+              "all": flag("admins: also plans that cannot run on this cluster now"), **page()}
+
+# -- quotas ----------------------------------------------------------------------------------------------
+LIMITS = answer({"devices": COUNT, "cpu": NUM, "memory_mib": COUNT})
+MY_QUOTA = answer({"user": STR,
+                   "compute": array(answer({"kind": STR, "device_type": STR, "limit": LIMITS, "used": LIMITS})),
+                   "storage": array(answer({"kind": STR, "limit_gib": COUNT, "used_gib": COUNT}))}, title="MyQuota")
+COMPUTE_QUOTA = answer({"user": STR, "kind": STR, "device_type": STR, "devices": COUNT, "cpu": NUM,
+                        "memory_mib": COUNT}, title="ComputeQuota")
+STORAGE_QUOTA = answer({"user": STR, "kind": STR, "capacity_gib": COUNT}, title="StorageQuota")
+QUOTA = {"anyOf": [COMPUTE_QUOTA, STORAGE_QUOTA]}
+QUOTA_PAGE = page_of(QUOTA)
+SET_QUOTA = obj({"user": string(255, 1, "a user, or * for everyone's default"),
+                 "kind": enum((*st.KINDS, *STORAGE_KINDS), "a kind of work (compute) or of storage"),
+                 "device_type": string(63, 1, "a device type, or * for all (compute; default *)"),
+                 "devices": integer(0, 1 << 20), "cpu": number(0, 1 << 20), "memory_mib": integer(0, 1 << 40),
+                 "capacity_gib": integer(0, 1 << 30, "storage kinds")}, ["user", "kind"], title="SetQuota",
+                description="a compute quota (devices, cpu, memory_mib) or a storage quota (capacity_gib)")
+USER_QUERY = {"user": Param(USERNAME, "another user (custom:ti:users:manage)")}
+
+# -- volumes ---------------------------------------------------------------------------------------------
+SHARE = answer({"id": ID, "kind": enum(("user", "group")), "grantee": STR, "mode": enum(("ro", "rw"))})
+VOLUME_FIELDS = {"id": ID, "owner": STR, "name": STR, "kind": STR, "capacity_gib": COUNT, "cluster": STR,
+                 "description": STR, "public": BOOL, "source_volume_id": nullable(ID), "created_at": TIME,
+                 "shares": array(SHARE), "access": nullable(enum(("ro", "rw")))}
+VOLUME = answer(VOLUME_FIELDS, title="Volume")
+VOLUME_DETAIL = answer({**VOLUME_FIELDS, "used_bytes": nullable(COUNT), "mounted_by": array(STR)},
+                       title="VolumeDetail")
+VOLUME_PAGE = page_of(VOLUME)
+NEW_VOLUME = obj({"name": NAME, "kind": enum(STORAGE_KINDS), "capacity_gib": integer(1, MAX_GIB),
+                  "description": nullable(TEXT), "cluster": NAME, "source": ref("volume", 320),
+                  "public": BOOL}, ["name", "kind", "capacity_gib"], title="NewVolume",
+                 description="a dataset (kind dataset) is a snapshot of source; bucket volumes and public datasets "
+                             "are for admins")
+VOLUME_CHANGE = obj({"capacity_gib": integer(1, MAX_GIB, "the new size: only grows"),
+                     "description": nullable(TEXT)})
+NEW_SHARE = obj({"user": USERNAME, "group": string(255, 1, "a hub group"), "mode": enum(("ro", "rw"))},
+                description="exactly one of user and group, each of which must exist in the hub; mode ro "
+                            "(default) or rw")
+ENTRY = answer({"name": STR, "type": enum(("dir", "file")), "size": COUNT, "modified": NUM, "path": STR})
+LISTING = answer({"path": STR, "type": enum(("dir", "file")), "size": COUNT, "entries": array(ENTRY)},
+                 ["size"], title="Listing")
+FILES_QUERY = {"path": Param(string(4096), "a directory or file inside the volume (default: its root)")}
+
+# -- cluster ---------------------------------------------------------------------------------------------
+CLUSTER = answer({
+    "nodes": array(answer({"name": STR, "pool": STR, "schedulable": BOOL, "cpu": NUM, "cpu_used": NUM,
+                           "memory_mib": COUNT,
+                           "devices": {"type": "object",
+                                       "additionalProperties": answer({"total": COUNT, "used": COUNT})}})),
+    "device_types": array(answer({"device_type": STR, "total": COUNT, "used": COUNT, "gap": COUNT, "free": INT})),
+    "running": COUNT, "queued": COUNT}, title="Cluster")

@@ -1,0 +1,38 @@
+"""Schemas of the routes the hub's own services call: workspace admission (the spawner, WS1-WS5) and the SSH
+gateway's look-ups (DEV4), and the ssh command users copy."""
+
+from __future__ import annotations
+
+from ..contract import Param
+from .account import IMAGE
+from .common import (BOOL, COUNT, ID, INT, NAME, STR, TEXT, answer, array, integer, items_of, nullable, obj,
+                     string)
+from .jobs import ENV, JOB_FIELDS, PORTS, SPEC_FIELDS, VOLUMES
+from .resources import PLAN, VOLUME
+
+WORKSPACE_OPTIONS = obj({"name": NAME, "display_name": nullable(string(255)), "description": nullable(TEXT),
+                         "plan": SPEC_FIELDS["plan"], "image": nullable(SPEC_FIELDS["image"]),
+                         "volumes": VOLUMES, "env": nullable(ENV), "jupyter": BOOL, "ssh": BOOL, "ports": PORTS},
+                        title="WorkspaceOptions", description="what the spawn form chose (WS1)")
+# the owner's hub scopes, as the spawner reads them: honoured only from the spawner (ops/workspaces.owner_actor)
+OWNER_SCOPES = array(string(1024), maxItems=4096, description="the owner's hub scopes (sent by the spawner)")
+ADMIT = obj({"groups": nullable(array(string(255))), "options": nullable(WORKSPACE_OPTIONS),
+             "scopes": nullable(OWNER_SCOPES)},
+            description="the owner's groups and hub scopes, and the options of the spawn form")
+RUNNING = obj({"state": nullable({"type": "object", "description": "where the workspace runs (backend state)"})})
+STOPPED = obj({"reason": nullable(string(500))})
+MOUNT_SOURCE = answer({"source": STR, "kind": STR, "mount_path": STR, "read_only": BOOL})
+WORKSPACE = answer({**JOB_FIELDS, "jupyter": BOOL, "unix_uid": nullable(INT), "mounts": array(MOUNT_SOURCE)},
+                   ["queue", "events", "endpoint_urls", "tensorboards"], title="Workspace")
+FORM_CHOICES = answer({"plans": array(PLAN), "images": array(IMAGE), "volumes": array(VOLUME)}, title="FormChoices")
+GROUPS_QUERY = {"groups": Param(string(4096), "the owner's groups, comma-separated"),
+                "scopes": Param(string(4096), "the owner's hub scopes, comma-separated (sent by the spawner)")}
+
+SSH_COMMAND = answer({"command": STR, "login": STR, "host": STR, "port": integer(1, 65535)}, title="SSHCommand")
+SSH_COMMAND_QUERY = {"name": Param(NAME, "a workspace or job of mine"),
+                     "instance": Param(integer(0, 99_999), "a job's instance")}
+SSH_KEYS = items_of(answer({"name": STR, "key": STR, "fingerprint": STR}))
+SSH_TARGET = answer({"id": ID, "owner": STR, "name": STR, "kind": STR, "status": STR, "reason": STR, "ssh": BOOL,
+                     "instances": COUNT, "backend_state": nullable({"type": "object"})}, title="SSHTarget")
+SSH_TARGETS = items_of(SSH_TARGET)
+TARGETS_QUERY = {"name": Param(NAME, "one workspace or job (default: every workspace)")}

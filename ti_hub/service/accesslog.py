@@ -1,0 +1,63 @@
+"""The ti service's access log, without the credentials a URL may carry.
+
+A hub token may come as ``?token=`` (HubAuth accepts it, and the endpoints of a job are opened that way), and the
+OAuth callback's URL carries the login's ``code`` and ``state``. Tornado logs every request's URI whole, and so
+does its warning for a refused request and its report of an uncaught exception: the service's log (the hub's
+log file, where an administrator's eyes and log shippers go) would hold working tokens. ``scrub`` replaces the
+values; the access log line is written with it, and a logging filter does the same for tornado's other lines.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+# parameters whose values are credentials (a name *containing* one of these counts, as in JupyterHub's log)
+SECRET_PARAMS = ("token", "auth", "key", "code", "state", "_xsrf", "password", "secret")
+# a secret-named parameter anywhere in a text: a URI, or a log line that contains one
+_PARAM_RE = re.compile(r"(?P<name>[?&;](?:[^=&\s;#]*?(?:" + "|".join(map(re.escape, SECRET_PARAMS)) +
+                       r")[^=&\s;#]*)=)(?P<value>[^&\s;#'\")]*)", re.IGNORECASE)
+SECRET = "[secret]"
+
+
+def scrub(text: str) -> str:
+    """``text`` with the value of every credential-named query parameter replaced by [secret]."""
+    if "=" not in text:
+        return text
+    return _PARAM_RE.sub(lambda m: m.group("name") + SECRET, text)
+
+
+access_log = logging.getLogger("tornado.access")
+
+
+def log_request(handler: Any) -> None:
+    """Tornado's access log line (status, method, URI, remote address, time), with the URI scrubbed."""
+    status = handler.get_status()
+    level = logging.INFO if status < 400 else logging.WARNING if status < 500 else logging.ERROR
+    request = handler.request
+    access_log.log(level, "%d %s %s (%s) %.2fms", status, request.method, scrub(request.uri), request.remote_ip,
+                   1000.0 * request.request_time())
+
+
+class ScrubFilter(logging.Filter):
+    """Rewrites a record's message when it would show a credential (tornado's warnings and tracebacks print
+    the request's URI)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a broken record is the logging module's to report
+            return True
+        clean = scrub(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        return True
+
+
+def install(loggers: tuple[str, ...] = ("tornado.access", "tornado.application", "tornado.general")) -> None:
+    """Once per process; idempotent."""
+    for name in loggers:
+        lg = logging.getLogger(name)
+        if not any(isinstance(f, ScrubFilter) for f in lg.filters):
+            lg.addFilter(ScrubFilter())
