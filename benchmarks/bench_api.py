@@ -13,7 +13,7 @@ Targets (issue): with 200,000 job rows and 10,000 users on 2 cores,
 What it does:
   1. seeds a template database once (benchmarks/seed_jobs.py; kept in --workdir and reused while the
      seed parameters are the same), then copies it into a fresh data dir for every platform start;
-  2. cold start: times ``start_hub`` (tests/conftest.py: launches ``ti-hub start`` and polls
+  2. cold start: times ``start_hub`` (tests/hubproc.py: launches ``ti-hub start`` and polls
      ``/services/ti/api/v1/openapi.json`` through the public proxy until it answers) on an empty data
      dir and on the seeded one;
   3. starts one platform on the seeded data, creates hub users for benchmark clients that own a few
@@ -52,7 +52,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 
 import seed_jobs  # noqa: E402
-from conftest import ADMIN, ADMIN_PASSWORD  # noqa: E402
+from hubproc import ADMIN, ADMIN_PASSWORD  # noqa: E402
 from tihub_client import Hub  # noqa: E402
 
 import benchplatform  # noqa: E402
