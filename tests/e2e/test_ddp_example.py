@@ -36,7 +36,9 @@ EPOCH_RE = re.compile(r"^epoch=(\d+) loss=([0-9.eE+-]+)", re.M)
 def ti(hub, session, *args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess:
     """Runs the real CLI in a subprocess, logged in as `session` through the environment."""
     env = {k: v for k, v in os.environ.items() if k not in ("JUPYTERHUB_API_TOKEN", "TI_API_URL", "TI_TOKEN")}
-    env.update(TI_API_URL=hub.api_url, TI_TOKEN=session.token, TI_CONFIG=str(cwd / "ti-config.json"))
+    env.update(TI_API_URL=hub.api_url, TI_TOKEN=session.token, TI_CONFIG=str(cwd / "ti-config.json"),
+               PYTHONPATH=os.pathsep.join(p for p in (str(Path(__file__).resolve().parents[2]),
+                                                      env.get("PYTHONPATH", "")) if p))  # this checkout's CLI
     return subprocess.run([sys.executable, "-m", "ti_hub.cli.main", *args], env=env, cwd=cwd,
                           capture_output=True, text=True, timeout=timeout)
 
@@ -59,6 +61,8 @@ def test_ddp_example_trains_over_two_instances(hub, new_user, tmp_path):
              "--", sys.executable, hub.put_in_home(user.name, TRAIN), "--epochs", str(EPOCHS), cwd=tmp_path,
              timeout=300)
     elapsed = time.monotonic() - started
+    assert sub.returncode == 0 or user.api("GET", f"/jobs/{name}").status_code == 200, \
+        f"submit exit {sub.returncode}:\n{sub.stdout}\n{sub.stderr}"
     job = user.ok("GET", f"/jobs/{name}")
     logs = {i: ti(hub, user, "job", "logs", name, "--instance", str(i), cwd=tmp_path) for i in (0, 1)}
     diagnosis = (f"submit exit {sub.returncode} after {elapsed:.1f} s\nstdout:\n{sub.stdout}\n"

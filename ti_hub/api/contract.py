@@ -11,16 +11,22 @@ is free. Pure: no I/O.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError as SchemaError
-from jsonschema.exceptions import best_match
+# jsonschema's format checkers import rfc3987_syntax where it is installed (jupyter_events asks for it), and that
+# builds a grammar for ~1.6 s at import: every ti service process would start that much later (and a killed
+# one come back that much later). The API's schemas use no IRI formats, so it is kept out of this process.
+sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
-from ..domain import validation as v
-from ..domain.errors import ValidationError
+from jsonschema import Draft202012Validator  # noqa: E402
+from jsonschema.exceptions import ValidationError as SchemaError  # noqa: E402
+from jsonschema.exceptions import best_match  # noqa: E402
+
+from ..domain import validation as v  # noqa: E402
+from ..domain.errors import ValidationError  # noqa: E402
 
 # statuses every operation of the API can answer: bad input, no login, not allowed
 COMMON_ERRORS = (400, 401, 403)
