@@ -97,7 +97,7 @@ def stop_hub(proc: subprocess.Popen) -> None:
                 pass
 
 
-def own_hub(tmp_path_factory, name: str, config_lines: str = ""):
+def own_hub(tmp_path_factory, name: str, config_lines: str = "", extra_env: dict[str, str] | None = None):
     """A hub of its own (a generator for fixtures), with lines added to the packaged config if given."""
     data = tmp_path_factory.mktemp(name) / "data"
     data.mkdir()
@@ -105,7 +105,7 @@ def own_hub(tmp_path_factory, name: str, config_lines: str = ""):
     if config_lines:
         config = data.parent / "jupyterhub_config.py"
         config.write_text("from ti_hub.hub_config import configure\nconfigure(c)\n" + config_lines)
-    proc, hub, _ports = start_hub(data, config=str(config) if config else None)
+    proc, hub, _ports = start_hub(data, extra_env, config=str(config) if config else None)
     hub.data_dir = data
     hub.admin = hub.login(ADMIN, ADMIN_PASSWORD)
     hub.admin.password = ADMIN_PASSWORD

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from hubproc import ADMIN, ADMIN_PASSWORD, free_port, start_hub, stop_hub
+from hubproc import free_port, own_hub
 from tihub_client import free_job_port, wait
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
@@ -24,14 +24,11 @@ fetch("/index.html").then(r => r.ok ? "own ok" : "own failed").catch(() => "own 
 
 @pytest.fixture(scope="module")
 def ohub(tmp_path_factory):
-    data = tmp_path_factory.mktemp("obhub") / "data"
-    data.mkdir()
     ep_port = free_port()
-    proc, hub, _ = start_hub(data, extra_env={"TI_HUB_ENDPOINT_ORIGIN": f"http://ep.localhost:{ep_port}"})
-    hub.data_dir, hub.ep_port = data, ep_port
-    hub.admin = hub.login(ADMIN, ADMIN_PASSWORD)
-    yield hub
-    stop_hub(proc)
+    origin = {"TI_HUB_ENDPOINT_ORIGIN": f"http://ep.localhost:{ep_port}"}
+    for hub in own_hub(tmp_path_factory, "obhub", extra_env=origin):
+        hub.ep_port = ep_port
+        yield hub
 
 
 def test_a_jobs_page_on_its_own_origin_cannot_read_the_hub(ohub, page_for, tmp_path):

@@ -13,7 +13,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import requests
 
-from hubproc import ADMIN, ADMIN_PASSWORD, free_port, start_hub, stop_hub
+from hubproc import free_port, own_hub
 from tihub_client import free_job_port, wait
 
 pytestmark = pytest.mark.e2e
@@ -21,14 +21,11 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture(scope="module")
 def ohub(tmp_path_factory):
-    data = tmp_path_factory.mktemp("ohub") / "data"
-    data.mkdir()
     ep_port = free_port()
-    proc, hub, _ = start_hub(data, extra_env={"TI_HUB_ENDPOINT_ORIGIN": f"http://ep.localhost:{ep_port}"})
-    hub.data_dir, hub.ep_port = data, ep_port
-    hub.admin = hub.login(ADMIN, ADMIN_PASSWORD)
-    yield hub
-    stop_hub(proc)
+    origin = {"TI_HUB_ENDPOINT_ORIGIN": f"http://ep.localhost:{ep_port}"}
+    for hub in own_hub(tmp_path_factory, "ohub", extra_env=origin):
+        hub.ep_port = ep_port
+        yield hub
 
 
 def person(hub, name: str):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from .. import scopes as S
 from ..domain import validation as v
 from ..ops import images, keys, templates
-from .base import APIHandler, int_id
+from .base import APIHandler
 
 
 class MeHandler(APIHandler):
@@ -41,7 +41,7 @@ class ImagesHandler(APIHandler):
 
 class ImageHandler(APIHandler):
     async def delete(self, image_id: str):
-        await self.op(images.delete_image, self.actor, int_id(image_id))
+        await self.op(images.delete_image, self.actor, v.db_id(image_id))
         self.set_status(204)
         self.finish()
 

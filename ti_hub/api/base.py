@@ -19,7 +19,7 @@ from .jsonbody import MAX_BODY, parse_object
 if TYPE_CHECKING:
     from ..service.app import TiService
 
-__all__ = ["MAX_BODY", "APIHandler", "Refusals", "int_id"]
+__all__ = ["MAX_BODY", "APIHandler", "Refusals"]
 log = logging.getLogger("ti_hub.api")
 
 
@@ -211,9 +211,3 @@ def _default(o: Any) -> Any:
     if isinstance(o, (set, frozenset)):
         return list(o)
     raise TypeError(f"{type(o).__name__} is not JSON serializable")
-
-
-def int_id(value: str, field: str = "id") -> int:
-    from ..domain.validation import db_id
-
-    return db_id(value, field)

@@ -6,7 +6,7 @@ from .. import scopes as S
 from ..domain import validation as v
 from ..domain.errors import NotFound
 from ..ops import plans, quotas, volumes
-from .base import APIHandler, int_id
+from .base import APIHandler
 
 
 class PlansHandler(APIHandler):
@@ -22,11 +22,11 @@ class PlansHandler(APIHandler):
 
 class PlanHandler(APIHandler):
     async def patch(self, plan_id: str):
-        self.send(await self.op(plans.update, self.actor, int_id(plan_id), self.body(),
+        self.send(await self.op(plans.update, self.actor, v.db_id(plan_id), self.body(),
                                 self.ti.ops_settings.device_rules))
 
     async def delete(self, plan_id: str):
-        await self.op(plans.delete, self.actor, int_id(plan_id))
+        await self.op(plans.delete, self.actor, v.db_id(plan_id))
         self.set_status(204)
         self.finish()
 
@@ -86,7 +86,7 @@ class VolumeSharesHandler(APIHandler):
 
 class VolumeShareHandler(APIHandler):
     async def delete(self, ref: str, share_id: str):
-        self.send(await self.op(volumes.unshare, self.actor, ref, int_id(share_id, "share_id")))
+        self.send(await self.op(volumes.unshare, self.actor, ref, v.db_id(share_id, "share_id")))
 
 
 class VolumeFilesHandler(APIHandler):

@@ -241,12 +241,3 @@ def id_in(text: str) -> int | None:
         return int(text)
     return None
 
-
-def flag(args: Mapping[str, str], key: str) -> bool:
-    """A yes/no query parameter (?all=1): 1, true or yes; 0, false, no or empty."""
-    raw = args.get(key) or ""
-    if raw in ("1", "true", "yes"):
-        return True
-    if raw in ("", "0", "false", "no"):
-        return False
-    raise ValidationError(f"{key} must be 1 or 0 (true/false, yes/no)", field=key)

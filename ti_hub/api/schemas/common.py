@@ -51,8 +51,8 @@ def nullable(schema: Schema) -> Schema:
     return {**schema, "type": [*(t if isinstance(t, list) else [t]), "null"]}
 
 
-def integer(lo: int | None = None, hi: int | None = None, description: str | None = None) -> Schema:
-    out: Schema = {"type": "integer"}
+def _bounded(kind: str, lo: float | None, hi: float | None, description: str | None) -> Schema:
+    out: Schema = {"type": kind}
     if lo is not None:
         out["minimum"] = lo
     if hi is not None:
@@ -60,17 +60,14 @@ def integer(lo: int | None = None, hi: int | None = None, description: str | Non
     if description:
         out["description"] = description
     return out
+
+
+def integer(lo: int | None = None, hi: int | None = None, description: str | None = None) -> Schema:
+    return _bounded("integer", lo, hi, description)
 
 
 def number(lo: float | None = None, hi: float | None = None, description: str | None = None) -> Schema:
-    out: Schema = {"type": "number"}
-    if lo is not None:
-        out["minimum"] = lo
-    if hi is not None:
-        out["maximum"] = hi
-    if description:
-        out["description"] = description
-    return out
+    return _bounded("number", lo, hi, description)
 
 
 def string(max_len: int | None = None, min_len: int | None = None, description: str | None = None,
