@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from . import scopes as S
+from .domain.validation import NAME_RULE
 from .hubdb import use_wal
 from .secretfile import read_or_create
 
@@ -117,6 +118,7 @@ def configure(c, data: str | os.PathLike | None = None) -> None:
 
     # the hub's nav gets a TiHub menu linking the ti service's pages (templates/page.html)
     c.JupyterHub.template_paths = [str(TEMPLATES)]
+    c.JupyterHub.template_vars = {"ti_name_rule": NAME_RULE}  # home.html checks server names as they are typed
     c.JupyterHub.custom_scopes = S.CUSTOM_SCOPES
     c.JupyterHub.load_groups = {S.ADMIN_GROUP: {"users": [admin] if admin else []}}
     c.JupyterHub.load_roles = preset_roles()
