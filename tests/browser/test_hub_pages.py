@@ -117,7 +117,6 @@ def test_spawn_form_says_a_bad_name_before_start(qhub, page_for):
     assert "the image you pick is recorded, not run" in form.locator("#ti-image-note").inner_text()
     empty = form.locator("#ti-volumes-empty")
     assert "ti volume create" in empty.inner_text() and "Storage panel" in empty.inner_text()
-    screenshot(page, "hub-spawn-form", "#spawn_form")
     # a Start forced anyway is refused in the same plain words, not "HTTP 400: ... (...)"
     form.locator("[type=submit]").evaluate("b => { b.disabled = false; }")
     form.locator("[type=submit]").click()
