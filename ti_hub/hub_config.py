@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from . import scopes as S
+from .domain.validation import NAME_RULE
 from .hubdb import use_wal
 from .secretfile import read_or_create
 
@@ -26,6 +27,8 @@ PASSED_ENV = ("TI_HUB_DATA_DIR", "TI_HUB_USER_DATA_DIR", "TI_HUB_ENDPOINT_ORIGIN
               "TI_HUB_HUB_PORT", "TI_HUB_PROXY_API_PORT", "TI_HUB_SERVICE_PORT", "TI_HUB_SSH_PORT", "TI_HUB_SSH_IP",
               "TI_HUB_CHECK_RESPONSES", "PATH", "PYTHONPATH", "TI_HUB_RUN_ID")
 TEMPLATES = Path(__file__).parent / "templates"
+# what the templates read besides the hub's own variables (home.html checks server names as they are typed)
+TEMPLATE_VARS = {"ti_name_rule": NAME_RULE}
 
 
 def _secret_file(path: Path, nbytes: int = 32) -> str:
@@ -117,6 +120,7 @@ def configure(c, data: str | os.PathLike | None = None) -> None:
 
     # the hub's nav gets a TiHub menu linking the ti service's pages (templates/page.html)
     c.JupyterHub.template_paths = [str(TEMPLATES)]
+    c.JupyterHub.template_vars = dict(TEMPLATE_VARS)
     c.JupyterHub.custom_scopes = S.CUSTOM_SCOPES
     c.JupyterHub.load_groups = {S.ADMIN_GROUP: {"users": [admin] if admin else []}}
     c.JupyterHub.load_roles = preset_roles()

@@ -88,3 +88,38 @@ def test_user_without_admin_scopes_gets_no_admin_page(qhub, page_for):
     page.goto(qhub.url + "/hub/home")
     body = page.content()
     assert "/services/ti/queue" in body and "/services/ti/quotas" not in body
+
+
+def test_spawn_form_says_a_bad_name_before_start(qhub, page_for):
+    """WS1 as a newcomer meets it: the name is checked as it is typed on the home page and again on the spawn
+    form before Start, in plain words; the selects look like selects; Volumes is there with no volume yet; the
+    embedded platform says that it does not run the image picked."""
+    user = qhub.person("spawnform")
+    page = page_for(qhub, user)
+    page.goto(qhub.url + "/hub/home")
+    box, add = page.locator(".new-server-name"), page.locator(".new-server-btn")
+    box.fill("abc")
+    error = page.locator("#ti-server-name-error")
+    assert "'abc' cannot name a workspace: workspace names are 4-63 characters" in error.inner_text()
+    assert add.is_disabled()
+    box.fill("abcd")
+    assert error.inner_text() == "" and add.is_enabled()
+
+    page.goto(f"{qhub.url}/hub/spawn/{user.name}/abc")
+    form = page.locator("#spawn_form")
+    assert form.locator("#ti-ws-name").inner_text() == "Workspace name: abc"
+    said = form.locator("#ti-name-error").inner_text()
+    assert said.startswith("'abc' cannot name a workspace: workspace names are 4-63 characters")
+    assert form.locator("[type=submit]").is_disabled()  # said before Start, not after it
+    assert form.locator("label[for=ti-desc]").inner_text() == "Description"
+    for select in ("#ti-plan", "#ti-image"):  # drawn as selects (Bootstrap's arrow), not as text boxes
+        assert "url(" in form.locator(select).evaluate("e => getComputedStyle(e).backgroundImage"), select
+    assert "the image you pick is recorded, not run" in form.locator("#ti-image-note").inner_text()
+    empty = form.locator("#ti-volumes-empty")
+    assert "ti volume create" in empty.inner_text() and "Storage panel" in empty.inner_text()
+    # a Start forced anyway is refused in the same plain words, not "HTTP 400: ... (...)"
+    form.locator("[type=submit]").evaluate("b => { b.disabled = false; }")
+    form.locator("[type=submit]").click()
+    shown = page.locator(".spawn-error-msg").inner_text()
+    assert "cannot name a workspace" in shown and "HTTP 400" not in shown, shown
+    assert user.hub_api("GET", f"/users/{user.name}").json()["servers"] == {}

@@ -6,6 +6,7 @@ import pytest
 import requests
 
 from browserkit import screenshot
+from ti_hub.domain.validation import NAME_RULE
 from tihub_client import wait
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
@@ -214,3 +215,61 @@ def test_jobs_panel_links_ports_and_opens_tensorboard(hub, lab, page_for):
     finally:
         user.api("POST", f"/jobs/{job['id']}/kill")
         user.api("DELETE", f"/jobs/{job['id']}/tensorboard")
+
+
+def outside(page, box_selector: str, items) -> list[str]:
+    """The items (a Locator of several) that are not wholly inside the box's visible area, with their edges."""
+    box = page.locator(box_selector).bounding_box()
+    out = []
+    for i in range(items.count()):
+        b = items.nth(i).bounding_box()
+        if b is None or b["x"] < box["x"] - 0.5 or b["x"] + b["width"] > box["x"] + box["width"] + 0.5:
+            out.append(f"{items.nth(i).inner_text()!r} at {b} outside {box}")
+    return out
+
+
+def test_panels_fit_the_default_sidebar_width(hub, lab, page_for):
+    """Issue 17 item 23: at JupyterLab's default sidebar width every action of a job row and every "Use for a
+    job" is on screen, history messages wrap instead of being cut, Open TensorBoard is offered only where it can
+    work (a log directory in one of the job's volumes), the name hint says the real rule and checks it as it is
+    typed, and the embedded platform says where the image is picked that it does not run images."""
+    user = lab
+    running = user.ok("POST", "/jobs", json={"name": "narrow-running", "plan": "cpu-small", "image": "python-cpu",
+                                              "command": "sleep 300"})
+    try:
+        user.wait_job(running["id"], states=("running",))
+        page = open_lab(page_for, hub, user)
+        panel = open_panel(page, "ti-jobs-panel")
+        row_buttons = panel.locator("#ti-jobs-table button[data-action]")
+        wait(lambda: row_buttons.count() >= 3, 30, "the running job's actions")  # Pause, Kill, Clone
+        assert outside(page, "#jp-left-stack", row_buttons) == []
+        # the detail: its history messages wrap inside the panel (a kill reason is a long sentence)
+        panel.locator('#ti-jobs-table button[data-job="narrow-running"]').click()
+        panel.locator("#ti-job-history").wait_for()
+        assert outside(page, "#jp-left-stack", panel.locator("#ti-job-history td")) == []
+        assert outside(page, "#jp-left-stack", panel.locator(".ti-toolbar button")) == []
+        # no volume: TensorBoard cannot read a log directory of this job, so it is not offered
+        assert panel.locator("#ti-tensorboard-form").count() == 0
+        assert "TensorBoard reads a log directory in one of the job's volumes" in \
+            panel.locator("#ti-job-endpoints").inner_text()
+
+        panel.locator("#ti-back").click()
+        panel.locator("#ti-new-job").click()
+        form = panel.locator("#ti-job-form")
+        form.locator("select[name=image] option").first.wait_for(state="attached")
+        assert "the image you pick is recorded, not run" in form.locator("#ti-image-note").inner_text()
+        hint = form.locator("#ti-name-hint")
+        assert hint.inner_text() == NAME_RULE  # the API's rule, word for word
+        form.locator("input[name=name]").fill("abc")
+        wait(lambda: "'abc' cannot be a name" in hint.inner_text(), 10, "the name checked as it is typed")
+        assert form.locator("input[name=name]").get_attribute("aria-invalid") == "true"
+        form.locator("input[name=name]").fill("good_name-1")
+        wait(lambda: "cannot" not in hint.inner_text(), 10, "the hint back to the rule")
+
+        images = open_panel(page, "ti-images-panel")
+        use = images.locator("#ti-images-table button", has_text="Use for a job")
+        use.first.wait_for()
+        assert outside(page, "#jp-left-stack", use) == []
+        assert "the image you pick is recorded, not run" in images.locator("#ti-images-note").inner_text()
+    finally:
+        user.api("POST", f"/jobs/{running['id']}/kill")

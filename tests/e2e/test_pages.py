@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from ti_hub import __version__
 from hubproc import own_hub
 from tihub_client import wait
 
@@ -70,6 +71,7 @@ def test_admin_sees_every_page_with_real_data(phub):
             html = page(admin, name)
             assert f'id="{main_id}"' in html, name
             assert html.count("<h1>") == 1 and 'href="/hub/home"' in html
+            assert html.count(f"TiHub {__version__}") == 1, name  # the footer's, once (the account page had two)
             for other in PAGES:  # an admin's nav links every page
                 assert f'id="nav-{other or "home"}"' in html, (name, other)
         plans = page(admin, "plans")

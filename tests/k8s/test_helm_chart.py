@@ -20,6 +20,8 @@ import sys
 import pytest
 import yaml
 
+from ti_hub.domain.validation import NAME_RULE
+
 from .helmkit import BUILTIN, CHART, NS, RELEASE, ROOT, WITH_MAP, by_kind, one, render, run, values_file
 
 pytestmark = pytest.mark.k8s
@@ -355,6 +357,7 @@ def test_hub_config_wires_services_spawner_and_backend(helm, own_chart, tmp_path
     assert ti["command"][1:3] == ["-m", "ti_hub.service"] and ti["command"][3].endswith("/ti_hub_config.py")
     assert ti["environment"]["KUBERNETES_SERVICE_HOST"] == "10.96.0.1"
     assert services["ti-spawner"]["api_token"] == "spawner-token-value"
+    assert c.JupyterHub.template_vars["ti_name_rule"] == NAME_RULE  # home.html checks server names as typed
     assert c.TiSpawnerMixin.ti_api_url == "http://10.1.2.3:10101/services/ti/api/v1"
     assert c.TiSpawnerMixin.ti_public_api_url == "http://hub.tihub.svc:10101/services/ti/api/v1"
     assert c.KubeSpawner.namespace == "users" and c.KubernetesBackend.namespace == "users"

@@ -281,3 +281,33 @@ def test_the_monitor_stops_when_asked_or_when_the_job_is_gone():
     assert ("POST /jobs/7/kill", {}) in client.calls and "killing" in killer._info.value
     killer.close()
     assert killer.wait(5) and not killer.running  # close() stops the thread
+
+
+def test_the_monitor_offers_kill_only_while_a_kill_can_do_something():
+    """Issue 17 item 23: Kill stayed active on a job that had ended (a monitor no longer polling: stopped
+    watching, or between polls) and while the job was already being killed."""
+    pytest.importorskip("ipywidgets")
+    from ti_hub.magics.monitor import JobMonitor
+
+    class EndedClient(ScriptedClient):
+        def post(self, path, body=None, params=None):
+            with self.lock:
+                self.calls.append(("POST " + path, {}))
+            raise ApiError(409, "conflict", "job 7 has already ended (completed)", "id")
+
+    started = iso(NOW - dt.timedelta(seconds=5))
+    client = EndedClient([job(status="running", started_at=started, _written=0)])
+    mon = JobMonitor(client, 7, job=job(status="running", started_at=started), interval=0.01)
+    mon.stop()
+    mon.wait(5)
+    assert not mon._kill_button.disabled  # a running job, as far as the monitor knows
+    client.jobs = [job(status="completed", exit_code=0, started_at=started, finished_at=iso(NOW))]
+    mon.kill()  # the job ended meanwhile: the monitor learns it, says it, and Kill is no longer offered
+    assert mon.job["status"] == "completed" and ">completed</span>" in mon._info.value
+    assert "has already ended" in mon._info.value and mon._kill_button.disabled
+    mon.close()
+
+    killing = JobMonitor(ScriptedClient([job(status="running", started_at=started, _written=0)]), 7, interval=5)
+    killing.kill()  # answered "killing": pressing Kill again would do nothing
+    assert killing.job["status"] == "killing" and killing._kill_button.disabled
+    killing.close()

@@ -33,7 +33,8 @@ class KeyHandler(APIHandler):
 class ImagesHandler(APIHandler):
     async def get(self):
         limit, offset = v.pagination(self.args())
-        self.send(await self.op(images.list_images, self.actor, limit, offset))
+        page = await self.op(images.list_images, self.actor, limit, offset)
+        self.send({**page, "image_note": self.ti.backend.image_note})
 
     async def post(self):
         self.send(await self.op(images.add_image, self.actor, self.body()), 201)

@@ -54,5 +54,6 @@ class WorkspaceOptionsHandler(APIHandler):
     async def get(self, owner: str):
         groups = [g for g in self.args().get("groups", "").split(",") if g]
         scopes = [x for x in self.args().get("scopes", "").split(",") if x]
-        self.send(await self.op(workspaces.form_options, self.actor, owner, groups, self.ti.ops_settings,
-                                scopes=scopes))
+        choices = await self.op(workspaces.form_options, self.actor, owner, groups, self.ti.ops_settings,
+                                scopes=scopes)
+        self.send({**choices, "image_note": self.ti.backend.image_note})

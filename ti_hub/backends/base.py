@@ -128,6 +128,10 @@ class ExecutionBackend(LoggingConfigurable):
         lines = text.splitlines(keepends=True)
         return "".join(lines[-n:]), end
 
+    # what this platform does with the image a user picks, said where they pick one (the panels, the spawn form,
+    # GET /images); None where images are run
+    image_note: str | None = None
+
     # True where every job shares this machine's network (the embedded local backend): a port then belongs to
     # one running job at a time, and the endpoints proxy refuses a job that declared a port another holds
     shares_host_network = False

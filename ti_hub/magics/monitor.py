@@ -101,8 +101,18 @@ class JobMonitor(w.VBox):
                 self._note = ""
         except (ApiError, TiConnectionError) as e:
             self._note = f"kill refused: {error_line(e)}"
+            self._refresh_job()  # most often it ended meanwhile: show that, and Kill goes away
         self._show()
         self._wake.set()  # the poller looks again now, not in 2 s
+
+    def _refresh_job(self) -> None:
+        """One read of the job, whatever the poller does (it may have stopped); a failure changes nothing."""
+        try:
+            job = self._client.get(f"/jobs/{quote(self.job.get('id') or self._ref)}")
+        except (ApiError, TiConnectionError):
+            return
+        with self._lock:
+            self.job = dict(job)
 
     # -- the poller ----------------------------------------------------------------------------
     def _run(self) -> None:
@@ -175,5 +185,6 @@ class JobMonitor(w.VBox):
                 self._info.value = info
             if self._log.value != log:
                 self._log.value = log
-            self._kill_button.disabled = view.final or self._gone
+            # a kill under way or a job that ended: Kill would only be refused
+            self._kill_button.disabled = view.final or self._gone or self.job.get("status") == "killing"
             self._stop_button.disabled = self._stopped or view.final or self._gone

@@ -5,39 +5,64 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from ..domain import validation as v
 from ..domain.errors import ValidationError
 
 
-def render_form(options: dict[str, Any]) -> str:
+def name_problem(name: str) -> str | None:
+    """A plain sentence when ``name`` cannot name a workspace (the server name is the workspace's name)."""
+    if v.NAME_RE.match(name):
+        return None
+    return f"{name!r} cannot name a workspace: workspace names are {v.NAME_RULE}."
+
+
+def render_form(options: dict[str, Any], name: str = "default", home_url: str = "/hub/home") -> str:
+    problem = name_problem(name)
+    rows = [f'<p id="ti-ws-name">Workspace name: <strong>{escape(name)}</strong></p>']
+    if problem:
+        # said before Start, and Start is disabled: the name is the server's, chosen on the home page
+        rows.append(f'<p class="alert alert-danger" id="ti-name-error" role="alert">{escape(problem)} '
+                    f'<a href="{escape(home_url)}">Back to the home page</a> to add one with another name.</p>'
+                    "<script>document.addEventListener('DOMContentLoaded', () => document.querySelectorAll("
+                    "'#spawn_form [type=submit]').forEach(b => { b.disabled = true; }));</script>")
     plans = options.get("plans", [])
     if not plans:
-        return ('<p class="alert alert-warning">No plan can run a workspace right now. '
-                'Ask an administrator to define a plan for workspaces.</p>')
-    rows = ['<div class="form-group"><label for="ti-name">Workspace name is the server name; '
-            'description</label><input class="form-control" id="ti-desc" name="display_name" '
-            'placeholder="what this workspace is for"></div>']
-    rows.append('<div class="form-group"><label for="ti-plan">Plan</label>'
-                '<select class="form-control" id="ti-plan" name="plan">')
+        rows.append('<p class="alert alert-warning">No plan can run a workspace right now. '
+                    'Ask an administrator to define a plan for workspaces.</p>')
+        return "\n".join(rows)
+    rows.append('<div class="form-group mb-3"><label class="form-label" for="ti-desc">Description</label>'
+                '<input class="form-control" id="ti-desc" name="display_name" '
+                'placeholder="what this workspace is for"></div>')
+    # form-select, not form-control: Bootstrap 5 draws a form-control select as a text box (no arrow)
+    rows.append('<div class="form-group mb-3"><label class="form-label" for="ti-plan">Plan</label>'
+                '<select class="form-select" id="ti-plan" name="plan">')
     for p in plans:
         label = f"{p['name']}: {p['device_count']} x {p['device_type']}, {p['cpu']:g} CPU, {p['memory_mib']} MiB" \
             if p["device_count"] else f"{p['name']}: CPU only, {p['cpu']:g} CPU, {p['memory_mib']} MiB"
         rows.append(f'<option value="{escape(p["name"])}">{escape(label)}</option>')
     rows.append("</select></div>")
-    rows.append('<div class="form-group"><label for="ti-image">Image</label>'
-                '<select class="form-control" id="ti-image" name="image"><option value="">(default)</option>')
+    rows.append('<div class="form-group mb-3"><label class="form-label" for="ti-image">Image</label>'
+                '<select class="form-select" id="ti-image" name="image"><option value="">(default)</option>')
     for img in options.get("images", []):
         rows.append(f'<option value="{escape(img["name"])}">{escape(img["name"])} ({escape(img["address"])})'
                     "</option>")
-    rows.append("</select></div>")
+    rows.append("</select>")
+    if options.get("image_note"):
+        rows.append(f'<p class="form-text" id="ti-image-note">{escape(options["image_note"])}</p>')
+    rows.append("</div>")
+    rows.append('<fieldset class="mb-3" id="ti-volumes"><legend>Volumes (mounted at /mnt/NAME)</legend>')
     vols = options.get("volumes", [])
-    if vols:
-        rows.append("<fieldset><legend>Volumes (mounted at /mnt/NAME)</legend>")
-        for vol in vols:
-            ident = escape(f"{vol['owner']}/{vol['name']}")
-            ro = " (read-only)" if vol.get("access") == "ro" else ""
-            rows.append(f'<div class="checkbox"><label><input type="checkbox" name="volumes" value="{ident}"> '
-                        f'{ident} [{escape(vol["kind"])}, {vol["capacity_gib"]} GiB]{ro}</label></div>')
-        rows.append("</fieldset>")
+    for vol in vols:
+        ident = escape(f"{vol['owner']}/{vol['name']}")
+        ro = " (read-only)" if vol.get("access") == "ro" else ""
+        rows.append(f'<div class="checkbox"><label><input type="checkbox" name="volumes" value="{ident}"> '
+                    f'{ident} [{escape(vol["kind"])}, {vol["capacity_gib"]} GiB]{ro}</label></div>')
+    if not vols:
+        rows.append('<p class="form-text" id="ti-volumes-empty">You have no volumes yet, and none is shared with '
+                    "you. Create one in JupyterLab's Storage panel (in any running workspace) or with "
+                    "<code>ti volume create NAME --kind filesystem --size 10</code>; it is offered here "
+                    "the next time you start a workspace.</p>")
+    rows.append("</fieldset>")
     rows.append('<div class="form-group"><label for="ti-env">Environment (NAME=value, one per line)</label>'
                 '<textarea class="form-control" id="ti-env" name="env" rows="3"></textarea></div>')
     # a hidden "off" first: an unticked checkbox sends nothing, and nothing must not mean "no SSH" for API starts

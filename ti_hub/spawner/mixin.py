@@ -16,13 +16,19 @@ from traitlets import Float, Unicode
 from traitlets.config import Configurable
 
 from .. import scopes as S
-from ..domain import validation as v
 from ..domain.errors import ValidationError
 from ..magics import AUTOLOAD_FILE
 from . import form
 from .client import TiServiceError, call, ws_path
 
 DEFAULT_NAME = "default"
+
+
+def refusal(status: int, text: str) -> web.HTTPError:
+    """An HTTPError the hub's pages show as ``text`` alone (not "HTTP 400: Bad Request (text)")."""
+    err = web.HTTPError(status, text)
+    err.jupyterhub_message = text
+    return err
 
 
 class TiSpawnerMixin(Configurable):
@@ -54,13 +60,16 @@ class TiSpawnerMixin(Configurable):
         query = urlencode({"groups": ",".join(g.name for g in self.user.groups),
                            "scopes": ",".join(self.owner_scopes())})
         opts = await self._call("GET", f"/workspace-options/{quote(self.user.name, safe='')}?{query}")
-        return form.render_form(opts)
+        return form.render_form(opts, self.ti_name, self.hub.base_url + "home")
 
     def options_from_form(self, formdata):
+        problem = form.name_problem(self.ti_name)  # before the spawn, not from inside it
+        if problem:
+            raise refusal(400, problem)
         try:
             return form.options_from_form(formdata)
         except ValidationError as e:
-            raise web.HTTPError(400, e.detail) from None
+            raise refusal(400, e.detail) from None
 
     # -- admission ------------------------------------------------------------------------------------------
     def _progress_init(self) -> None:
@@ -81,8 +90,9 @@ class TiSpawnerMixin(Configurable):
 
     async def admit(self) -> dict[str, Any]:
         """Ask for admission and wait in the queue (with progress messages) until placed."""
-        if not v.NAME_RE.match(self.ti_name):
-            raise web.HTTPError(400, f"workspace name {self.ti_name!r} must be {v.NAME_RULE}")
+        problem = form.name_problem(self.ti_name)
+        if problem:
+            raise refusal(400, problem)
         groups = [g.name for g in self.user.groups]
         options = dict(self.user_options or {})
         self._emit(5, "asking TiHub for admission (validation, quota, mount rules)")
@@ -91,7 +101,7 @@ class TiSpawnerMixin(Configurable):
                                   {"groups": groups, "options": options, "scopes": self.owner_scopes()})
         except TiServiceError as e:
             field = f" (field: {e.field})" if e.field else ""
-            raise web.HTTPError(e.status if 400 <= e.status < 500 else 500, f"{e.detail}{field}") from None
+            raise refusal(e.status if 400 <= e.status < 500 else 500, f"{e.detail}{field}") from None
         for w in ws.get("warnings", []):
             self._emit(8, f"warning: {w}")
         last, started = None, time.monotonic()

@@ -65,7 +65,8 @@ export function table(headers: string[], rows: Child[][], attrs: Attrs = {}): HT
     'table',
     { class: 'ti-table', ...attrs },
     h('thead', {}, h('tr', {}, headers.map(t => h('th', { scope: 'col' }, t)))),
-    h('tbody', {}, rows.map(r => h('tr', {}, r.map(c => h('td', {}, c)))))
+    // each cell carries its column's name: in a narrow sidebar rows are drawn as blocks that show it
+    h('tbody', {}, rows.map(r => h('tr', {}, r.map((c, i) => h('td', { 'data-label': headers[i] || null }, c)))))
   );
 }
 
@@ -79,12 +80,15 @@ export function field<T extends HTMLElement>(
 ): HTMLElement {
   const id = control.id || `ti-field-${++fieldCounter}`;
   control.id = id;
+  if (hint) {
+    control.setAttribute('aria-describedby', `${id}-hint`);
+  }
   return h(
     'div',
     { class: 'ti-field' },
     h('label', { for: id }, label),
     control,
-    hint ? h('small', { class: 'ti-hint' }, hint) : null
+    hint ? h('small', { class: 'ti-hint', id: `${id}-hint` }, hint) : null
   );
 }
 

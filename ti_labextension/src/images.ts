@@ -3,7 +3,7 @@
 
 import { button, errorText, field, h, message, PollingPanel, table } from './dom';
 import { requestAPI } from './request';
-import { ICredential, IImage, IPage } from './tokens';
+import { ICredential, IImagePage, IPage } from './tokens';
 
 export class ImagesPanel extends PollingPanel {
   private listArea = h('section', { id: 'ti-images', 'aria-live': 'polite' });
@@ -69,11 +69,12 @@ export class ImagesPanel extends PollingPanel {
   protected async refresh(): Promise<void> {
     try {
       const [images, creds] = await Promise.all([
-        requestAPI<IPage<IImage>>('images?limit=500'),
+        requestAPI<IImagePage>('images?limit=500'),
         requestAPI<IPage<ICredential>>('credentials')
       ]);
       this.listArea.replaceChildren(
         h('h3', {}, 'Public images'),
+        images.image_note ? h('p', { id: 'ti-images-note', class: 'ti-message ti-message-info', role: 'note' }, images.image_note) : '',
         images.items.length
           ? table(['Image', 'Address', 'For', ''], images.items.map(i => [
               i.name,

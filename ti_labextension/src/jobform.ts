@@ -3,7 +3,7 @@
 
 import { button, errorText, field, h, message, select } from './dom';
 import { qs, requestAPI } from './request';
-import { ICredential, IImage, IJob, IPage, IPlan, ITemplate, IVolume } from './tokens';
+import { ICredential, IImagePage, IJob, IPage, IPlan, ITemplate, IVolume, NAME_RE, NAME_RULE } from './tokens';
 
 export interface IJobFormOptions {
   image?: string;
@@ -44,7 +44,7 @@ export function parseDuration(text: string): number | undefined {
 export class JobForm {
   readonly node: HTMLFormElement;
   private status = h('div', { class: 'ti-form-status', 'aria-live': 'polite' });
-  private name = h('input', { name: 'name', required: true, placeholder: 'my-training', autocomplete: 'off' });
+  private name = h('input', { id: 'ti-name', name: 'name', required: true, placeholder: 'my-training', autocomplete: 'off' });
   private description = h('input', { name: 'description' });
   private kind = select('kind', [
     { value: 'single', label: 'Single node' },
@@ -59,6 +59,8 @@ export class JobForm {
   private plan = select('plan', []);
   private image = select('image', []);
   private customImage = h('input', { name: 'image_address', placeholder: 'registry/name:tag' });
+  // what this platform does with the image picked (the embedded one runs none), from GET /images
+  private imageNote = h('p', { id: 'ti-image-note', class: 'ti-message ti-message-info', role: 'note', hidden: true });
   private credential = select('credential', []);
   private command = h('textarea', { name: 'command', rows: 3, required: true, placeholder: 'python3 train.py' });
   private env = h('textarea', { name: 'env', rows: 2, placeholder: 'KEY=VALUE, one per line' });
@@ -89,13 +91,14 @@ export class JobForm {
       { class: 'ti-form', id: 'ti-job-form', 'aria-label': 'Submit a training job' },
       h('h3', {}, 'New training job'),
       h('div', { class: 'ti-row' }, field('Template', this.template), button('Apply', () => this.applyTemplate())),
-      field('Name', this.name, 'letters, digits and -, up to 63'),
+      field('Name', this.name, NAME_RULE),
       field('Description', this.description),
       field('Kind', this.kind),
       this.distributedOnly,
       field('Plan', this.plan, 'resources for each instance'),
       field('Image', this.image),
       field('Or an image address', this.customImage, 'used instead of the list when filled'),
+      this.imageNote,
       field('Registry credential', this.credential),
       h('fieldset', {}, h('legend', {}, 'Volumes'), this.volumeRows, button('Add a volume', () => this.addVolumeRow())),
       field('Command', this.command, 'run by a shell in each instance'),
@@ -121,9 +124,22 @@ export class JobForm {
       ev.preventDefault();
       void this.submit();
     });
+    this.name.addEventListener('input', () => this.checkName());
     this.kind.addEventListener('change', () => this.syncKind());
     this.strategy.addEventListener('change', () => this.syncKind());
     this.syncKind();
+  }
+
+  /** The name rule said as the user types (the hint turns into the reason; the API checks again on submit). */
+  private checkName(): void {
+    const typed = this.name.value.trim();
+    const bad = typed !== '' && !NAME_RE.test(typed);
+    const hint = this.node.querySelector('#ti-name-hint');
+    if (hint) {
+      hint.textContent = bad ? `'${typed}' cannot be a name: names are ${NAME_RULE}` : NAME_RULE;
+      hint.classList.toggle('ti-hint-error', bad);
+    }
+    this.name.setAttribute('aria-invalid', String(bad));
   }
 
   private syncKind(): void {
@@ -142,7 +158,7 @@ export class JobForm {
     this.setStatus('loading', 'Loading plans, images, volumes and templates…');
     try {
       const [images, creds, vols, tpls] = await Promise.all([
-        requestAPI<IPage<IImage>>('images?limit=500'),
+        requestAPI<IImagePage>('images?limit=500'),
         requestAPI<IPage<ICredential>>('credentials'),
         requestAPI<IPage<IVolume>>('volumes?limit=500'),
         requestAPI<IPage<ITemplate>>('templates')
@@ -153,6 +169,8 @@ export class JobForm {
             `${i.name} (${i.address})`)
         )
       );
+      this.imageNote.textContent = images.image_note || '';
+      this.imageNote.hidden = !images.image_note;
       if (this.opts.image && !images.items.some(i => i.address === this.opts.image || i.name === this.opts.image)) {
         this.customImage.value = this.opts.image;
       }
@@ -267,6 +285,7 @@ export class JobForm {
       }
     };
     set(this.name, spec.name);
+    this.checkName();
     set(this.description, spec.description);
     set(this.kind, spec.kind);
     set(this.strategy, spec.strategy);

@@ -226,7 +226,7 @@ export class JobsPanel extends PollingPanel {
       (job.tensorboards || []).length
         ? h('ul', {}, (job.tensorboards || []).map(t => h('li', {}, link(t.url, `TensorBoard: ${t.logdir}`))))
         : '',
-      this.tbForm || ''
+      this.tensorBoardOffer(job)
     );
     const ahead = job.queue?.jobs_ahead?.length
       ? h('ol', {}, job.queue.jobs_ahead.map(a => h('li', {}, a.owner ? `${a.owner}/${a.name} (#${a.position})` : `another user's job (#${a.position})`)))
@@ -239,10 +239,24 @@ export class JobsPanel extends PollingPanel {
       (job.warnings || []).length ? message('info', (job.warnings || []).join(' ')) : '',
       ahead ? h('section', {}, h('h4', {}, 'Jobs ahead of it'), ahead) : '',
       h('section', {}, h('h4', {}, 'Endpoints'), endpoints),
-      h('section', {}, h('h4', {}, 'History'), events.length ? table(['When', 'Status', 'Message'], events) : message('empty', 'No events yet.')),
+      h('section', {}, h('h4', {}, 'History'),
+        events.length ? table(['When', 'Status', 'Message'], events, { id: 'ti-job-history' }) : message('empty', 'No events yet.')),
       h('section', {}, h('h4', {}, 'Console'), job.instances > 1 ? instance : null, logs)
     );
     await this.pollLogs(job, logs);
+  }
+
+  /** The TensorBoard form where TensorBoard can work: a log directory in one of the job's volumes that outlives
+   *  the job (not a `local` scratch volume); otherwise a line that says what it needs. */
+  private tensorBoardOffer(job: IJob): HTMLElement | string {
+    const mounts = (job.volumes || []).filter(v => v.kind !== 'local').map(v => v.mount_path);
+    if (!mounts.length || !this.tbForm) {
+      return h('p', { class: 'ti-hint' },
+        "TensorBoard reads a log directory in one of the job's volumes; this job has none (submit it with a filesystem volume to use it).");
+    }
+    const logdir = this.tbForm.querySelector('input[name=logdir]') as HTMLInputElement;
+    logdir.placeholder = `${mounts[0].replace(/\/+$/, '')}/tb`;
+    return this.tbForm;
   }
 
   /** TensorBoard for a log directory inside one of the job's volume mounts (JOB6). */

@@ -17,6 +17,16 @@ export interface IPage<T> {
   offset: number;
 }
 
+/** GET /images: the page, and what this platform does with the image picked (null where it runs it). */
+export interface IImagePage extends IPage<IImage> {
+  image_note?: string | null;
+}
+
+// The API's name rule (ti_hub/domain/validation.py NAME_PATTERN and NAME_RULE): said and checked as users type;
+// the API checks it again on submit
+export const NAME_RE = /^[A-Za-z0-9_-]{4,63}$/;
+export const NAME_RULE = "4-63 characters of letters, digits, '-' and '_'";
+
 export interface IQueueInfo {
   queue: string;
   position: number;
@@ -51,7 +61,7 @@ export interface IJob {
   priority: number;
   exit_code: number | null;
   env: Record<string, string>;
-  volumes: { volume: string; mount_path: string; read_only: boolean }[];
+  volumes: { volume: string; mount_path: string; read_only: boolean; kind?: string }[];
   ports: number[];
   endpoints: string[];
   estimated_duration: number | null;

@@ -120,7 +120,7 @@ def _merge_roles(existing, ours):
 
 def configure_hub(c):
     from ti_hub import scopes as S
-    from ti_hub.hub_config import TEMPLATES, preset_roles, ssh_role
+    from ti_hub.hub_config import TEMPLATE_VARS, TEMPLATES, preset_roles, ssh_role
 
     pod_ip = os.environ.get("TI_HUB_POD_IP", "")
     if not pod_ip:
@@ -147,6 +147,8 @@ def configure_hub(c):
     # the hub's nav gets a TiHub menu linking the ti service's pages (ti_hub/templates/page.html)
     paths = list(c.JupyterHub.template_paths) if "template_paths" in c.JupyterHub else []
     c.JupyterHub.template_paths = [str(TEMPLATES), *(p for p in paths if p != str(TEMPLATES))]
+    given = dict(c.JupyterHub.template_vars) if "template_vars" in c.JupyterHub else {}
+    c.JupyterHub.template_vars = {**given, **TEMPLATE_VARS}
 
     # A managed service gets only the environment given here (and PATH, LANG, ...): the in-cluster
     # Kubernetes client needs KUBERNETES_SERVICE_*, the backend the namespace.

@@ -17,7 +17,9 @@ NEW_IMAGE = obj({"name": NAME, "address": IMAGE_ADDRESS, "version": string(128),
 IMAGE = answer({"id": ID, "name": STR, "address": STR, "version": STR, "accelerator": STR,
                 "size_mib": nullable(integer(0)), "description": STR, "created_at": TIME, "public": BOOL},
                title="Image")
-IMAGE_PAGE = page_of(IMAGE)
+# image_note: what this platform does with the image picked (the embedded one runs none); shown by the pickers
+IMAGE_NOTE = nullable(string(description="what this platform does with the image you pick (null: it runs it)"))
+IMAGE_PAGE = page_of(IMAGE, image_note=IMAGE_NOTE)
 
 NEW_CREDENTIAL = obj({"name": NAME, "registry": string(255, 1, "a registry host with an optional :port",
                                                        pattern=HOST_PATTERN),

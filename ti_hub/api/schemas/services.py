@@ -4,7 +4,7 @@ gateway's look-ups (DEV4), and the ssh command users copy."""
 from __future__ import annotations
 
 from ..contract import Param
-from .account import IMAGE
+from .account import IMAGE, IMAGE_NOTE
 from .common import (BOOL, COUNT, ID, INT, NAME, STR, TEXT, answer, array, integer, items_of, nullable, obj,
                      string)
 from .jobs import ENV, JOB_FIELDS, PORTS, SPEC_FIELDS, VOLUMES
@@ -24,7 +24,8 @@ STOPPED = obj({"reason": nullable(string(500))})
 MOUNT_SOURCE = answer({"source": STR, "kind": STR, "mount_path": STR, "read_only": BOOL})
 WORKSPACE = answer({**JOB_FIELDS, "jupyter": BOOL, "unix_uid": nullable(INT), "mounts": array(MOUNT_SOURCE)},
                    ["queue", "events", "endpoint_urls", "tensorboards"], title="Workspace")
-FORM_CHOICES = answer({"plans": array(PLAN), "images": array(IMAGE), "volumes": array(VOLUME)}, title="FormChoices")
+FORM_CHOICES = answer({"plans": array(PLAN), "images": array(IMAGE), "volumes": array(VOLUME),
+                       "image_note": IMAGE_NOTE}, title="FormChoices")
 GROUPS_QUERY = {"groups": Param(string(4096), "the owner's groups, comma-separated"),
                 "scopes": Param(string(4096), "the owner's hub scopes, comma-separated (sent by the spawner)")}
 

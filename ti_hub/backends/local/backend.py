@@ -380,6 +380,8 @@ class LocalBackend(ExecutionBackend):
         return await asyncio.to_thread(logfiles.read_tail, self.log_path(job_id, state, instance), n)
 
     # ---- cleanup and re-adoption -------------------------------------------------------------
+    image_note = ("This embedded platform runs jobs and workspaces as processes of this machine, with its own "
+                  "software: the image you pick is recorded, not run.")
     shares_host_network = True  # jobs are processes of this machine (bubblewrap keeps the host's network)
 
     async def endpoint_address(self, job_id: int, state: dict[str, Any], instance: int, port: int | None = None

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from tornado import web
 
-from ... import __version__
 from ... import scopes as S
 from ...ops import keys, quotas
 from .admin import quota_tables
@@ -57,7 +56,6 @@ class AccountPageHandler(PageHandler):
                el("code", fmt("ti login --url {}://{} --token TOKEN", self.request.protocol, self.request.host)),
                ". The REST API lives at ", el("code", api), " (",
                el("a", "OpenAPI document", href=api + "/openapi.json"), ")."),
-            el("p", f"TiHub {__version__}.", class_="muted"),
         ]
         self.show(join(body))
 
