@@ -221,3 +221,23 @@ def test_queue_page_shows_users_their_own_and_admins_everyones(qhub):
     finally:
         kill_all(other, blockers)
         kill_all(u, [mine])
+
+
+def cli(hub, u, home, *args):
+    env = {"TI_API_URL": hub.url, "TI_TOKEN": u.token, "HOME": str(home), "PATH": "/usr/bin:/bin"}
+    return subprocess.run([sys.executable, "-m", "ti_hub.cli.main", *args], env=env, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_a_gang_that_can_never_fit_is_refused_at_submission(qhub, tmp_path):
+    """Issue 17, items 8 and 20: 3 workers of a 1-device plan on a 2-device cluster would queue forever."""
+    u = qhub.person("qg")
+    r = u.api("POST", "/jobs", json=gpu_job("gang3", kind="distributed", workers=3))
+    assert r.status_code == 400 and r.json()["field"] == "workers", r.text
+    detail = r.json()["detail"]
+    assert "can never run at once" in detail and f"at most {GPUS} at once" in detail, detail
+    assert f"largest machine has {GPUS} x demo-gpu" in detail, detail
+    r = cli(qhub, u, tmp_path, "job", "submit", "--name", "gang3", "--kind", "distributed", "--workers", "3",
+            "--plan", "demo-gpu-1", "--image", "python-cpu", "--", "true")
+    assert r.returncode != 0 and "workers" in r.stderr and "can never run at once" in r.stderr, r.stderr
+    assert u.ok("GET", "/jobs")["total"] == 0  # nothing stored

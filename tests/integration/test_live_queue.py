@@ -251,3 +251,43 @@ def test_a_burst_is_written_in_parts_with_the_same_outcome(seeded, settings):
     statuses = [row(db, i).status for i in ids]
     assert statuses == [st.SCHEDULING] * 5 + [st.QUEUED] * 2
     assert [row(db, i).queue_position for i in ids[5:]] == [1, 2]
+
+
+def test_a_pool_that_shrinks_under_a_queued_gang_takes_it_out_of_line(seeded, settings):
+    """Issue 17, item 8: a machine loses devices while a 4-instance gang waits: it can never fit any more, so
+    it fails with the reason instead of blocking the job behind it forever."""
+    db = seeded
+    holder = submit(db, settings, "ann", "holder")
+    make_running(db, holder, [0], NOW - 10)
+    gang = submit(db, settings, "ann", "gang4", kind="distributed", workers=4)
+    small = submit(db, settings, "ann", "small", kind="distributed", workers=2)
+    decide(db, settings)
+    assert row(db, gang).reason.startswith("waiting for 4 x 1 x demo-gpu") and row(db, small).status == st.QUEUED
+    shrunk = NodeCapacity("n1", "default", {"demo-gpu": [0, 1, 2]}, 16.0, 65536)  # a device is gone
+    inp = queueing.Inputs([shrunk], None, {}, settings.compute_defaults, NOW)
+    with db.begin() as s:
+        dec = queueing.decide(s, inp)
+    with db.begin() as s:
+        queueing.apply(s, dec)
+    g = row(db, gang)
+    assert g.status == st.FAILED and g.queue_position is None, (g.status, g.reason)
+    assert g.reason == ("can never fit: 4 instances of 1 x demo-gpu, 1 CPU, 4096 MiB each; the machines of pool "
+                        "default hold at most 3 at once (its largest machine has 3 x demo-gpu, 16 CPU, 65536 MiB)")
+    assert [a.job_id for a in dec.admitted] == [small]  # nothing blocked it
+    # a cordoned machine is expected back: the gang waits out of line, blocking nothing, and is not failed
+    gang2 = submit(db, settings, "bea", "gang4b", kind="distributed", workers=4)
+    cordoned = NodeCapacity("n2", "default", {"demo-gpu": [0, 1, 2, 3]}, 16.0, 65536, schedulable=False)
+    inp = queueing.Inputs([shrunk, cordoned], None, {}, settings.compute_defaults, NOW)
+    with db.begin() as s:
+        dec = queueing.decide(s, inp)
+    with db.begin() as s:
+        queueing.apply(s, dec)
+    assert row(db, gang2).status == st.QUEUED and row(db, gang2).reason.startswith("waiting out of line")
+
+
+def test_a_gang_its_pool_can_never_hold_at_once_is_refused_at_submission(seeded, settings):
+    with pytest.raises(ValidationError) as e:
+        submit(seeded, settings, "ann", "gang5", kind="distributed", workers=5)
+    assert e.value.field == "workers" and "at most 4 at once" in str(e.value.detail), e.value.detail
+    with seeded.begin() as s:
+        assert s.scalar(select(m.Job.id).where(m.Job.name == "gang5")) is None

@@ -28,8 +28,8 @@ CASES = [
     # unknown end (no duration, no history): that job and those behind it cannot be told
     ("unknown", {("p", "A100"): 2}, [Holding("p", "A100", 2, None)],
      {("p", "A100", "single"): [req(1, 1), req(2, 1)]}, {}, {1: None, 2: None}),
-    # bigger than the pool: never; the job behind it is blocked too (head of line)
-    ("never", {("p", "A100"): 2}, [], {("p", "A100", "single"): [req(1, 4), req(2, 1)]}, {}, {1: None, 2: None}),
+    # bigger than the pool: never; it blocks nothing (issue 17: the cycle takes it out of line)
+    ("never", {("p", "A100"): 2}, [], {("p", "A100", "single"): [req(1, 4), req(2, 1)]}, {}, {1: None, 2: NOW}),
     # other kinds of the same type are other queues: the workspace is not behind the blocked single job
     ("queues interleave", {("p", "A100"): 2}, [Holding("p", "A100", 1, NOW + 20)],
      {("p", "A100", "single"): [req(1, 2)], ("p", "A100", "workspace"): [req(2, 1, kind="workspace")]},

@@ -15,6 +15,8 @@ from ..domain import validation as v
 from ..domain.actor import Actor
 from ..domain.errors import Forbidden
 from ..domain.mounts import MountRequest, check_request
+from ..scheduler.capacity import machine_shapes, unfit
+from ..scheduler.model import Instance
 from . import images, plans, secretenv, volumes
 from .settings import OpsSettings
 
@@ -81,6 +83,15 @@ def _check_plan_runs(plan: m.Plan, settings: OpsSettings) -> None:
                                 f"{plan.memory_mib} MiB", field="plan")
 
 
+def _check_gang_fits(plan: m.Plan, instances: int, settings: OpsSettings) -> None:
+    """Q4: a gang runs all at once or not at all; one its pool can never hold at once would queue forever."""
+    inst = Instance(plan.device_count, plan.cpu, plan.memory_mib)
+    why = unfit(machine_shapes(settings.nodes), plan.pool, plan.device_type, inst, instances)
+    if instances > 1 and why is not None:
+        raise v.ValidationError(f"workers: {instances} instances of plan {plan.name!r} can never run at once: "
+                                f"{why}", field="workers")
+
+
 def parse_job(session: Session, actor: Actor, raw: dict[str, Any], settings: OpsSettings,
               partial: bool = False) -> dict[str, Any]:
     """``partial``: a template's spec (ops/templates.py), checked field by field as a submission is; what it
@@ -111,6 +122,7 @@ def parse_job(session: Session, actor: Actor, raw: dict[str, Any], settings: Ops
     if not partial or "plan" in data:
         plan, fields = _plan_fields(session, data, kind)
         _check_plan_runs(plan, settings)
+        _check_gang_fits(plan, out["workers"] + out["ps"], settings)
         out.update(fields)
     warning = None
     if not partial or "image" in data:

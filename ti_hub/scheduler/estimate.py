@@ -66,8 +66,10 @@ def estimate_starts(total: Mapping[tuple[str, str], float], holding: Iterable[Ho
                     continue
                 r = q[pos]
                 need = units_of(r)
-                if stuck[qi] or need > cap + 1e-9:
-                    stuck[qi] = True  # the head blocks its queue: nothing behind it can be told either
+                if need > cap + 1e-9:  # never fits (the cycle takes it out of line): it blocks nothing
+                    out[r.job_id] = None
+                    continue
+                if stuck[qi]:  # the head blocks its queue: nothing behind it can be told either
                     out[r.job_id] = None
                     continue
                 while avail + 1e-9 < need and heap:

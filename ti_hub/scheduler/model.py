@@ -103,3 +103,6 @@ class CycleResult:
     pending: list[Pending] = field(default_factory=list)
     preempted: list[int] = field(default_factory=list)
     positions: dict[int, Position] = field(default_factory=dict)  # every queued job, in its queue's order
+    # jobs no machine of their pool could hold, cordoned machines included: "can never fit: ..." (they block
+    # nothing; the service takes them out of the queue)
+    unfit: dict[int, str] = field(default_factory=dict)

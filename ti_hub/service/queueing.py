@@ -147,11 +147,12 @@ class Decisions:
     changes: dict[int, dict[str, Any]] = field(default_factory=dict)  # queued job -> reason/position/estimate
     alerts: dict[int, str] = field(default_factory=dict)
     holdings: list[tuple[str, str, int, float | None]] = field(default_factory=list)  # for usage scores
+    unfit: dict[int, str] = field(default_factory=dict)  # queued jobs that can never fit: failed, with the reason
     status_deferred: bool = False  # a long queue's positions, reasons and estimates were left for later
 
     @property
     def empty(self) -> bool:
-        return not (self.admitted or self.preempt or self.changes or self.alerts)
+        return not (self.admitted or self.preempt or self.changes or self.alerts or self.unfit)
 
 
 def decide(s: Session, inp: Inputs) -> Decisions:
@@ -206,6 +207,8 @@ def decide(s: Session, inp: Inputs) -> Decisions:
         for victim in adm.preempts:
             out.preempt[victim] = adm.job_id
     admitted_ids = {a.job_id for a in out.admitted}
+    if inp.nodes:  # no machine at all is a capacity reading gone wrong, not a cluster that shrank
+        out.unfit = result.unfit
     if not refresh:
         # a long queue: admit now, rewrite thousands of positions and estimates at the next refresh
         out.status_deferred = True
@@ -215,7 +218,7 @@ def decide(s: Session, inp: Inputs) -> Decisions:
     by_id = {r.job_id: r for r in requests}
     queues: dict[tuple[str, str, str], list[core.Request]] = defaultdict(list)
     for job_id, pos in sorted(result.positions.items(), key=lambda kv: kv[1].position):
-        if job_id not in admitted_ids:
+        if job_id not in admitted_ids and job_id not in out.unfit:
             queues[pos.queue].append(by_id[job_id])
     total: dict[tuple[str, str], float] = defaultdict(float)
     for n in inp.nodes:
@@ -236,7 +239,7 @@ def decide(s: Session, inp: Inputs) -> Decisions:
     # positions among what still waits (jobs admitted this cycle have left the queue)
     positions = {r.job_id: i + 1 for q in queues.values() for i, r in enumerate(q)}
     for j in queued:
-        if j.id in admitted_ids:
+        if j.id in admitted_ids or j.id in out.unfit:
             continue
         position = positions.get(j.id)
         reason = reasons.get(j.id, j.reason)
@@ -267,7 +270,7 @@ def split(dec: Decisions, n: int = 500) -> list[Decisions]:
                                {v: j for v, j in dec.preempt.items() if v in victims}))
     if not parts:
         parts.append(Decisions())
-    parts[-1].changes, parts[-1].alerts = dec.changes, dec.alerts
+    parts[-1].changes, parts[-1].alerts, parts[-1].unfit = dec.changes, dec.alerts, dec.unfit
     return parts
 
 
@@ -304,6 +307,14 @@ def apply(s: Session, dec: Decisions) -> None:
                 changed.append({"id": job_id, **dec.changes[job_id]})
     if changed:
         s.execute(update(m.Job), changed)
+    if dec.unfit:
+        # issue 17: the pool shrank under it (a machine removed, devices gone): out of the queue, so that it
+        # blocks nothing; its owner may clone it with a plan or instance count that fits
+        for j in s.scalars(select(m.Job).where(m.Job.id.in_(list(dec.unfit)))):
+            if j.status == st.QUEUED:
+                j.queue_position = None
+                j.estimated_start = None
+                record(s, j, st.FAILED, dec.unfit[j.id])
     if dec.alerts:
         now = dt.datetime.now(dt.timezone.utc)
         for j in s.scalars(select(m.Job).where(m.Job.id.in_(list(dec.alerts)))):
