@@ -180,6 +180,7 @@ def test_queue_cli_lists_and_manages(qhub, tmp_path):
         assert "cwait0" in r.stdout and "waiting for" in r.stdout
         r = ti("queue", "move", str(waiting[1]), "--top")
         assert r.returncode == 0, r.stderr
+        assert "moved; position 1 in default/demo-gpu/single" in r.stdout, r.stdout  # the new place (item 10)
         wait(lambda: positions(u, waiting) == {waiting[1]: 1, waiting[0]: 2}, what="cli move")
         r = ti("queue", "pin", str(waiting[0]))
         assert r.returncode != 0 and "permission" in r.stderr

@@ -291,3 +291,30 @@ def test_a_gang_its_pool_can_never_hold_at_once_is_refused_at_submission(seeded,
     assert e.value.field == "workers" and "at most 4 at once" in str(e.value.detail), e.value.detail
     with seeded.begin() as s:
         assert s.scalar(select(m.Job.id).where(m.Job.name == "gang5")) is None
+
+
+def test_queue_actions_answer_with_the_new_position(seeded, settings):
+    """Issue 17, item 10: move, pin and priority answer with the position after the change, the same that
+    GET /queue shows right after (before the scheduler's next cycle), not the one from before."""
+    db = seeded
+    make_running(db, submit(db, settings, "jay", "hog-all"), [0, 1, 2, 3], NOW)
+    a1, a2, b1 = (submit(db, settings, w, n) for w, n in (("kim", "kim-1"), ("kim", "kim-2"), ("lee", "lee-1")))
+    decide(db, settings)
+    assert [row(db, i).queue_position for i in (a1, a2, b1)] == [1, 2, 3]
+
+    def view(who):
+        with db.begin() as s:
+            return {j["id"]: j["queue"]["position"] for j in queue.queue_view(s, who, {"all": "1"})["items"]}
+
+    with db.begin() as s:
+        assert queue.move(s, user("kim"), a2, {"to": "top"})["queue"]["position"] == 1
+    assert view(user("kim")) == {a2: 1, a1: 2, b1: 3}
+    with db.begin() as s:
+        assert queue.pin(s, ADMIN, b1, True)["queue"]["position"] == 1
+    assert view(ADMIN) == {b1: 1, a2: 2, a1: 3}
+    with db.begin() as s:
+        queue.pin(s, ADMIN, b1, False)
+        assert queue.set_priority(s, ADMIN, a1, {"priority": 500})["queue"]["position"] == 1
+    assert view(ADMIN) == {a1: 1, a2: 2, b1: 3}
+    decide(db, settings)  # the scheduler agrees
+    assert view(ADMIN) == {a1: 1, a2: 2, b1: 3}

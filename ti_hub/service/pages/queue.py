@@ -96,15 +96,16 @@ class QueuePageHandler(PageHandler):
         return out
 
     async def do_pin(self) -> str:
-        out = await self._run(queue.pin, self.form_int("job"), True)
+        out = await self._run(queue.pin, self.form_int("job"), True, self.ti.usage_settling_time)
         return f"Job {out['id']} pinned to the front of its queue."
 
     async def do_unpin(self) -> str:
-        out = await self._run(queue.pin, self.form_int("job"), False)
+        out = await self._run(queue.pin, self.form_int("job"), False, self.ti.usage_settling_time)
         return f"Job {out['id']} unpinned."
 
     async def do_priority(self) -> str:
-        out = await self._run(queue.set_priority, self.form_int("job"), {"priority": self.form_int("priority")})
+        out = await self._run(queue.set_priority, self.form_int("job"), {"priority": self.form_int("priority")},
+                                 self.ti.usage_settling_time)
         return f"Job {out['id']} now has priority {out['priority']}."
 
     async def do_kill(self) -> str:
@@ -112,10 +113,10 @@ class QueuePageHandler(PageHandler):
         return f"Job {out['id']} is {out['status']}."
 
     async def do_top(self) -> str:
-        out = await self._run(queue.move, self.form_int("job"), {"to": "top"})
+        out = await self._run(queue.move, self.form_int("job"), {"to": "top"}, self.ti.usage_settling_time)
         return f"Job {out['id']} moved ahead of your other jobs in its queue."
 
     async def do_bottom(self) -> str:
-        out = await self._run(queue.move, self.form_int("job"), {"to": "bottom"})
+        out = await self._run(queue.move, self.form_int("job"), {"to": "bottom"}, self.ti.usage_settling_time)
         return f"Job {out['id']} moved behind your other jobs in its queue."
 
