@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import subprocess
 import sys
+import time
 
 import pytest
 from hubproc import ADMIN, ADMIN_PASSWORD, own_hub
@@ -20,7 +21,8 @@ def qhub(tmp_path_factory):
     yield from own_hub(tmp_path_factory, "qhub", f"c.LocalBackend.devices = {{'demo-gpu': {GPUS}}}\n"
                        "c.TiService.scheduler_interval = 0.3\n"
                        "c.TiService.wait_alert_grace = 1.0\n"
-                       "c.TiService.usage_sample_interval = 0.5\n")
+                       # scores are saved whenever what users hold changes: a long period shows no lag
+                       "c.TiService.usage_sample_interval = 600.0\n")
 
 
 def gpu_job(name: str, command: str = "sleep 60", **kw) -> dict:
@@ -219,6 +221,13 @@ def test_queue_page_shows_users_their_own_and_admins_everyones(qhub):
         admin_page = qhub.login(ADMIN, ADMIN_PASSWORD).browser.get(f"{qhub.url}/services/ti/queue")
         assert admin_page.status_code == 200 and "page-wait" in admin_page.text
         assert "<td>demo-gpu</td><td>2</td><td>2</td><td>0</td>" in admin_page.text  # total, occupied, free
+        # issue 17, item 26: CPU and memory beside the device types (each blocker holds 1 core, 4096 MiB)
+        (pool,) = u.ok("GET", "/queue/panel")["pools"]
+        assert (pool["pool"], pool["cpu_used"], pool["memory_mib_used"]) == ("default", 2, 8192), pool
+        cpu_row = f"<td>default</td><td>{pool['cpu_total']:g}</td><td>2</td><td>{pool['cpu_free']:g}</td>"
+        assert cpu_row in page.text
+        cluster = qhub.login(u.name, f"pw-{u.name}-long-enough").browser.get(f"{qhub.url}/services/ti/cluster")
+        assert cluster.status_code == 200 and cpu_row in cluster.text
     finally:
         kill_all(other, blockers)
         kill_all(u, [mine])
@@ -242,3 +251,28 @@ def test_a_gang_that_can_never_fit_is_refused_at_submission(qhub, tmp_path):
             "--plan", "demo-gpu-1", "--image", "python-cpu", "--", "true")
     assert r.returncode != 0 and "workers" in r.stderr and "can never run at once" in r.stderr, r.stderr
     assert u.ok("GET", "/jobs")["total"] == 0  # nothing stored
+
+
+def test_scores_show_the_exact_value_at_once(qhub, tmp_path):
+    """Issue 17, item 11: held devices and the score are current right after admission and after a kill
+    (they lagged up to the sampling period); devices are shown unweighted beside the weighted figure."""
+    u = qhub.person("qs")
+
+    def mine():
+        return {s["device_type"]: s for s in u.ok("GET", "/queue/scores")["items"]}
+
+    job = u.ok("POST", "/jobs", json=gpu_job("score-me"))["id"]
+    try:
+        u.wait_job(job, states=("running",))
+        s = mine()["demo-gpu"]
+        assert (s["held_devices"], s["held"]) == (1, 1.0) and s["score"] > 0, s
+        first = s["score"]
+        time.sleep(1.0)
+        assert mine()["demo-gpu"]["score"] > first  # brought forward to the moment asked, not to the last save
+        r = cli(qhub, u, tmp_path, "queue", "scores")
+        assert r.returncode == 0 and "WEIGHTED" in r.stdout, r.stdout + r.stderr
+        line = next(x for x in r.stdout.splitlines() if x.startswith(u.name))
+        assert line.split()[1:4][0] == "demo-gpu" and line.split()[3] == "1", line
+    finally:
+        kill_all(u, [job])
+    wait(lambda: mine()["demo-gpu"]["held_devices"] == 0, timeout=30, what="held 0 after the kill")

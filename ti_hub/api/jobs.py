@@ -112,7 +112,8 @@ class ScoresHandler(APIHandler):
     async def get(self):
         from ..service.scoring import list_scores
 
-        self.send(await self.op(list_scores, self.actor, self.args(), self.ti.usage_settling_time))
+        self.send(await self.op(list_scores, self.actor, self.args(), self.ti.usage_settling_time,
+                                self.ti.usage_device_weights))
 
 
 class PanelHandler(APIHandler):

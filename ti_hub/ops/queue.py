@@ -212,4 +212,27 @@ def panel(session: Session, actor: Actor, nodes: list[NodeCapacity]) -> dict[str
         "mine": [{"kind": k, "device_type": t, **d} for (k, t), d in sorted(mine.items())],
         "cluster": [{"device_type": t, **d, "free": max(0, d["total"] - d["occupied"])}
                     for t, d in sorted(cluster.items())],
+        "pools": pool_resources(session, nodes),
     }
+
+
+def pool_resources(session: Session, nodes: list[NodeCapacity]) -> list[dict[str, Any]]:
+    """Per pool, CPU cores and memory: total (schedulable machines), held by running work, free. Devices are
+    not all a job waits for: CPU-only work, and any job's cores, wait for these."""
+    inst = m.Job.workers + m.Job.ps
+    held = {pool: (float(cpu), int(mem)) for pool, cpu, mem in session.execute(
+        select(m.Job.pool, func.coalesce(func.sum(m.Job.cpu_per_instance * inst), 0),
+               func.coalesce(func.sum(m.Job.memory_mib_per_instance * inst), 0))
+        .where(m.Job.status.in_(st.HOLDING)).group_by(m.Job.pool))}
+    total: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
+    for n in nodes:
+        if n.schedulable:
+            total[n.pool][0] += n.cpu
+            total[n.pool][1] += n.memory_mib
+    out = []
+    for pool in sorted(set(total) | set(held)):
+        (cpu, mem), (cpu_used, mem_used) = total.get(pool, (0.0, 0)), held.get(pool, (0.0, 0))
+        out.append({"pool": pool, "cpu_total": round(cpu, 3), "cpu_used": round(cpu_used, 3),
+                    "cpu_free": round(max(0.0, cpu - cpu_used), 3), "memory_mib_total": int(mem),
+                    "memory_mib_used": mem_used, "memory_mib_free": max(0, int(mem) - mem_used)})
+    return out
