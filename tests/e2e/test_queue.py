@@ -180,6 +180,8 @@ def test_queue_cli_lists_and_manages(qhub, tmp_path):
         assert r.returncode == 0, r.stderr
         r = ti("queue")
         assert "cwait0" in r.stdout and "waiting for" in r.stdout
+        row = next(x for x in r.stdout.splitlines() if "cwait0" in x)
+        assert "demo-gpu-1" in row.split(), row  # the plan's name, not its id (issue 17, item 13)
         r = ti("queue", "move", str(waiting[1]), "--top")
         assert r.returncode == 0, r.stderr
         assert "moved; position 1 in default/demo-gpu/single" in r.stdout, r.stdout  # the new place (item 10)

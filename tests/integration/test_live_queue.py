@@ -318,3 +318,20 @@ def test_queue_actions_answer_with_the_new_position(seeded, settings):
     assert view(ADMIN) == {a1: 1, a2: 2, b1: 3}
     decide(db, settings)  # the scheduler agrees
     assert view(ADMIN) == {a1: 1, a2: 2, b1: 3}
+
+
+def test_quota_usage_of_fractional_cores_is_not_float_noise(seeded, settings):
+    """Issue 17, item 13: /quota showed "cpu": 0.30000000000000004 for jobs of 0.1 and 0.2 cores."""
+    from ti_hub.ops import plans
+
+    db = seeded
+    with db.begin() as s:
+        for name, cpu in (("tenth-core", 0.1), ("fifth-core", 0.2)):
+            plans.create(s, ADMIN, {"name": name, "kinds": ["single"], "device_type": "cpu", "device_count": 0,
+                                    "cpu": cpu, "memory_mib": 256}, settings.device_rules)
+    for plan in ("tenth-core", "fifth-core"):
+        submit(db, settings, "fay", f"run-{plan}", plan=plan)
+    with db.begin() as s:
+        doc = quotas.my_quota(s, user("fay"), None, settings.compute_defaults, settings.storage_defaults, [])
+    used = next(c["used"] for c in doc["compute"] if (c["kind"], c["device_type"]) == ("single", "cpu"))
+    assert used["cpu"] == 0.3, used

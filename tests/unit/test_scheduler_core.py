@@ -263,3 +263,10 @@ def test_unfit_reason_names_the_largest_machine():
     assert unfit(shapes, "p2", "a100", Instance(1, 1.0, 1024), 1) == "pool p2 has no machine with a100"
     assert unfit(shapes, "p1", "cpu", Instance(0, 64.0, 1024), 2) is None  # CPU-only: both machines
     assert unfit(shapes, "p1", "cpu", Instance(0, 64.0, 1024), 3).startswith("3 instances of 64 CPU, 1024 MiB")
+
+
+def test_a_reason_says_only_what_holds_after_the_cycle():
+    # issue 17, item 13: "1 admitted ahead this cycle" stayed in the stored reason long after that cycle
+    res = cycle([node("n1", gpus=2)], [], [req(1, gpus=1), req(2, gpus=2)])
+    assert admitted(res) == [1]
+    assert res.pending[0].reason == "waiting for 1 x 2 x a100 in pool p1: 1 a100 free"
