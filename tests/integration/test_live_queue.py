@@ -87,7 +87,8 @@ def test_positions_reasons_and_estimates_from_declared_durations(seeded, setting
     assert not dec.admitted
     ja, jb, jc = row(db, a), row(db, b), row(db, c)
     assert (ja.queue_position, jb.queue_position, jc.queue_position) == (1, 2, 3)
-    assert ja.reason == "waiting for 1 x 1 x demo-gpu in pool default: 0 demo-gpu free"
+    assert ja.reason == ("waiting for 1 x 1 x demo-gpu in pool default: 0 demo-gpu free; "
+                         "behind other users' work, holding 4 of 4 demo-gpu")
     assert jb.reason.startswith(f"behind job {a} in queue default/demo-gpu/single (1 job ahead)")
     # the overdue job counts as ending now: a starts now, b at the next end (NOW), c at NOW+100
     assert queueing.epoch(ja.estimated_start) == pytest.approx(NOW)
@@ -335,3 +336,43 @@ def test_quota_usage_of_fractional_cores_is_not_float_noise(seeded, settings):
         doc = quotas.my_quota(s, user("fay"), None, settings.compute_defaults, settings.storage_defaults, [])
     used = next(c["used"] for c in doc["compute"] if (c["kind"], c["device_type"]) == ("single", "cpu"))
     assert used["cpu"] == 0.3, used
+
+
+def test_a_wait_names_the_owners_own_blocker_and_never_estimates_the_past(seeded, settings):
+    """Issue 17, item 19: on a 2-core machine the owner's workspace holds a core and their 2-instance job waits
+    for ever: the reason names the workspace (others' work only as "other users' work"), and the estimate is
+    not a time borrowed from the owner's job history that slides into the past."""
+    db = seeded
+    two_cores = NodeCapacity("n1", "default", {"demo-gpu": [0, 1, 2, 3]}, 2.0, 65536)
+    ws = submit(db, settings, "gus", "dev-box", plan="cpu-small")
+    with db.begin() as s:
+        s.get(m.Job, ws).kind = "workspace"
+    make_running(db, ws, [], NOW - 100)
+    ddp = submit(db, settings, "gus", "ddp-run", plan="cpu-small", kind="distributed", workers=2)
+    typical = {("gus",): 50.0, ("gus", "single", "cpu"): 50.0}  # gus's jobs take 50 s: not his workspace
+    inp = queueing.Inputs([two_cores], None, typical, settings.compute_defaults, NOW)
+    with db.begin() as s:
+        dec = queueing.decide(s, inp)
+    with db.begin() as s:
+        queueing.apply(s, dec)
+    j = row(db, ddp)
+    assert j.reason == ("waiting for 2 x (1 CPU, 4096 MiB) in pool default: 1 CPU free; "
+                        "behind your workspace dev-box, holding 1 of 2 CPUs"), j.reason
+    assert j.estimated_start is None  # a workspace runs until stopped: "?" rather than a made-up time
+    with db.begin() as s:
+        queue.cancel(s, user("gus"), ddp)
+    other = submit(db, settings, "hal", "hal-ddp", plan="cpu-small", kind="distributed", workers=2)
+    with db.begin() as s:
+        dec = queueing.decide(s, inp)
+    with db.begin() as s:
+        queueing.apply(s, dec)
+    assert row(db, other).reason.endswith("; behind other users' work, holding 1 of 2 CPUs"), row(db, other).reason
+    # an estimate the clock has overtaken (rewritten only when it moves by a minute) reads now, not the past
+    with db.begin() as s:
+        s.get(m.Job, other).estimated_start = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=30)
+    before = dt.datetime.now(dt.timezone.utc)
+    with db.begin() as s:
+        shown = jobs.render(s.get(m.Job, other))["queue"]["estimated_start"]
+        listed = queue.queue_view(s, user("hal"), {})["items"][0]["queue"]["estimated_start"]
+    for t in (shown, listed):
+        assert dt.datetime.fromisoformat(t.replace("Z", "+00:00")) >= before - dt.timedelta(seconds=1), t

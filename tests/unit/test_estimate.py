@@ -56,6 +56,15 @@ def test_typical_durations_are_medians_per_owner_kind_type_with_an_owner_fallbac
                            ("a", "single", "A100", 20.0), ("a", "distributed", "T4", 500.0), ("b", "single", "A100", 0)])
     assert t[("a", "single", "A100")] == 20.0 and t[("a",)] == 30.0 and ("b",) not in t
     assert expected_duration(None, "a", "single", "A100", t) == 20.0
-    assert expected_duration(None, "a", "workspace", "A100", t) == 30.0  # the owner's median of anything
+    assert expected_duration(None, "a", "distributed", "A100", t) == 30.0  # the owner's median of anything
     assert expected_duration(45, "a", "single", "A100", t) == 45.0  # declared wins
     assert expected_duration(None, "c", "single", "A100", t) is None
+
+
+def test_a_workspace_has_no_expected_end_from_its_owners_job_history():
+    # issue 17, item 19: a workspace borrowed its owner's median job run time, so jobs waiting for its cores
+    # got an estimate that slid into the past
+    typical = {("ann",): 50.0, ("ann", "workspace", "cpu"): 50.0}
+    assert expected_duration(None, "ann", "workspace", "cpu", typical) is None
+    assert expected_duration(3600, "ann", "workspace", "cpu", typical) == 3600.0
+    assert expected_duration(None, "ann", "single", "cpu", typical) == 50.0

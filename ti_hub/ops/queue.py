@@ -24,7 +24,7 @@ from ..domain.errors import Conflict, Forbidden
 from ..scheduler import score
 from ..scheduler.core import order_key
 from ..scheduler.model import Request
-from .common import iso, lock_user, utcnow
+from .common import estimate_iso, lock_user, utcnow
 from .jobs import find, queue_position, record, render
 
 
@@ -154,7 +154,7 @@ def cancel(session: Session, actor: Actor, ref: Any) -> dict[str, Any]:
 def _queue_doc(j: Any) -> dict[str, Any]:
     pos = j.queue_position
     return {"queue": f"{j.pool}/{j.device_type}/{j.kind}", "position": pos,
-            "ahead": pos - 1 if pos is not None else None, "estimated_start": iso(j.estimated_start),
+            "ahead": pos - 1 if pos is not None else None, "estimated_start": estimate_iso(j.estimated_start),
             "pinned": j.pinned_at is not None}
 
 

@@ -173,10 +173,10 @@ class _Cycle:
         return None
 
     # -- explanations -----------------------------------------------------------------------------
-    def why_not(self, r: Request) -> tuple[str, str]:
-        """Why ``r`` waits, and how: BLOCKS its queue; or, a gang the empty machines can never hold at once
-        (Q4), NEVER fits (cordoned machines included) or waits OUT of line until cordoned machines are back:
-        either way it blocks nothing."""
+    def why_not(self, r: Request) -> tuple[str, str, str]:
+        """Why ``r`` waits, how, and what is short. How: BLOCKS its queue; or, a gang the empty machines can
+        never hold at once (Q4), NEVER fits (cordoned machines included) or waits OUT of line until cordoned
+        machines are back: either way it blocks nothing. Short: devices, cpu or memory (see Pending)."""
         per, n = r.instances[0], len(r.instances)
         shape = (r.pool, r.device_type, per, n)
         if shape not in self.never:
@@ -184,13 +184,22 @@ class _Cycle:
         never = self.never[shape]
         if never is not None:
             if unfit(self.cap.shapes_all, r.pool, r.device_type, per, n) is not None:
-                return f"can never fit: {never}", NEVER
-            return f"waiting out of line until cordoned machines of pool {r.pool} are back: {never}", OUT
+                return f"can never fit: {never}", NEVER, ""
+            return f"waiting out of line until cordoned machines of pool {r.pool} are back: {never}", OUT, ""
         what = f"{per.devices} x {r.device_type}" if per.devices else f"{per.cpu:g} CPU, {per.memory_mib} MiB"
+        nodes = self.cap.by_pool.get(r.pool, ())
+        cpu_free = round(sum(fn.cpu for fn in nodes), 3)
+        short = "cpu" if cpu_free + 1e-9 < per.cpu * n else "memory" if sum(
+            fn.memory_mib for fn in nodes) < per.memory_mib * n else "devices"
         if per.devices:
             free = self.cap.free_devices(r.pool, r.device_type)
-            return f"waiting for {n} x {what} in pool {r.pool}: {free} {r.device_type} free", BLOCKS
-        return f"waiting for {n} x ({what}) in pool {r.pool}", BLOCKS
+            reason = f"waiting for {n} x {what} in pool {r.pool}: {free} {r.device_type} free"
+            if free >= per.devices * n:  # the devices are there: cores (or memory, or their layout) are not
+                reason += f", {cpu_free:g} CPU free" if short == "cpu" else ""
+            else:
+                short = "devices"
+            return reason, BLOCKS, short
+        return f"waiting for {n} x ({what}) in pool {r.pool}: {cpu_free:g} CPU free", BLOCKS, short
 
     # -- one queue --------------------------------------------------------------------------------
     def run_queue(self, key: tuple[str, str, str], q: list[Request]) -> None:
@@ -217,8 +226,8 @@ class _Cycle:
                     self.charge(r)
                     res.admitted.append(adm)
                     continue
-            head_reason, how = self.why_not(r)
-            res.pending.append(Pending(r.job_id, head_reason))
+            head_reason, how, short = self.why_not(r)
+            res.pending.append(Pending(r.job_id, head_reason, short))
             if how != BLOCKS:
                 if how == NEVER:
                     res.unfit[r.job_id] = head_reason

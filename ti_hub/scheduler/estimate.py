@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .model import Request
+from .model import WORKSPACE, Request
 
 CPU = "cpu"
 
@@ -102,7 +102,11 @@ def typical_durations(history: Iterable[tuple[str, str, str, float]]) -> dict[tu
 
 def expected_duration(declared: float | None, owner: str, kind: str, dtype: str,
                       typical: Mapping[tuple[str, ...], float]) -> float | None:
-    """The declared duration, else the owner's median for this kind and device type, else for anything."""
+    """The declared duration, else the owner's median for this kind and device type, else for anything.
+    A workspace runs until it is stopped: no job's run time says when (issue 17: borrowing one made
+    estimates of the jobs waiting for its cores drift into the past)."""
     if declared:
         return float(declared)
+    if kind == WORKSPACE:
+        return None
     return typical.get((owner, kind, dtype), typical.get((owner,)))

@@ -88,6 +88,9 @@ class Admit:
 class Pending:
     job_id: int
     reason: str
+    # a queue's head waiting for capacity: what is short in its pool ("devices", "cpu" or "memory"), so that
+    # the service can name who holds it (the core knows no job names)
+    short: str = ""
 
 
 @dataclass(frozen=True, slots=True)

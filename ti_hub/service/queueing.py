@@ -155,6 +155,40 @@ class Decisions:
         return not (self.admitted or self.preempt or self.changes or self.alerts or self.unfit)
 
 
+UNITS = {"cpu": "CPUs", "memory": "MiB of memory"}
+
+
+def blockers(holding: Sequence[Any], nodes: Sequence[NodeCapacity], owner: str, pool: str, dtype: str,
+             short: str) -> str:
+    """"; behind your workspace dev-box, holding 1 of 2 CPUs": who holds what a queue's head waits for in
+    its pool (``short``: devices of ``dtype``, cpu or memory). The owner's own work by name, biggest first;
+    everyone else's as "other users' work" only, never their job names."""
+
+    def amount(j: Any) -> float:
+        n = j.workers + j.ps
+        if short == "cpu":
+            return j.cpu_per_instance * n
+        if short == "memory":
+            return j.memory_mib_per_instance * n
+        return j.devices_per_instance * n if j.device_type == dtype else 0
+
+    def capacity(n: NodeCapacity) -> float:
+        return n.cpu if short == "cpu" else n.memory_mib if short == "memory" else len(n.devices.get(dtype, ()))
+
+    total = sum(capacity(n) for n in nodes if n.pool == pool and n.schedulable)
+    unit = UNITS.get(short, dtype)
+    mine = sorted(((amount(j), j) for j in holding if j.pool == pool and j.owner == owner and amount(j)),
+                  key=lambda x: (-x[0], x[1].id))
+    others = sum(amount(j) for j in holding if j.pool == pool and j.owner != owner)
+    parts = [f"your {'workspace' if j.kind == 'workspace' else 'job'} {j.name}, holding {round(a, 3):g} of "
+             f"{round(total, 3):g} {unit}" for a, j in mine[:3]]
+    if len(mine) > 3:
+        parts.append(f"{len(mine) - 3} more of yours, holding {round(sum(a for a, _ in mine[3:]), 3):g}")
+    if others:
+        parts.append(f"other users' work, holding {round(others, 3):g} of {round(total, 3):g} {unit}")
+    return "; behind " + "; ".join(parts) if parts else ""
+
+
 def decide(s: Session, inp: Inputs) -> Decisions:
     holding = s.execute(select(*HELD_COLUMNS).where(m.Job.status.in_(st.HOLDING))).all()
     queued = s.execute(select(*QUEUE_COLUMNS).where(m.Job.status == st.QUEUED)).all()
@@ -194,6 +228,11 @@ def decide(s: Session, inp: Inputs) -> Decisions:
         full.update({r.id: r for r in s.execute(select(*LIST_COLUMNS).where(m.Job.id.in_(chunk)))})
     held = held_mounts(holding)
     reasons = {p.job_id: p.reason for p in result.pending}
+    by_id_row = {j.id: j for j in queued}
+    for p in result.pending:
+        if p.short:  # a head waiting for capacity: name who holds what it waits for (issue 17)
+            j = by_id_row[p.job_id]
+            reasons[p.job_id] += blockers(holding, inp.nodes, j.owner, j.pool, j.device_type, p.short)
     for adm in result.admitted:
         job = full[adm.job_id]
         try:
