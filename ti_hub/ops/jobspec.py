@@ -41,7 +41,9 @@ def merge_template(session: Session, actor: Actor, data: dict[str, Any]) -> dict
     return merged
 
 
-def parse_volumes(session: Session, actor: Actor, value: Any, instances: int) -> list[dict[str, Any]]:
+def parse_volumes(session: Session, actor: Actor, value: Any, instances: int, plan: m.Plan | None = None
+                  ) -> list[dict[str, Any]]:
+    """``plan``: the work's plan, whose pool every mounted volume that names a cluster must be (SPEC Q9)."""
     if value is None:
         return []
     if not isinstance(value, list):
@@ -54,6 +56,11 @@ def parse_volumes(session: Session, actor: Actor, value: Any, instances: int) ->
         v.check_fields(item, ("volume", "mount_path", "read_only"), f)
         vol = volumes.find(session, actor, item.get("volume"), f"{f}.volume")
         mode = volumes.access_mode(vol, actor)
+        if plan is not None and vol.cluster and vol.cluster != plan.pool:
+            raise v.ValidationError(
+                f"{f}.volume: volume {vol.owner}/{vol.name} is storage of cluster {vol.cluster!r}, so work that "
+                f"mounts it runs in pool {vol.cluster!r}; plan {plan.name!r} runs in pool {plan.pool!r}: choose "
+                f"a plan of pool {vol.cluster!r}", field=f"{f}.volume")
         path = v.mount_path(item.get("mount_path", f"/mnt/{vol.name}"), f"{f}.mount_path")
         ro = v.boolean(item.get("read_only", vol.kind in ("bucket", "dataset") or mode == "ro"), f"{f}.read_only")
         if path in paths or any(path.startswith(p + "/") or p.startswith(path + "/") for p in paths):
@@ -119,6 +126,7 @@ def parse_job(session: Session, actor: Actor, raw: dict[str, Any], settings: Ops
         else:
             out["workers"] = v.integer(data.get("workers", 1), "workers", 1, settings.max_workers)
             out["ps"] = v.integer(data.get("ps", 1), "ps", 1, settings.max_ps)
+    plan = None
     if not partial or "plan" in data:
         plan, fields = _plan_fields(session, data, kind)
         _check_plan_runs(plan, settings)
@@ -136,7 +144,7 @@ def parse_job(session: Session, actor: Actor, raw: dict[str, Any], settings: Ops
     secret = secretenv.parse(data.get("secret_env"), env)
     spec: dict[str, Any] = {
         "env": env,
-        "volumes": parse_volumes(session, actor, data.get("volumes"), instances),
+        "volumes": parse_volumes(session, actor, data.get("volumes"), instances, plan),
         "ports": v.ports(data.get("ports")),
         "endpoints": sorted({v.choice(e, "endpoints", ENDPOINTS) for e in _list(data.get("endpoints"), "endpoints")}),
         "warnings": [warning] if warning else [],
@@ -173,7 +181,7 @@ def parse_workspace(session: Session, actor: Actor, data: dict[str, Any], settin
     out["command"] = ""
     out["spec"] = {
         "env": v.env(data.get("env")),
-        "volumes": parse_volumes(session, actor, data.get("volumes"), 1),
+        "volumes": parse_volumes(session, actor, data.get("volumes"), 1, plan),
         "jupyter": v.boolean(data.get("jupyter", True), "jupyter"),
         "ssh": v.boolean(data.get("ssh", True), "ssh"),
         "ports": v.ports(data.get("ports")),
