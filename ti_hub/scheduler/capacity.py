@@ -141,9 +141,15 @@ class Capacity:
             cpu_buckets[pool].put(fn, max(0, int(fn.cpu + 1e-9)))
         self._pool_type_names: dict[tuple[str, str], frozenset[str]] = {}
         self.failed: set[tuple] = set()
-        # how many empty machines of each shape, schedulable ones and all (cordoned too): unfit
+        # how many empty machines of each shape (unfit); cordoned ones too, built on first use (shapes_all)
         self.shapes = machine_shapes(self.total)
-        self.shapes_all = machine_shapes(self.total, cordoned=True)
+        self._shapes_all: dict[tuple[str, str], dict[Shape, int]] | None = None
+
+    @property
+    def shapes_all(self) -> dict[tuple[str, str], dict[Shape, int]]:
+        if self._shapes_all is None:
+            self._shapes_all = machine_shapes(self.total, cordoned=True)
+        return self._shapes_all
 
     def pool_type_names(self, pool: str, dtype: str) -> frozenset[str]:
         """The nodes of a pool that have a device type (trial placements only: built on first use)."""
