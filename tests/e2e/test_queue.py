@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import subprocess
 import sys
+import time
 
 import pytest
 from hubproc import ADMIN, ADMIN_PASSWORD, own_hub
@@ -20,7 +21,8 @@ def qhub(tmp_path_factory):
     yield from own_hub(tmp_path_factory, "qhub", f"c.LocalBackend.devices = {{'demo-gpu': {GPUS}}}\n"
                        "c.TiService.scheduler_interval = 0.3\n"
                        "c.TiService.wait_alert_grace = 1.0\n"
-                       "c.TiService.usage_sample_interval = 0.5\n")
+                       # scores are saved whenever what users hold changes: a long period shows no lag
+                       "c.TiService.usage_sample_interval = 600.0\n")
 
 
 def gpu_job(name: str, command: str = "sleep 60", **kw) -> dict:
@@ -178,8 +180,11 @@ def test_queue_cli_lists_and_manages(qhub, tmp_path):
         assert r.returncode == 0, r.stderr
         r = ti("queue")
         assert "cwait0" in r.stdout and "waiting for" in r.stdout
+        row = next(x for x in r.stdout.splitlines() if "cwait0" in x)
+        assert "demo-gpu-1" in row.split(), row  # the plan's name, not its id (issue 17, item 13)
         r = ti("queue", "move", str(waiting[1]), "--top")
         assert r.returncode == 0, r.stderr
+        assert "moved; position 1 in default/demo-gpu/single" in r.stdout, r.stdout  # the new place (item 10)
         wait(lambda: positions(u, waiting) == {waiting[1]: 1, waiting[0]: 2}, what="cli move")
         r = ti("queue", "pin", str(waiting[0]))
         assert r.returncode != 0 and "permission" in r.stderr
@@ -218,6 +223,58 @@ def test_queue_page_shows_users_their_own_and_admins_everyones(qhub):
         admin_page = qhub.login(ADMIN, ADMIN_PASSWORD).browser.get(f"{qhub.url}/services/ti/queue")
         assert admin_page.status_code == 200 and "page-wait" in admin_page.text
         assert "<td>demo-gpu</td><td>2</td><td>2</td><td>0</td>" in admin_page.text  # total, occupied, free
+        # issue 17, item 26: CPU and memory beside the device types (each blocker holds 1 core, 4096 MiB)
+        (pool,) = u.ok("GET", "/queue/panel")["pools"]
+        assert (pool["pool"], pool["cpu_used"], pool["memory_mib_used"]) == ("default", 2, 8192), pool
+        cpu_row = f"<td>default</td><td>{pool['cpu_total']:g}</td><td>2</td><td>{pool['cpu_free']:g}</td>"
+        assert cpu_row in page.text
+        cluster = qhub.login(u.name, f"pw-{u.name}-long-enough").browser.get(f"{qhub.url}/services/ti/cluster")
+        assert cluster.status_code == 200 and cpu_row in cluster.text
     finally:
         kill_all(other, blockers)
         kill_all(u, [mine])
+
+
+def cli(hub, u, home, *args):
+    env = {"TI_API_URL": hub.url, "TI_TOKEN": u.token, "HOME": str(home), "PATH": "/usr/bin:/bin"}
+    return subprocess.run([sys.executable, "-m", "ti_hub.cli.main", *args], env=env, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_a_gang_that_can_never_fit_is_refused_at_submission(qhub, tmp_path):
+    """Issue 17, items 8 and 20: 3 workers of a 1-device plan on a 2-device cluster would queue forever."""
+    u = qhub.person("qg")
+    r = u.api("POST", "/jobs", json=gpu_job("gang3", kind="distributed", workers=3))
+    assert r.status_code == 400 and r.json()["field"] == "workers", r.text
+    detail = r.json()["detail"]
+    assert "can never run at once" in detail and f"at most {GPUS} at once" in detail, detail
+    assert f"largest machine has {GPUS} x demo-gpu" in detail, detail
+    r = cli(qhub, u, tmp_path, "job", "submit", "--name", "gang3", "--kind", "distributed", "--workers", "3",
+            "--plan", "demo-gpu-1", "--image", "python-cpu", "--", "true")
+    assert r.returncode != 0 and "workers" in r.stderr and "can never run at once" in r.stderr, r.stderr
+    assert u.ok("GET", "/jobs")["total"] == 0  # nothing stored
+
+
+def test_scores_show_the_exact_value_at_once(qhub, tmp_path):
+    """Issue 17, item 11: held devices and the score are current right after admission and after a kill
+    (they lagged up to the sampling period); devices are shown unweighted beside the weighted figure."""
+    u = qhub.person("qs")
+
+    def mine():
+        return {s["device_type"]: s for s in u.ok("GET", "/queue/scores")["items"]}
+
+    job = u.ok("POST", "/jobs", json=gpu_job("score-me"))["id"]
+    try:
+        u.wait_job(job, states=("running",))
+        s = mine()["demo-gpu"]
+        assert (s["held_devices"], s["held"]) == (1, 1.0) and s["score"] > 0, s
+        first = s["score"]
+        time.sleep(1.0)
+        assert mine()["demo-gpu"]["score"] > first  # brought forward to the moment asked, not to the last save
+        r = cli(qhub, u, tmp_path, "queue", "scores")
+        assert r.returncode == 0 and "WEIGHTED" in r.stdout, r.stdout + r.stderr
+        line = next(x for x in r.stdout.splitlines() if x.startswith(u.name))
+        assert line.split()[1:4][0] == "demo-gpu" and line.split()[3] == "1", line
+    finally:
+        kill_all(u, [job])
+    wait(lambda: mine()["demo-gpu"]["held_devices"] == 0, timeout=30, what="held 0 after the kill")

@@ -251,3 +251,39 @@ def test_block_volume_mount_conflict_names_the_holder():
         check_conflicts([ro], [HeldMount(7, False, "workspace alice/dev")])
     # filesystem volumes are shared read-write by many
     check_conflicts([MountRequest(8, "a/fs", "filesystem", False)], [HeldMount(8, False, "job 1")])
+
+
+def test_a_volume_of_a_cluster_places_the_work_that_mounts_it(seeded, settings, tmp_path):
+    """Issue 17, item 6 / SPEC Q9: a job or workspace that mounts a cluster's storage runs in that pool; a plan of
+    another pool is refused naming the volume; a cluster no plan runs in is refused at creation."""
+    from ti_hub.backends.base import NodeCapacity
+    from ti_hub.ops import jobspec
+    from ti_hub.storage.local import LocalVolumeDriver
+
+    driver = LocalVolumeDriver(root_dir=str(tmp_path))
+    settings.nodes.append(NodeCapacity("farm1", "farm", {}, 8.0, 16384))
+    alice = user("alice")
+    with seeded.begin() as s:
+        plans.create(s, ADMIN, {"name": "farm-cpu", "kinds": ["single", "workspace"], "device_type": "cpu",
+                                "device_count": 0, "cpu": 1, "memory_mib": 1024, "pool": "farm"},
+                     settings.device_rules)
+    with pytest.raises(ValidationError) as err, seeded.begin() as s:
+        volumes.create(s, alice, {"name": "nowhere-vol", "kind": "block", "capacity_gib": 1, "cluster": "mars"},
+                       driver, {"block": 10})
+    assert err.value.field == "cluster" and "default, farm" in err.value.detail
+    with seeded.begin() as s:
+        assert volumes.create(s, alice, {"name": "farm-data", "kind": "block", "capacity_gib": 1, "cluster": "farm"},
+                              driver, {"block": 10})["cluster"] == "farm"
+        assert volumes.create(s, alice, {"name": "any-data", "kind": "block", "capacity_gib": 1}, driver,
+                              {"block": 10})["cluster"] == ""
+    mount = [{"volume": "any-data"}, {"volume": "farm-data"}]
+    with pytest.raises(ValidationError) as err, seeded.begin() as s:
+        jobs.submit(s, alice, job("wrong-pool", volumes=mount), settings)
+    assert err.value.field == "volumes[1].volume", err.value.field
+    assert "alice/farm-data" in err.value.detail and "pool 'farm'" in err.value.detail
+    with pytest.raises(ValidationError) as err, seeded.begin() as s:
+        jobspec.parse_workspace(s, alice, {"name": "ws-wrong", "plan": "cpu-small", "volumes": mount}, settings)
+    assert err.value.field == "volumes[1].volume"
+    with seeded.begin() as s:
+        placed = jobs.submit(s, alice, job("right-pool", plan="farm-cpu", volumes=mount), settings)
+    assert placed["pool"] == "farm" and placed["status"] == "queued"

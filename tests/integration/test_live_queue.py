@@ -87,7 +87,8 @@ def test_positions_reasons_and_estimates_from_declared_durations(seeded, setting
     assert not dec.admitted
     ja, jb, jc = row(db, a), row(db, b), row(db, c)
     assert (ja.queue_position, jb.queue_position, jc.queue_position) == (1, 2, 3)
-    assert ja.reason == "waiting for 1 x 1 x demo-gpu in pool default: 0 demo-gpu free"
+    assert ja.reason == ("waiting for 1 x 1 x demo-gpu in pool default: 0 demo-gpu free; "
+                         "behind other users' work, holding 4 of 4 demo-gpu")
     assert jb.reason.startswith(f"behind job {a} in queue default/demo-gpu/single (1 job ahead)")
     # the overdue job counts as ending now: a starts now, b at the next end (NOW), c at NOW+100
     assert queueing.epoch(ja.estimated_start) == pytest.approx(NOW)
@@ -251,3 +252,127 @@ def test_a_burst_is_written_in_parts_with_the_same_outcome(seeded, settings):
     statuses = [row(db, i).status for i in ids]
     assert statuses == [st.SCHEDULING] * 5 + [st.QUEUED] * 2
     assert [row(db, i).queue_position for i in ids[5:]] == [1, 2]
+
+
+def test_a_pool_that_shrinks_under_a_queued_gang_takes_it_out_of_line(seeded, settings):
+    """Issue 17, item 8: a machine loses devices while a 4-instance gang waits: it can never fit any more, so
+    it fails with the reason instead of blocking the job behind it forever."""
+    db = seeded
+    holder = submit(db, settings, "ann", "holder")
+    make_running(db, holder, [0], NOW - 10)
+    gang = submit(db, settings, "ann", "gang4", kind="distributed", workers=4)
+    small = submit(db, settings, "ann", "small", kind="distributed", workers=2)
+    decide(db, settings)
+    assert row(db, gang).reason.startswith("waiting for 4 x 1 x demo-gpu") and row(db, small).status == st.QUEUED
+    shrunk = NodeCapacity("n1", "default", {"demo-gpu": [0, 1, 2]}, 16.0, 65536)  # a device is gone
+    inp = queueing.Inputs([shrunk], None, {}, settings.compute_defaults, NOW)
+    with db.begin() as s:
+        dec = queueing.decide(s, inp)
+    with db.begin() as s:
+        queueing.apply(s, dec)
+    g = row(db, gang)
+    assert g.status == st.FAILED and g.queue_position is None, (g.status, g.reason)
+    assert g.reason == ("can never fit: 4 instances of 1 x demo-gpu, 1 CPU, 4096 MiB each; the machines of pool "
+                        "default hold at most 3 at once (its largest machine has 3 x demo-gpu, 16 CPU, 65536 MiB)")
+    assert [a.job_id for a in dec.admitted] == [small]  # nothing blocked it
+    # a cordoned machine is expected back: the gang waits out of line, blocking nothing, and is not failed
+    gang2 = submit(db, settings, "bea", "gang4b", kind="distributed", workers=4)
+    cordoned = NodeCapacity("n2", "default", {"demo-gpu": [0, 1, 2, 3]}, 16.0, 65536, schedulable=False)
+    inp = queueing.Inputs([shrunk, cordoned], None, {}, settings.compute_defaults, NOW)
+    with db.begin() as s:
+        dec = queueing.decide(s, inp)
+    with db.begin() as s:
+        queueing.apply(s, dec)
+    assert row(db, gang2).status == st.QUEUED and row(db, gang2).reason.startswith("waiting out of line")
+
+
+def test_a_gang_its_pool_can_never_hold_at_once_is_refused_at_submission(seeded, settings):
+    with pytest.raises(ValidationError) as e:
+        submit(seeded, settings, "ann", "gang5", kind="distributed", workers=5)
+    assert e.value.field == "workers" and "at most 4 at once" in str(e.value.detail), e.value.detail
+    with seeded.begin() as s:
+        assert s.scalar(select(m.Job.id).where(m.Job.name == "gang5")) is None
+
+
+def test_queue_actions_answer_with_the_new_position(seeded, settings):
+    """Issue 17, item 10: move, pin and priority answer with the position after the change, the same that
+    GET /queue shows right after (before the scheduler's next cycle), not the one from before."""
+    db = seeded
+    make_running(db, submit(db, settings, "jay", "hog-all"), [0, 1, 2, 3], NOW)
+    a1, a2, b1 = (submit(db, settings, w, n) for w, n in (("kim", "kim-1"), ("kim", "kim-2"), ("lee", "lee-1")))
+    decide(db, settings)
+    assert [row(db, i).queue_position for i in (a1, a2, b1)] == [1, 2, 3]
+
+    def view(who):
+        with db.begin() as s:
+            return {j["id"]: j["queue"]["position"] for j in queue.queue_view(s, who, {"all": "1"})["items"]}
+
+    with db.begin() as s:
+        assert queue.move(s, user("kim"), a2, {"to": "top"})["queue"]["position"] == 1
+    assert view(user("kim")) == {a2: 1, a1: 2, b1: 3}
+    with db.begin() as s:
+        assert queue.pin(s, ADMIN, b1, True)["queue"]["position"] == 1
+    assert view(ADMIN) == {b1: 1, a2: 2, a1: 3}
+    with db.begin() as s:
+        queue.pin(s, ADMIN, b1, False)
+        assert queue.set_priority(s, ADMIN, a1, {"priority": 500})["queue"]["position"] == 1
+    assert view(ADMIN) == {a1: 1, a2: 2, b1: 3}
+    decide(db, settings)  # the scheduler agrees
+    assert view(ADMIN) == {a1: 1, a2: 2, b1: 3}
+
+
+def test_quota_usage_of_fractional_cores_is_not_float_noise(seeded, settings):
+    """Issue 17, item 13: /quota showed "cpu": 0.30000000000000004 for jobs of 0.1 and 0.2 cores."""
+    from ti_hub.ops import plans
+
+    db = seeded
+    with db.begin() as s:
+        for name, cpu in (("tenth-core", 0.1), ("fifth-core", 0.2)):
+            plans.create(s, ADMIN, {"name": name, "kinds": ["single"], "device_type": "cpu", "device_count": 0,
+                                    "cpu": cpu, "memory_mib": 256}, settings.device_rules)
+    for plan in ("tenth-core", "fifth-core"):
+        submit(db, settings, "fay", f"run-{plan}", plan=plan)
+    with db.begin() as s:
+        doc = quotas.my_quota(s, user("fay"), None, settings.compute_defaults, settings.storage_defaults, [])
+    used = next(c["used"] for c in doc["compute"] if (c["kind"], c["device_type"]) == ("single", "cpu"))
+    assert used["cpu"] == 0.3, used
+
+
+def test_a_wait_names_the_owners_own_blocker_and_never_estimates_the_past(seeded, settings):
+    """Issue 17, item 19: on a 2-core machine the owner's workspace holds a core and their 2-instance job waits
+    for ever: the reason names the workspace (others' work only as "other users' work"), and the estimate is
+    not a time borrowed from the owner's job history that slides into the past."""
+    db = seeded
+    two_cores = NodeCapacity("n1", "default", {"demo-gpu": [0, 1, 2, 3]}, 2.0, 65536)
+    ws = submit(db, settings, "gus", "dev-box", plan="cpu-small")
+    with db.begin() as s:
+        s.get(m.Job, ws).kind = "workspace"
+    make_running(db, ws, [], NOW - 100)
+    ddp = submit(db, settings, "gus", "ddp-run", plan="cpu-small", kind="distributed", workers=2)
+    typical = {("gus",): 50.0, ("gus", "single", "cpu"): 50.0}  # gus's jobs take 50 s: not his workspace
+    inp = queueing.Inputs([two_cores], None, typical, settings.compute_defaults, NOW)
+    with db.begin() as s:
+        dec = queueing.decide(s, inp)
+    with db.begin() as s:
+        queueing.apply(s, dec)
+    j = row(db, ddp)
+    assert j.reason == ("waiting for 2 x (1 CPU, 4096 MiB) in pool default: 1 CPU free; "
+                        "behind your workspace dev-box, holding 1 of 2 CPUs"), j.reason
+    assert j.estimated_start is None  # a workspace runs until stopped: "?" rather than a made-up time
+    with db.begin() as s:
+        queue.cancel(s, user("gus"), ddp)
+    other = submit(db, settings, "hal", "hal-ddp", plan="cpu-small", kind="distributed", workers=2)
+    with db.begin() as s:
+        dec = queueing.decide(s, inp)
+    with db.begin() as s:
+        queueing.apply(s, dec)
+    assert row(db, other).reason.endswith("; behind other users' work, holding 1 of 2 CPUs"), row(db, other).reason
+    # an estimate the clock has overtaken (rewritten only when it moves by a minute) reads now, not the past
+    with db.begin() as s:
+        s.get(m.Job, other).estimated_start = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=30)
+    before = dt.datetime.now(dt.timezone.utc)
+    with db.begin() as s:
+        shown = jobs.render(s.get(m.Job, other))["queue"]["estimated_start"]
+        listed = queue.queue_view(s, user("hal"), {})["items"][0]["queue"]["estimated_start"]
+    for t in (shown, listed):
+        assert dt.datetime.fromisoformat(t.replace("Z", "+00:00")) >= before - dt.timedelta(seconds=1), t

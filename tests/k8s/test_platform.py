@@ -66,17 +66,28 @@ def test_a_distributed_job_lands_all_at_once_on_its_device_type(plans, k8s_clust
     assert done["status"] == "completed", done["reason"]
 
 
-def test_a_job_that_cannot_fit_stays_queued_with_a_reason_and_no_object(plans, k8s_cluster):
+def test_a_gang_that_can_never_fit_is_refused_and_one_that_cannot_fit_now_waits_with_no_object(plans, k8s_cluster):
     admin = plans.admin
-    # 3 workers x 4 T4: the cluster has 2 such nodes of 4
-    j = admin.ok("POST", "/jobs", json={"name": "too-big", "plan": "t4-4", "image": "python-cpu",
-                                        "kind": "distributed", "strategy": "allreduce", "workers": 3,
+    # 3 workers x 4 T4: the cluster has 2 such nodes of 4, so it could never run (issue 17, item 8): refused
+    r = admin.api("POST", "/jobs", json={"name": "too-big", "plan": "t4-4", "image": "python-cpu",
+                                         "kind": "distributed", "strategy": "allreduce", "workers": 3,
+                                         "command": "true"})
+    assert r.status_code == 400 and r.json()["field"] == "workers", r.text
+    assert "at most 2 at once" in r.json()["detail"], r.text
+    # 2 workers x 4 T4 while another job holds one of the nodes: it waits, and nothing is created for it
+    hold = admin.ok("POST", "/jobs", json={"name": "t4-holder", "plan": "t4-4", "image": "python-cpu",
+                                           "command": "sleep 1000"})
+    admin.wait_job(hold["id"], states=("running",), timeout=60)
+    j = admin.ok("POST", "/jobs", json={"name": "waits-for-t4", "plan": "t4-4", "image": "python-cpu",
+                                        "kind": "distributed", "strategy": "allreduce", "workers": 2,
                                         "command": "true"})
     time.sleep(2)  # several scheduling cycles
     got = admin.ok("GET", f"/jobs/{j['id']}")
-    assert got["status"] == "queued" and got["reason"], got
+    assert got["status"] == "queued" and got["reason"].startswith("waiting for 2 x 4 x T4"), got
     assert objects_of(k8s_cluster, j["id"]) == []
     admin.ok("POST", f"/jobs/{j['id']}/kill")
+    admin.ok("POST", f"/jobs/{hold['id']}/kill")
+    admin.wait_job(hold["id"], states=("killed",), timeout=60)
 
 
 def test_a_failure_in_kubernetes_reaches_the_job_in_plain_words(plans, k8s_cluster):

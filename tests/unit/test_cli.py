@@ -365,13 +365,15 @@ def test_a_list_that_refuses_paging_parameters_is_taken_whole(env, capsys):
 
 
 def test_queue_and_quota_render(env, capsys):
-    env.on("GET", "/queue", {"items": [job_doc(status="queued", position=1, queue="default")], "total": 1,
-                             "limit": 50, "offset": 0})
+    queued = {**job_doc(status="queued", position=1, queue="default"), "plan_id": 3}
+    del queued["plan"]  # the API gives the plan's id: the CLI shows its name (issue 17, item 13)
+    env.on("GET", "/queue", {"items": [queued], "total": 1, "limit": 50, "offset": 0})
+    env.on("GET", "/plans", {"items": [{"id": 3, "name": "gpu-small"}], "total": 1, "limit": 500, "offset": 0})
     env.on("GET", "/quota", {"compute": [{"kind": "single", "device_type": "gpu", "devices": 4,
                                           "used": {"devices": 1}}],
                              "storage": [{"kind": "nfs", "capacity_gib": 100, "used_gib": 10}]})
     code, out, _ = run(capsys, "queue")
-    assert code == 0 and "default" in out and "mnist" in out
+    assert code == 0 and "default" in out and "mnist" in out and "gpu-small" in out
     code, out, _ = run(capsys, "quota")
     assert code == 0 and "compute:" in out and "USED.DEVICES" in out and "storage:" in out
     code, out, _ = run(capsys, "quota", "--json")

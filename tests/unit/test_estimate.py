@@ -28,8 +28,8 @@ CASES = [
     # unknown end (no duration, no history): that job and those behind it cannot be told
     ("unknown", {("p", "A100"): 2}, [Holding("p", "A100", 2, None)],
      {("p", "A100", "single"): [req(1, 1), req(2, 1)]}, {}, {1: None, 2: None}),
-    # bigger than the pool: never; the job behind it is blocked too (head of line)
-    ("never", {("p", "A100"): 2}, [], {("p", "A100", "single"): [req(1, 4), req(2, 1)]}, {}, {1: None, 2: None}),
+    # bigger than the pool: never; it blocks nothing (issue 17: the cycle takes it out of line)
+    ("never", {("p", "A100"): 2}, [], {("p", "A100", "single"): [req(1, 4), req(2, 1)]}, {}, {1: None, 2: NOW}),
     # other kinds of the same type are other queues: the workspace is not behind the blocked single job
     ("queues interleave", {("p", "A100"): 2}, [Holding("p", "A100", 1, NOW + 20)],
      {("p", "A100", "single"): [req(1, 2)], ("p", "A100", "workspace"): [req(2, 1, kind="workspace")]},
@@ -56,6 +56,15 @@ def test_typical_durations_are_medians_per_owner_kind_type_with_an_owner_fallbac
                            ("a", "single", "A100", 20.0), ("a", "distributed", "T4", 500.0), ("b", "single", "A100", 0)])
     assert t[("a", "single", "A100")] == 20.0 and t[("a",)] == 30.0 and ("b",) not in t
     assert expected_duration(None, "a", "single", "A100", t) == 20.0
-    assert expected_duration(None, "a", "workspace", "A100", t) == 30.0  # the owner's median of anything
+    assert expected_duration(None, "a", "distributed", "A100", t) == 30.0  # the owner's median of anything
     assert expected_duration(45, "a", "single", "A100", t) == 45.0  # declared wins
     assert expected_duration(None, "c", "single", "A100", t) is None
+
+
+def test_a_workspace_has_no_expected_end_from_its_owners_job_history():
+    # issue 17, item 19: a workspace borrowed its owner's median job run time, so jobs waiting for its cores
+    # got an estimate that slid into the past
+    typical = {("ann",): 50.0, ("ann", "workspace", "cpu"): 50.0}
+    assert expected_duration(None, "ann", "workspace", "cpu", typical) is None
+    assert expected_duration(3600, "ann", "workspace", "cpu", typical) == 3600.0
+    assert expected_duration(None, "ann", "single", "cpu", typical) == 50.0

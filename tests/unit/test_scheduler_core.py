@@ -67,10 +67,11 @@ def test_device_types_and_kinds_never_block_each_other():
 
 
 def test_head_of_line_blocks_its_own_queue():
-    res = cycle([node("n1", gpus=4)], [], [req(1, gpus=8), req(2, gpus=1), req(3, gpus=1)])
+    held = [Allocation("n1", "a100", (0, 1), 1.0, 1024)]
+    res = cycle([node("n1", gpus=4)], held, [req(1, gpus=4), req(2, gpus=1), req(3, gpus=1)])
     assert admitted(res) == []
     reasons = {p.job_id: p.reason for p in res.pending}
-    assert "no machine in pool p1 can ever hold 8 x a100" in reasons[1]
+    assert reasons[1] == "waiting for 1 x 4 x a100 in pool p1: 2 a100 free"
     assert reasons[2].startswith("behind job 1 in queue p1/a100/single (1 job ahead)")
     assert res.positions[3].position == 3 and res.positions[3].ahead == 2
 
@@ -220,3 +221,52 @@ def test_a_kept_capacity_tries_failed_shapes_again_next_cycle():
     cap.release([Allocation("n1", "a100", (0,), 0.0, 0)])
     cap.failed.add(("p1", "a100", req(1, gpus=1).instances))  # as if a shape failed after the release
     assert admitted(cycle([], [], [req(1, gpus=1)], capacity=cap)) == [1]
+
+
+# -- issue 17, items 8 and 20: a gang that can never fit blocks nothing ----------------------------------------
+
+def test_a_gang_no_pool_can_hold_at_once_never_blocks_its_queue():
+    # 2 x 5 devices on machines of 8: each instance fits a machine, the gang never does
+    res = cycle([node("n1", gpus=8)], [], [req(1, gpus=5, n=2, kind="distributed"),
+                                           req(2, gpus=1, kind="distributed")])
+    assert admitted(res) == [2]
+    reasons = {p.job_id: p.reason for p in res.pending}
+    assert reasons[1].startswith("can never fit: 2 instances of 5 x a100"), reasons[1]
+    assert "at most 1 at once" in reasons[1] and "largest machine has 8 x a100" in reasons[1], reasons[1]
+    assert res.unfit == {1: reasons[1]}
+
+
+def test_nine_one_device_workers_on_four_devices_never_fit():
+    res = cycle([node("n1", gpus=2), node("n2", gpus=2)], [], [req(1, n=9, kind="distributed"),
+                                                                 req(2, n=4, kind="distributed")])
+    assert admitted(res) == [2] and res.unfit[1].startswith("can never fit: 9 instances")
+
+
+def test_a_gang_that_fits_only_with_a_cordoned_machine_waits_out_of_line():
+    nodes = [node("n1", gpus=4), NodeCapacity("n2", "p1", {"a100": [0, 1, 2, 3]}, 64.0, 512 * 1024,
+                                               schedulable=False)]
+    res = cycle(nodes, [], [req(1, gpus=4, n=2, kind="distributed"), req(2, gpus=1, kind="distributed")])
+    assert admitted(res) == [2] and res.unfit == {}
+    reason = next(p.reason for p in res.pending if p.job_id == 1)
+    assert reason.startswith("waiting out of line until cordoned machines of pool p1 are back:"), reason
+
+
+def test_unfit_reason_names_the_largest_machine():
+    from ti_hub.scheduler.capacity import machine_shapes, unfit
+
+    shapes = machine_shapes([node("n1", gpus=8), node("n2", gpus=4)])
+    assert unfit(shapes, "p1", "a100", Instance(5, 1.0, 1024), 2) == (
+        "2 instances of 5 x a100, 1 CPU, 1024 MiB each; the machines of pool p1 hold at most 1 at once "
+        "(its largest machine has 8 x a100, 64 CPU, 524288 MiB)")
+    assert unfit(shapes, "p1", "a100", Instance(4, 1.0, 1024), 2) is None
+    assert unfit(shapes, "p1", "a100", Instance(9, 1.0, 1024), 1).startswith("no machine of pool p1 holds 9 x a100")
+    assert unfit(shapes, "p2", "a100", Instance(1, 1.0, 1024), 1) == "pool p2 has no machine with a100"
+    assert unfit(shapes, "p1", "cpu", Instance(0, 64.0, 1024), 2) is None  # CPU-only: both machines
+    assert unfit(shapes, "p1", "cpu", Instance(0, 64.0, 1024), 3).startswith("3 instances of 64 CPU, 1024 MiB")
+
+
+def test_a_reason_says_only_what_holds_after_the_cycle():
+    # issue 17, item 13: "1 admitted ahead this cycle" stayed in the stored reason long after that cycle
+    res = cycle([node("n1", gpus=2)], [], [req(1, gpus=1), req(2, gpus=2)])
+    assert admitted(res) == [1]
+    assert res.pending[0].reason == "waiting for 1 x 2 x a100 in pool p1: 1 a100 free"

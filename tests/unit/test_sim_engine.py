@@ -96,12 +96,12 @@ def test_a_job_no_node_can_hold_is_rejected_and_blocks_nothing():
     assert (summ["rejected"], summ["completed"], summ["unfinished"]) == (1, 1, 0)
 
 
-def test_a_gang_that_never_fits_stays_unfinished_with_the_queue_behind_it():
-    # one instance fits a node, two never do: the head waits forever and so does the job behind it
+def test_a_gang_that_never_fits_is_rejected_and_blocks_nothing():
+    # one instance fits a node, two never do at once (issue 17, item 8): rejected, not queued forever
     jobs = [job(1, 0, 10, gpus=2, n=2), job(2, 1, 10, gpus=1, n=2), job(3, 2, 10)]
     res, recs = run([node(gpus=2)], jobs, "fair")
     summ = metrics.summary(res)
-    assert (summ["unfinished"], summ["completed"]) == (2, 1) and recs[3].end == 12
+    assert recs[1].rejected and (summ["rejected"], summ["unfinished"], summ["completed"]) == (1, 0, 2)
 
 
 def test_cycles_only_when_someone_waits_and_something_changed():

@@ -40,11 +40,11 @@ class JobActionHandler(APIHandler):
         elif action == "resume":
             out = await self.op(jobs.resume, actor, ref, self.ti.ops_settings)
         elif action in ("pin", "unpin"):
-            out = await self.op(queue.pin, actor, ref, action == "pin")
+            out = await self.op(queue.pin, actor, ref, action == "pin", self.ti.usage_settling_time)
         elif action == "priority":
-            out = await self.op(queue.set_priority, actor, ref, self.body())
+            out = await self.op(queue.set_priority, actor, ref, self.body(), self.ti.usage_settling_time)
         elif action == "move":
-            out = await self.op(queue.move, actor, ref, self.body())
+            out = await self.op(queue.move, actor, ref, self.body(), self.ti.usage_settling_time)
         elif action == "cancel":
             out = await self.op(queue.cancel, actor, ref)
         elif action == "clone":
@@ -112,7 +112,8 @@ class ScoresHandler(APIHandler):
     async def get(self):
         from ..service.scoring import list_scores
 
-        self.send(await self.op(list_scores, self.actor, self.args(), self.ti.usage_settling_time))
+        self.send(await self.op(list_scores, self.actor, self.args(), self.ti.usage_settling_time,
+                                self.ti.usage_device_weights))
 
 
 class PanelHandler(APIHandler):

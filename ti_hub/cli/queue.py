@@ -65,7 +65,8 @@ def cmd_scores(args: argparse.Namespace) -> int:
         print_json(items)
     else:
         table(items, [("USER", "user"), ("DEVICE TYPE", "device_type"), ("SCORE", lambda r: f"{r['score']:.4f}"),
-                      ("HOLDS NOW", "held"), ("SAVED", "saved_at")], empty="(no usage yet)")
+                      ("HOLDS NOW", "held_devices"),
+                      ("WEIGHTED", lambda r: f"{r['held']:g}")], empty="(no usage yet)")
     return 0
 
 

@@ -63,6 +63,8 @@ def cmd_create(args: argparse.Namespace) -> int:
         body["source"] = int(args.source) if args.source.isascii() and args.source.isdigit() else args.source
     if args.description is not None:
         body["description"] = args.description
+    if args.cluster is not None:
+        body["cluster"] = args.cluster
     vol = make_client(args).post("/volumes", body)
     if args.json:
         print_json(vol)
@@ -192,6 +194,8 @@ def register(root: Any) -> None:
     p.add_argument("--size", required=True, type=int, metavar="GIB", help="capacity in GiB")
     p.add_argument("--source", metavar="VOL", help="fill it from this volume or dataset (NAME, OWNER/NAME or id)")
     p.add_argument("--description", metavar="TEXT")
+    p.add_argument("--cluster", metavar="POOL", help="the pool whose machines this storage serves: jobs and "
+                   "workspaces that mount it run in that pool, with one of its plans (default: any pool)")
     add_json(p)
 
     p = command(sub, "show", cmd_show, "a volume's details and shares", examples("ti volume show data",

@@ -114,7 +114,8 @@ class Volume(Base):
     name: Mapped[str] = mapped_column(String(63))
     kind: Mapped[str] = mapped_column(String(16))
     capacity_gib: Mapped[int] = mapped_column(Integer)
-    cluster: Mapped[str] = mapped_column(String(63), default="local")
+    # SPEC Q9: the pool whose machines this storage serves; jobs mounting it run there ("": anywhere)
+    cluster: Mapped[str] = mapped_column(String(63), default="")
     description: Mapped[str] = mapped_column(Text, default="")
     source_volume_id: Mapped[int | None] = mapped_column(Integer, nullable=True)  # datasets
     public: Mapped[bool] = mapped_column(Boolean, default=False)  # public datasets

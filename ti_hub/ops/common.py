@@ -23,6 +23,12 @@ def iso(value: dt.datetime | None) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value else None
 
 
+def estimate_iso(value: dt.datetime | None) -> str | None:
+    """Q6: an estimated start as shown. The stored one may lag the clock (it is rewritten only when it moves
+    by a minute, and the wait alert compares against it): one already passed reads "now", never the past."""
+    return iso(max(value, utcnow())) if value else None
+
+
 def page(session: Session, stmt, limit: int, offset: int, render: Callable[[Any], dict],
          rows: bool = False) -> dict[str, Any]:
     """One page and the total. ``rows``: the statement selects columns (Core rows, no ORM objects)."""

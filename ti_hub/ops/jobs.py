@@ -20,7 +20,7 @@ from ..domain import validation as v
 from ..domain.actor import FULL, SUMMARY, Actor
 from ..domain.errors import Conflict, Forbidden, NotFound
 from . import jobspec, quotas, secretenv, unixids
-from .common import iso, lock_user, utcnow
+from .common import estimate_iso, iso, lock_user, utcnow
 from .rendercache import RenderCache
 from .settings import OpsSettings
 
@@ -68,7 +68,7 @@ def render(j: m.Job | Any, queue: dict[str, Any] | None = None, view: str = FULL
     out["instances"] = d["workers"] + d["ps"]
     if queue is None and d["status"] == st.QUEUED and d["queue_position"] is not None:
         queue = {"queue": f"{d['pool']}/{d['device_type']}/{d['kind']}", "position": d["queue_position"],
-                 "ahead": d["queue_position"] - 1, "estimated_start": iso(d["estimated_start"]),
+                 "ahead": d["queue_position"] - 1, "estimated_start": estimate_iso(d["estimated_start"]),
                  "pinned": d["pinned_at"] is not None}
     if queue is not None:
         out["queue"] = queue
@@ -119,7 +119,7 @@ def queue_position(session: Session, job: m.Job) -> dict[str, Any] | None:
     if job.status != st.QUEUED:
         return None
     out: dict[str, Any] = {"queue": f"{job.pool}/{job.device_type}/{job.kind}",
-                           "estimated_start": iso(job.estimated_start), "pinned": job.pinned_at is not None}
+                           "estimated_start": estimate_iso(job.estimated_start), "pinned": job.pinned_at is not None}
     if job.queue_position is not None:
         return {**out, "position": job.queue_position, "ahead": job.queue_position - 1}
     same = and_(m.Job.status == st.QUEUED, m.Job.pool == job.pool, m.Job.device_type == job.device_type,

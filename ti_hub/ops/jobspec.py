@@ -15,6 +15,8 @@ from ..domain import validation as v
 from ..domain.actor import Actor
 from ..domain.errors import Forbidden
 from ..domain.mounts import MountRequest, check_request
+from ..scheduler.capacity import machine_shapes, unfit
+from ..scheduler.model import Instance
 from . import images, plans, secretenv, volumes
 from .settings import OpsSettings
 
@@ -39,7 +41,9 @@ def merge_template(session: Session, actor: Actor, data: dict[str, Any]) -> dict
     return merged
 
 
-def parse_volumes(session: Session, actor: Actor, value: Any, instances: int) -> list[dict[str, Any]]:
+def parse_volumes(session: Session, actor: Actor, value: Any, instances: int, plan: m.Plan | None = None
+                  ) -> list[dict[str, Any]]:
+    """``plan``: the work's plan, whose pool every mounted volume that names a cluster must be (SPEC Q9)."""
     if value is None:
         return []
     if not isinstance(value, list):
@@ -52,6 +56,11 @@ def parse_volumes(session: Session, actor: Actor, value: Any, instances: int) ->
         v.check_fields(item, ("volume", "mount_path", "read_only"), f)
         vol = volumes.find(session, actor, item.get("volume"), f"{f}.volume")
         mode = volumes.access_mode(vol, actor)
+        if plan is not None and vol.cluster and vol.cluster != plan.pool:
+            raise v.ValidationError(
+                f"{f}.volume: volume {vol.owner}/{vol.name} is storage of cluster {vol.cluster!r}, so work that "
+                f"mounts it runs in pool {vol.cluster!r}; plan {plan.name!r} runs in pool {plan.pool!r}: choose "
+                f"a plan of pool {vol.cluster!r}", field=f"{f}.volume")
         path = v.mount_path(item.get("mount_path", f"/mnt/{vol.name}"), f"{f}.mount_path")
         ro = v.boolean(item.get("read_only", vol.kind in ("bucket", "dataset") or mode == "ro"), f"{f}.read_only")
         if path in paths or any(path.startswith(p + "/") or p.startswith(path + "/") for p in paths):
@@ -81,6 +90,15 @@ def _check_plan_runs(plan: m.Plan, settings: OpsSettings) -> None:
                                 f"{plan.memory_mib} MiB", field="plan")
 
 
+def _check_gang_fits(plan: m.Plan, instances: int, settings: OpsSettings) -> None:
+    """Q4: a gang runs all at once or not at all; one its pool can never hold at once would queue forever."""
+    inst = Instance(plan.device_count, plan.cpu, plan.memory_mib)
+    why = unfit(machine_shapes(settings.nodes), plan.pool, plan.device_type, inst, instances)
+    if instances > 1 and why is not None:
+        raise v.ValidationError(f"workers: {instances} instances of plan {plan.name!r} can never run at once: "
+                                f"{why}", field="workers")
+
+
 def parse_job(session: Session, actor: Actor, raw: dict[str, Any], settings: OpsSettings,
               partial: bool = False) -> dict[str, Any]:
     """``partial``: a template's spec (ops/templates.py), checked field by field as a submission is; what it
@@ -108,9 +126,11 @@ def parse_job(session: Session, actor: Actor, raw: dict[str, Any], settings: Ops
         else:
             out["workers"] = v.integer(data.get("workers", 1), "workers", 1, settings.max_workers)
             out["ps"] = v.integer(data.get("ps", 1), "ps", 1, settings.max_ps)
+    plan = None
     if not partial or "plan" in data:
         plan, fields = _plan_fields(session, data, kind)
         _check_plan_runs(plan, settings)
+        _check_gang_fits(plan, out["workers"] + out["ps"], settings)
         out.update(fields)
     warning = None
     if not partial or "image" in data:
@@ -124,7 +144,7 @@ def parse_job(session: Session, actor: Actor, raw: dict[str, Any], settings: Ops
     secret = secretenv.parse(data.get("secret_env"), env)
     spec: dict[str, Any] = {
         "env": env,
-        "volumes": parse_volumes(session, actor, data.get("volumes"), instances),
+        "volumes": parse_volumes(session, actor, data.get("volumes"), instances, plan),
         "ports": v.ports(data.get("ports")),
         "endpoints": sorted({v.choice(e, "endpoints", ENDPOINTS) for e in _list(data.get("endpoints"), "endpoints")}),
         "warnings": [warning] if warning else [],
@@ -161,7 +181,7 @@ def parse_workspace(session: Session, actor: Actor, data: dict[str, Any], settin
     out["command"] = ""
     out["spec"] = {
         "env": v.env(data.get("env")),
-        "volumes": parse_volumes(session, actor, data.get("volumes"), 1),
+        "volumes": parse_volumes(session, actor, data.get("volumes"), 1, plan),
         "jupyter": v.boolean(data.get("jupyter", True), "jupyter"),
         "ssh": v.boolean(data.get("ssh", True), "ssh"),
         "ports": v.ports(data.get("ports")),

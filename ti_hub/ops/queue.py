@@ -7,6 +7,7 @@ in its process); a job submitted a moment ago shows a provisional position until
 
 from __future__ import annotations
 
+import datetime as dt
 from collections import defaultdict
 from typing import Any
 
@@ -20,7 +21,10 @@ from ..domain import states as st
 from ..domain import validation as v
 from ..domain.actor import SUMMARY, Actor
 from ..domain.errors import Conflict, Forbidden
-from .common import iso, lock_user, utcnow
+from ..scheduler import score
+from ..scheduler.core import order_key
+from ..scheduler.model import Request
+from .common import estimate_iso, lock_user, utcnow
 from .jobs import find, queue_position, record, render
 
 
@@ -29,7 +33,38 @@ def _queued(job: m.Job, what: str) -> None:
         raise Conflict(f"job {job.id} is {job.status}; only queued jobs can be {what}", field="id")
 
 
-def pin(session: Session, actor: Actor, ref: Any, on: bool) -> dict[str, Any]:
+def scores_now(session: Session, settling_s: float, now: dt.datetime, *conds: Any
+                ) -> list[tuple[m.UsageScore, float]]:
+    """Q3 usage scores as of ``now`` (each saved row brought forward exactly: what a user holds is constant
+    between two saves, the scheduler saves whenever it changes), with their rows; ``conds`` filter them."""
+    return [(r, score.at(r.score, r.held, (now - r.updated_at).total_seconds(), settling_s))
+            for r in session.scalars(select(m.UsageScore).where(*conds))]
+
+
+def reposition(session: Session, job: m.Job, settling_s: float) -> None:
+    """Q6: rewrite the positions of ``job``'s queue after its order changed (a move, pin or priority), as
+    the scheduler's next cycle will (the same order, Q2), so that the answer and GET /queue agree at once."""
+    if job.status != st.QUEUED:
+        return
+    session.flush()
+    queue = session.scalars(select(m.Job).where(m.Job.status == st.QUEUED, m.Job.pool == job.pool,
+                                                m.Job.device_type == job.device_type, m.Job.kind == job.kind)).all()
+    owners = {j.owner for j in queue}
+    scores = {(r.user, r.device_type): v for r, v in scores_now(
+        session, settling_s, utcnow(), m.UsageScore.device_type == job.device_type, m.UsageScore.user.in_(owners))}
+
+    def key(j: m.Job) -> tuple:
+        return order_key(Request(j.id, j.owner, j.kind, j.pool, j.device_type, (), j.priority,
+                                 j.queue_order if j.queue_order is not None else j.id,
+                                 pinned_at=j.pinned_at.timestamp() if j.pinned_at else None), scores)
+
+    for i, j in enumerate(sorted(queue, key=key)):
+        if j.queue_position != i + 1:
+            j.queue_position = i + 1
+
+
+def pin(session: Session, actor: Actor, ref: Any, on: bool, settling_s: float = score.DEFAULT_SETTLING_S
+        ) -> dict[str, Any]:
     """Q2/Q5: a pinned job goes first in its queue; of two pins, the later one goes first."""
     job = find(session, actor, ref, summary=True)
     actor.need(S.MANAGE_ALL_JOBS, "pinning jobs" if on else "unpinning jobs")
@@ -43,10 +78,12 @@ def pin(session: Session, actor: Actor, ref: Any, on: bool) -> dict[str, Any]:
         job.pinned_at = None
         message = f"unpinned by {actor.name}"
     session.add(m.JobEvent(job_id=job.id, at=utcnow(), status=job.status, message=message))
+    reposition(session, job, settling_s)
     return render(job, queue_position(session, job))
 
 
-def set_priority(session: Session, actor: Actor, ref: Any, data: dict[str, Any]) -> dict[str, Any]:
+def set_priority(session: Session, actor: Actor, ref: Any, data: dict[str, Any],
+                 settling_s: float = score.DEFAULT_SETTLING_S) -> dict[str, Any]:
     """JOB8: 1-1000, default 100, set by admins; it orders queues and decides who may preempt whom."""
     v.check_fields(data, ("priority",))
     job = find(session, actor, ref, summary=True)
@@ -57,10 +94,12 @@ def set_priority(session: Session, actor: Actor, ref: Any, data: dict[str, Any])
     old, job.priority = job.priority, priority
     session.add(m.JobEvent(job_id=job.id, at=utcnow(), status=job.status,
                            message=f"priority {old} -> {priority} by {actor.name}"))
+    reposition(session, job, settling_s)
     return render(job, queue_position(session, job))
 
 
-def move(session: Session, actor: Actor, ref: Any, data: dict[str, Any]) -> dict[str, Any]:
+def move(session: Session, actor: Actor, ref: Any, data: dict[str, Any],
+         settling_s: float = score.DEFAULT_SETTLING_S) -> dict[str, Any]:
     """Q5: an owner reorders their own queued jobs inside one queue.
 
     The owner's jobs in that queue keep the slots they hold (their creation order) and swap them among
@@ -99,7 +138,7 @@ def move(session: Session, actor: Actor, ref: Any, data: dict[str, Any]) -> dict
         j.queue_order = slot
     session.add(m.JobEvent(job_id=job.id, at=utcnow(), status=job.status,
                            message=f"moved to place {at + 1} of {len(order)} among its owner's jobs in its queue"))
-    session.flush()
+    reposition(session, job, settling_s)
     return render(job, queue_position(session, job))
 
 
@@ -115,7 +154,7 @@ def cancel(session: Session, actor: Actor, ref: Any) -> dict[str, Any]:
 def _queue_doc(j: Any) -> dict[str, Any]:
     pos = j.queue_position
     return {"queue": f"{j.pool}/{j.device_type}/{j.kind}", "position": pos,
-            "ahead": pos - 1 if pos is not None else None, "estimated_start": iso(j.estimated_start),
+            "ahead": pos - 1 if pos is not None else None, "estimated_start": estimate_iso(j.estimated_start),
             "pinned": j.pinned_at is not None}
 
 
@@ -173,4 +212,27 @@ def panel(session: Session, actor: Actor, nodes: list[NodeCapacity]) -> dict[str
         "mine": [{"kind": k, "device_type": t, **d} for (k, t), d in sorted(mine.items())],
         "cluster": [{"device_type": t, **d, "free": max(0, d["total"] - d["occupied"])}
                     for t, d in sorted(cluster.items())],
+        "pools": pool_resources(session, nodes),
     }
+
+
+def pool_resources(session: Session, nodes: list[NodeCapacity]) -> list[dict[str, Any]]:
+    """Per pool, CPU cores and memory: total (schedulable machines), held by running work, free. Devices are
+    not all a job waits for: CPU-only work, and any job's cores, wait for these."""
+    inst = m.Job.workers + m.Job.ps
+    held = {pool: (float(cpu), int(mem)) for pool, cpu, mem in session.execute(
+        select(m.Job.pool, func.coalesce(func.sum(m.Job.cpu_per_instance * inst), 0),
+               func.coalesce(func.sum(m.Job.memory_mib_per_instance * inst), 0))
+        .where(m.Job.status.in_(st.HOLDING)).group_by(m.Job.pool))}
+    total: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
+    for n in nodes:
+        if n.schedulable:
+            total[n.pool][0] += n.cpu
+            total[n.pool][1] += n.memory_mib
+    out = []
+    for pool in sorted(set(total) | set(held)):
+        (cpu, mem), (cpu_used, mem_used) = total.get(pool, (0.0, 0)), held.get(pool, (0.0, 0))
+        out.append({"pool": pool, "cpu_total": round(cpu, 3), "cpu_used": round(cpu_used, 3),
+                    "cpu_free": round(max(0.0, cpu - cpu_used), 3), "memory_mib_total": int(mem),
+                    "memory_mib_used": mem_used, "memory_mib_free": max(0, int(mem) - mem_used)})
+    return out

@@ -63,7 +63,8 @@ def compute_usage(session: Session, user: str, kind: str, device_type: str) -> L
         ).where(m.Job.owner == user, m.Job.kind == kind, m.Job.device_type == device_type,
                 m.Job.status.in_(ACTIVE))
     ).one()
-    return Limits(int(row[0]), float(row[1]), int(row[2]))
+    # cores are summed as binary floats (0.1 + 0.2 = 0.30000000000000004): round off the accumulated error
+    return Limits(int(row[0]), round(float(row[1]), 6), int(row[2]))
 
 
 def check_compute(session: Session, user: str, kind: str, device_type: str, request: Limits,

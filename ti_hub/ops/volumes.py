@@ -106,7 +106,12 @@ def create(session: Session, actor: Actor, data: dict[str, Any], driver: VolumeD
     kind = v.choice(data.get("kind"), "kind", quotas.STORAGE_KINDS)
     gib = v.integer(data.get("capacity_gib"), "capacity_gib", 1, MAX_GIB)
     desc = v.text(data.get("description", ""), "description")
-    cluster = v.name(data.get("cluster", "local"), "cluster")
+    # SPEC Q9: the pool (virtual cluster) this storage belongs to: jobs that mount it run there
+    cluster = v.name(data["cluster"], "cluster") if data.get("cluster") is not None else ""
+    pools = set(session.scalars(select(m.Plan.pool).distinct()))
+    if cluster and cluster not in pools:  # no plan runs there: nothing could ever mount it
+        raise v.ValidationError(f"cluster must be a pool that plans run in ({', '.join(sorted(pools)) or 'none'});"
+                                f" {cluster!r} is not", field="cluster")
     public = v.boolean(data.get("public", False), "public")
     if kind == "bucket" and not actor.can(S.MANAGE_VC):
         raise Forbidden("bucket volumes are configured by admins", field="kind")

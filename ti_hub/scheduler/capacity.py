@@ -141,16 +141,15 @@ class Capacity:
             cpu_buckets[pool].put(fn, max(0, int(fn.cpu + 1e-9)))
         self._pool_type_names: dict[tuple[str, str], frozenset[str]] = {}
         self.failed: set[tuple] = set()
-        # (pool, device type or "" for CPU-only) -> (devices, cores, memory) of the empty nodes: ever_fits
-        # (a set: a cluster has few machine shapes)
-        self.shapes: dict[tuple[str, str], set[tuple[int, float, int]]] = defaultdict(set)
-        shapes = self.shapes
-        for n in self.total:
-            if n.schedulable:
-                shape = (n.cpu, n.memory_mib)
-                shapes[(n.pool, "")].add((0, *shape))
-                for dtype, devs in n.devices.items():
-                    shapes[(n.pool, dtype)].add((len(devs), *shape))
+        # how many empty machines of each shape (unfit); cordoned ones too, built on first use (shapes_all)
+        self.shapes = machine_shapes(self.total)
+        self._shapes_all: dict[tuple[str, str], dict[Shape, int]] | None = None
+
+    @property
+    def shapes_all(self) -> dict[tuple[str, str], dict[Shape, int]]:
+        if self._shapes_all is None:
+            self._shapes_all = machine_shapes(self.total, cordoned=True)
+        return self._shapes_all
 
     def pool_type_names(self, pool: str, dtype: str) -> frozenset[str]:
         """The nodes of a pool that have a device type (trial placements only: built on first use)."""
@@ -323,7 +322,59 @@ class Capacity:
         return buckets.total if buckets is not None else 0
 
     def ever_fits(self, req: Request) -> bool:
-        """Could an empty node of the pool hold one instance? (Else the job can never run: say so.)"""
-        per = req.instances[0]
-        shapes = self.shapes.get((req.pool, req.device_type if per.devices else ""), ())
-        return any(d >= per.devices and c + 1e-9 >= per.cpu and m >= per.memory_mib for d, c, m in shapes)
+        """Could the empty schedulable machines of the pool hold the whole gang at once?"""
+        return unfit(self.shapes, req.pool, req.device_type, req.instances[0], len(req.instances)) is None
+
+
+Shape = tuple[int, float, int]  # an empty machine: devices of one type, cores, memory MiB
+
+
+def machine_shapes(nodes: Iterable[NodeCapacity], cordoned: bool = False
+                   ) -> dict[tuple[str, str], dict[Shape, int]]:
+    """(pool, device type or "" for any machine) -> how many machines of each shape (a cluster has few
+    shapes). ``cordoned``: count unschedulable machines too (they are expected back)."""
+    out: dict[tuple[str, str], dict[Shape, int]] = defaultdict(dict)
+    for n in nodes:
+        if n.schedulable or cordoned:
+            keys = [("", (0, n.cpu, n.memory_mib))]
+            keys += [(dtype, (len(devs), n.cpu, n.memory_mib)) for dtype, devs in n.devices.items()]
+            for dtype, shape in keys:
+                by = out[(n.pool, dtype)]
+                by[shape] = by.get(shape, 0) + 1
+    return out
+
+
+def _per_machine(shape: Shape, inst: Instance, most: int) -> int:
+    """How many instances one empty machine of ``shape`` holds (at most ``most``)."""
+    d, c, m = shape
+    k = most
+    if inst.devices:
+        k = min(k, d // inst.devices)
+    if inst.cpu > 0:
+        k = min(k, int((c + 1e-9) // inst.cpu))
+    if inst.memory_mib > 0:
+        k = min(k, m // inst.memory_mib)
+    return k
+
+
+def describe(inst: Instance, dtype: str) -> str:
+    res = f"{inst.cpu:g} CPU, {inst.memory_mib} MiB"
+    return f"{inst.devices} x {dtype}, {res}" if inst.devices else res
+
+
+def unfit(shapes: dict[tuple[str, str], dict[Shape, int]], pool: str, dtype: str, inst: Instance, n: int
+          ) -> str | None:
+    """Why ``n`` instances alike can never run at once on these empty machines (a gang runs all or none,
+    Q4), or None if they can. Instances are alike, so a machine's share does not depend on the others."""
+    by = shapes.get((pool, dtype if inst.devices else ""))
+    if not by:
+        return f"pool {pool} has no machine with {dtype}" if inst.devices else f"pool {pool} has no machine"
+    room = sum(count * _per_machine(shape, inst, n) for shape, count in by.items())
+    if room >= n:
+        return None
+    d, c, m = max(by, key=lambda s: (s[0], s[1], s[2]))
+    largest = describe(Instance(d if inst.devices else 0, c, m), dtype)
+    if n == 1:
+        return f"no machine of pool {pool} holds {describe(inst, dtype)} (its largest machine has {largest})"
+    return (f"{n} instances of {describe(inst, dtype)} each; the machines of pool {pool} hold at most {room} at "
+            f"once (its largest machine has {largest})")

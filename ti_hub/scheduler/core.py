@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 
 from ..backends.base import NodeCapacity
-from .capacity import Capacity, FreeNode, snapshot
+from .capacity import Capacity, FreeNode, snapshot, unfit
 from .model import (WORKSPACE, Admit, Allocation, CycleResult, Instance, Pending, Position, Request, Running,
                     Usage)
 from .score import Scores
@@ -36,6 +36,7 @@ QuotaKey = tuple[str, str, str]  # (user, kind, device type)
 
 
 _LAST = float("inf")
+BLOCKS, OUT, NEVER = "blocks", "out of line", "never"  # how a job that cannot start now waits (why_not)
 
 
 def order_key(r: Request, scores: dict | None = None) -> tuple:
@@ -172,19 +173,33 @@ class _Cycle:
         return None
 
     # -- explanations -----------------------------------------------------------------------------
-    def why_not(self, r: Request) -> str:
-        per = r.instances[0]
-        what = f"{per.devices} x {r.device_type}" if per.devices else f"{per.cpu:g} CPU, {per.memory_mib} MiB"
-        shape = (r.pool, r.device_type, per)
+    def why_not(self, r: Request) -> tuple[str, str, str]:
+        """Why ``r`` waits, how, and what is short. How: BLOCKS its queue; or, a gang the empty machines can
+        never hold at once (Q4), NEVER fits (cordoned machines included) or waits OUT of line until cordoned
+        machines are back: either way it blocks nothing. Short: devices, cpu or memory (see Pending)."""
+        per, n = r.instances[0], len(r.instances)
+        shape = (r.pool, r.device_type, per, n)
         if shape not in self.never:
-            self.never[shape] = not self.cap.ever_fits(r)
-        if self.never[shape]:
-            return f"no machine in pool {r.pool} can ever hold {what} per instance"
-        n = len(r.instances)
+            self.never[shape] = unfit(self.cap.shapes, r.pool, r.device_type, per, n)
+        never = self.never[shape]
+        if never is not None:
+            if unfit(self.cap.shapes_all, r.pool, r.device_type, per, n) is not None:
+                return f"can never fit: {never}", NEVER, ""
+            return f"waiting out of line until cordoned machines of pool {r.pool} are back: {never}", OUT, ""
+        what = f"{per.devices} x {r.device_type}" if per.devices else f"{per.cpu:g} CPU, {per.memory_mib} MiB"
+        nodes = self.cap.by_pool.get(r.pool, ())
+        cpu_free = round(sum(fn.cpu for fn in nodes), 3)
+        short = "cpu" if cpu_free + 1e-9 < per.cpu * n else "memory" if sum(
+            fn.memory_mib for fn in nodes) < per.memory_mib * n else "devices"
         if per.devices:
             free = self.cap.free_devices(r.pool, r.device_type)
-            return f"waiting for {n} x {what} in pool {r.pool}: {free} {r.device_type} free"
-        return f"waiting for {n} x ({what}) in pool {r.pool}"
+            reason = f"waiting for {n} x {what} in pool {r.pool}: {free} {r.device_type} free"
+            if free >= per.devices * n:  # the devices are there: cores (or memory, or their layout) are not
+                reason += f", {cpu_free:g} CPU free" if short == "cpu" else ""
+            else:
+                short = "devices"
+            return reason, BLOCKS, short
+        return f"waiting for {n} x ({what}) in pool {r.pool}: {cpu_free:g} CPU free", BLOCKS, short
 
     # -- one queue --------------------------------------------------------------------------------
     def run_queue(self, key: tuple[str, str, str], q: list[Request]) -> None:
@@ -193,7 +208,6 @@ class _Cycle:
         positions = res.positions
         quota = self.quota_blocks if self.limits else None
         place = self.cap.place
-        admitted_ahead = 0
         for i, r in enumerate(q):
             positions[r.job_id] = Position(key, i + 1, i)
             if quota is not None:
@@ -205,19 +219,19 @@ class _Cycle:
             if placement is not None:
                 self.charge(r)
                 res.admitted.append(Admit(r.job_id, placement))
-                admitted_ahead += 1
                 continue
             if not r.preemptible:
                 adm = self.preempt(r)
                 if adm is not None:
                     self.charge(r)
                     res.admitted.append(adm)
-                    admitted_ahead += 1
                     continue
-            head_reason = self.why_not(r)
-            if admitted_ahead:
-                head_reason = f"{head_reason}; {admitted_ahead} admitted ahead this cycle"
-            res.pending.append(Pending(r.job_id, head_reason))
+            head_reason, how, short = self.why_not(r)
+            res.pending.append(Pending(r.job_id, head_reason, short))
+            if how != BLOCKS:
+                if how == NEVER:
+                    res.unfit[r.job_id] = head_reason
+                continue
             if self.reasons or self.backfill:
                 self.behind(key, q, i + 1, r, head_reason)
             return

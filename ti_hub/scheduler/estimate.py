@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .model import Request
+from .model import WORKSPACE, Request
 
 CPU = "cpu"
 
@@ -66,8 +66,10 @@ def estimate_starts(total: Mapping[tuple[str, str], float], holding: Iterable[Ho
                     continue
                 r = q[pos]
                 need = units_of(r)
-                if stuck[qi] or need > cap + 1e-9:
-                    stuck[qi] = True  # the head blocks its queue: nothing behind it can be told either
+                if need > cap + 1e-9:  # never fits (the cycle takes it out of line): it blocks nothing
+                    out[r.job_id] = None
+                    continue
+                if stuck[qi]:  # the head blocks its queue: nothing behind it can be told either
                     out[r.job_id] = None
                     continue
                 while avail + 1e-9 < need and heap:
@@ -100,7 +102,11 @@ def typical_durations(history: Iterable[tuple[str, str, str, float]]) -> dict[tu
 
 def expected_duration(declared: float | None, owner: str, kind: str, dtype: str,
                       typical: Mapping[tuple[str, ...], float]) -> float | None:
-    """The declared duration, else the owner's median for this kind and device type, else for anything."""
+    """The declared duration, else the owner's median for this kind and device type, else for anything.
+    A workspace runs until it is stopped: no job's run time says when (issue 17: borrowing one made
+    estimates of the jobs waiting for its cores drift into the past)."""
     if declared:
         return float(declared)
+    if kind == WORKSPACE:
+        return None
     return typical.get((owner, kind, dtype), typical.get((owner,)))

@@ -88,6 +88,9 @@ class Admit:
 class Pending:
     job_id: int
     reason: str
+    # a queue's head waiting for capacity: what is short in its pool ("devices", "cpu" or "memory"), so that
+    # the service can name who holds it (the core knows no job names)
+    short: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,3 +106,6 @@ class CycleResult:
     pending: list[Pending] = field(default_factory=list)
     preempted: list[int] = field(default_factory=list)
     positions: dict[int, Position] = field(default_factory=dict)  # every queued job, in its queue's order
+    # jobs no machine of their pool could hold, cordoned machines included: "can never fit: ..." (they block
+    # nothing; the service takes them out of the queue)
+    unfit: dict[int, str] = field(default_factory=dict)

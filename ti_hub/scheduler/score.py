@@ -43,6 +43,11 @@ def held_devices(holdings: Iterable[tuple[str, str, int]], weights: Mapping[str,
     return g
 
 
+def at(score: float, held: float, age_s: float, settling_s: float = DEFAULT_SETTLING_S) -> float:
+    """The closed form: a score ``age_s`` seconds later, holding ``held`` (weighted) all along."""
+    return held + (score - held) * math.exp(-max(0.0, age_s) / settling_s)
+
+
 def update(scores: Scores, held: Mapping[Key, float], now: float, settling_s: float = DEFAULT_SETTLING_S
            ) -> Scores:
     """One step over dt = now - updated_at with g = ``held`` (assumed constant over the step).

@@ -51,7 +51,9 @@ def sample_rows(active: Iterable[tuple[str, str, str, bool, int, int]], scores: 
     rows = [{"at": at, "pool": pool, "user": "", "device_type": dtype, "devices_held": held, "queued_jobs": queued,
              "usage_score": None} for (pool, dtype), (held, queued) in sorted(pools.items())]
     rows += [{"at": at, "pool": "", "user": user, "device_type": dtype, "devices_held": held, "queued_jobs": queued,
-              "usage_score": round(float(scores.get((user, dtype), 0.0)), 6)}
+              # only scores the scheduler keeps (and saves for the queue page): a user who never held this
+              # device type has none there, so the chart draws no line of zeros for them either
+              "usage_score": round(float(scores[(user, dtype)]), 6) if (user, dtype) in scores else None}
              for (user, dtype), (held, queued) in sorted(users.items())]
     return rows
 

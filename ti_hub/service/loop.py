@@ -266,9 +266,11 @@ class JobRunner:
         # from now on the scores advance with what is held after this decision
         admitted_holdings = [(dec.full[a.job_id].owner, dec.full[a.job_id].device_type,
                               sum(len(x.devices) for x in a.placement), now) for a in dec.admitted]
-        self.scores.g = self.scores.g_of(dec.holdings + admitted_holdings)
+        g = self.scores.g_of(dec.holdings + admitted_holdings)
         # (preempted victims leave g at the next decision, once they are stopped)
-        save = now - (self.scores.last_saved or 0.0) >= self.svc.usage_sample_interval
+        # saved whenever g changes: the API brings saved scores forward exactly only while g is what was saved
+        save = g != self.scores.g or now - (self.scores.last_saved or 0.0) >= self.svc.usage_sample_interval
+        self.scores.g = g
         if dec.empty and not save:
             return
         parts = queueing.split(dec)

@@ -147,11 +147,46 @@ class Decisions:
     changes: dict[int, dict[str, Any]] = field(default_factory=dict)  # queued job -> reason/position/estimate
     alerts: dict[int, str] = field(default_factory=dict)
     holdings: list[tuple[str, str, int, float | None]] = field(default_factory=list)  # for usage scores
+    unfit: dict[int, str] = field(default_factory=dict)  # queued jobs that can never fit: failed, with the reason
     status_deferred: bool = False  # a long queue's positions, reasons and estimates were left for later
 
     @property
     def empty(self) -> bool:
-        return not (self.admitted or self.preempt or self.changes or self.alerts)
+        return not (self.admitted or self.preempt or self.changes or self.alerts or self.unfit)
+
+
+UNITS = {"cpu": "CPUs", "memory": "MiB of memory"}
+
+
+def blockers(holding: Sequence[Any], nodes: Sequence[NodeCapacity], owner: str, pool: str, dtype: str,
+             short: str) -> str:
+    """"; behind your workspace dev-box, holding 1 of 2 CPUs": who holds what a queue's head waits for in
+    its pool (``short``: devices of ``dtype``, cpu or memory). The owner's own work by name, biggest first;
+    everyone else's as "other users' work" only, never their job names."""
+
+    def amount(j: Any) -> float:
+        n = j.workers + j.ps
+        if short == "cpu":
+            return j.cpu_per_instance * n
+        if short == "memory":
+            return j.memory_mib_per_instance * n
+        return j.devices_per_instance * n if j.device_type == dtype else 0
+
+    def capacity(n: NodeCapacity) -> float:
+        return n.cpu if short == "cpu" else n.memory_mib if short == "memory" else len(n.devices.get(dtype, ()))
+
+    total = sum(capacity(n) for n in nodes if n.pool == pool and n.schedulable)
+    unit = UNITS.get(short, dtype)
+    mine = sorted(((amount(j), j) for j in holding if j.pool == pool and j.owner == owner and amount(j)),
+                  key=lambda x: (-x[0], x[1].id))
+    others = sum(amount(j) for j in holding if j.pool == pool and j.owner != owner)
+    parts = [f"your {'workspace' if j.kind == 'workspace' else 'job'} {j.name}, holding {round(a, 3):g} of "
+             f"{round(total, 3):g} {unit}" for a, j in mine[:3]]
+    if len(mine) > 3:
+        parts.append(f"{len(mine) - 3} more of yours, holding {round(sum(a for a, _ in mine[3:]), 3):g}")
+    if others:
+        parts.append(f"other users' work, holding {round(others, 3):g} of {round(total, 3):g} {unit}")
+    return "; behind " + "; ".join(parts) if parts else ""
 
 
 def decide(s: Session, inp: Inputs) -> Decisions:
@@ -193,6 +228,11 @@ def decide(s: Session, inp: Inputs) -> Decisions:
         full.update({r.id: r for r in s.execute(select(*LIST_COLUMNS).where(m.Job.id.in_(chunk)))})
     held = held_mounts(holding)
     reasons = {p.job_id: p.reason for p in result.pending}
+    by_id_row = {j.id: j for j in queued}
+    for p in result.pending:
+        if p.short:  # a head waiting for capacity: name who holds what it waits for (issue 17)
+            j = by_id_row[p.job_id]
+            reasons[p.job_id] += blockers(holding, inp.nodes, j.owner, j.pool, j.device_type, p.short)
     for adm in result.admitted:
         job = full[adm.job_id]
         try:
@@ -206,6 +246,8 @@ def decide(s: Session, inp: Inputs) -> Decisions:
         for victim in adm.preempts:
             out.preempt[victim] = adm.job_id
     admitted_ids = {a.job_id for a in out.admitted}
+    if inp.nodes:  # no machine at all is a capacity reading gone wrong, not a cluster that shrank
+        out.unfit = result.unfit
     if not refresh:
         # a long queue: admit now, rewrite thousands of positions and estimates at the next refresh
         out.status_deferred = True
@@ -215,7 +257,7 @@ def decide(s: Session, inp: Inputs) -> Decisions:
     by_id = {r.job_id: r for r in requests}
     queues: dict[tuple[str, str, str], list[core.Request]] = defaultdict(list)
     for job_id, pos in sorted(result.positions.items(), key=lambda kv: kv[1].position):
-        if job_id not in admitted_ids:
+        if job_id not in admitted_ids and job_id not in out.unfit:
             queues[pos.queue].append(by_id[job_id])
     total: dict[tuple[str, str], float] = defaultdict(float)
     for n in inp.nodes:
@@ -236,7 +278,7 @@ def decide(s: Session, inp: Inputs) -> Decisions:
     # positions among what still waits (jobs admitted this cycle have left the queue)
     positions = {r.job_id: i + 1 for q in queues.values() for i, r in enumerate(q)}
     for j in queued:
-        if j.id in admitted_ids:
+        if j.id in admitted_ids or j.id in out.unfit:
             continue
         position = positions.get(j.id)
         reason = reasons.get(j.id, j.reason)
@@ -267,7 +309,7 @@ def split(dec: Decisions, n: int = 500) -> list[Decisions]:
                                {v: j for v, j in dec.preempt.items() if v in victims}))
     if not parts:
         parts.append(Decisions())
-    parts[-1].changes, parts[-1].alerts = dec.changes, dec.alerts
+    parts[-1].changes, parts[-1].alerts, parts[-1].unfit = dec.changes, dec.alerts, dec.unfit
     return parts
 
 
@@ -304,6 +346,14 @@ def apply(s: Session, dec: Decisions) -> None:
                 changed.append({"id": job_id, **dec.changes[job_id]})
     if changed:
         s.execute(update(m.Job), changed)
+    if dec.unfit:
+        # issue 17: the pool shrank under it (a machine removed, devices gone): out of the queue, so that it
+        # blocks nothing; its owner may clone it with a plan or instance count that fits
+        for j in s.scalars(select(m.Job).where(m.Job.id.in_(list(dec.unfit)))):
+            if j.status == st.QUEUED:
+                j.queue_position = None
+                j.estimated_start = None
+                record(s, j, st.FAILED, dec.unfit[j.id])
     if dec.alerts:
         now = dt.datetime.now(dt.timezone.utc)
         for j in s.scalars(select(m.Job).where(m.Job.id.in_(list(dec.alerts)))):

@@ -10,7 +10,6 @@ over the whole gap with one update. An empty table (a fresh database) is rebuilt
 from __future__ import annotations
 
 import datetime as dt
-import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -22,6 +21,7 @@ from ..db import models as m
 from ..domain import validation as v
 from ..domain.actor import Actor
 from ..domain.errors import Forbidden
+from ..ops.queue import scores_now
 from ..scheduler.score import Key, Scores, held_devices, rebuild, update
 from .queueing import epoch, from_epoch
 
@@ -74,31 +74,31 @@ class ScoreKeeper:
 
 
 def list_scores(session: Session, actor: Actor, args: dict[str, str], settling_s: float,
-                now: dt.datetime | None = None) -> dict[str, Any]:
-    """Q3: my scores; everyone's for those who view all jobs (?all=1 or ?user=). Brought forward to now."""
+                weights: Mapping[str, float] | None = None, now: dt.datetime | None = None) -> dict[str, Any]:
+    """Q3: my scores; everyone's for those who view all jobs (?all=1 or ?user=). The exact value now: the
+    scheduler saves whenever what someone holds changes, so the closed form from the saved row is exact.
+    ``held`` is weighted (what the score moves towards), ``held_devices`` the devices themselves."""
     v.check_fields(args, ("all", "user", "device_type", "limit", "offset"))
     limit, offset = v.pagination(args, 200, 10000)
     everyone = args.get("all") in ("1", "true", "yes")
     user = args.get("user")
-    stmt = select(m.UsageScore)
+    conds = []
     if everyone or (user and user != actor.name):
         if not (actor.can(S.VIEW_ALL_JOBS) or actor.can(S.MANAGE_ALL_JOBS) or actor.can(S.MANAGE_USERS)):
             raise Forbidden("seeing other users' usage scores needs "
                               f"{S.VIEW_ALL_JOBS!r}", field="all" if everyone else "user")
         if user:
-            stmt = stmt.where(m.UsageScore.user == user)
+            conds.append(m.UsageScore.user == user)
     else:
-        stmt = stmt.where(m.UsageScore.user == actor.name)
+        conds.append(m.UsageScore.user == actor.name)
     if args.get("device_type"):
-        stmt = stmt.where(m.UsageScore.device_type == args["device_type"])
-    now_s = epoch(now or dt.datetime.now(dt.timezone.utc))
+        conds.append(m.UsageScore.device_type == args["device_type"])
+    weights = weights or {}
     items = []
-    for r in session.scalars(stmt):
-        age = max(0.0, now_s - epoch(r.updated_at))
-        # exact while g is constant, which it is until the next decision (the row is rewritten then)
-        score = r.held + (r.score - r.held) * math.exp(-age / settling_s)
+    for r, score in scores_now(session, settling_s, now or dt.datetime.now(dt.timezone.utc), *conds):
         items.append({"user": r.user, "device_type": r.device_type, "score": round(score, 6),
-                      "held": r.held, "saved_at": r.updated_at.isoformat().replace("+00:00", "Z")})
+                      "held": r.held, "held_devices": round(r.held / weights.get(r.device_type, 1.0)),
+                      "saved_at": r.updated_at.isoformat().replace("+00:00", "Z")})
     items.sort(key=lambda x: (-x["score"], x["user"], x["device_type"]))
     return {"items": items[offset:offset + limit], "total": len(items), "limit": limit, "offset": offset,
             "settling_time_s": settling_s}

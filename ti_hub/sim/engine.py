@@ -8,9 +8,8 @@ duration; preempted jobs go back to their queue (Q8) and will run their whole du
 done is lost, as when a pod is killed). One ``Capacity`` is kept across cycles: the cycle takes what it
 admits and gives back what it preempts, the engine releases what finishes.
 
-A job that no node of its pool could ever hold is rejected at submission (in TiHub it would wait with a
-"no machine ... can ever hold" reason forever and block its queue); jobs still waiting when no event is left
-(a gang no set of nodes can hold) are reported as unfinished.
+A job whose gang the machines of its pool could never hold at once is rejected at submission, as TiHub
+refuses it; jobs still waiting when no event is left are reported as unfinished.
 """
 
 from __future__ import annotations
@@ -199,7 +198,7 @@ class _Replay:
                 ai += 1
                 req = self.requests[job.job_id]
                 if not self.cap.ever_fits(req):
-                    self.records[job.job_id].rejected = "no node of its pool can ever hold one instance"
+                    self.records[job.job_id].rejected = "the machines of its pool can never hold it (all instances at once)"
                     continue
                 self.pending[job.job_id] = req
                 changed = True

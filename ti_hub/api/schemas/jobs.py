@@ -114,12 +114,16 @@ METRICS = answer({"job": ID, "status": STATUS, "note": STR, "at": TIME,
 TENSORBOARDS = answer({"items": array(TENSORBOARD), "total": COUNT})
 TENSORBOARD_STARTED = answer({**TENSORBOARD["properties"], "job": ID, "started": BOOL})
 STOPPED = answer({"stopped": COUNT})
-SCORES = page_of(answer({"user": STR, "device_type": STR, "score": NUM, "held": NUM, "saved_at": TIME}),
+SCORES = page_of(answer({"user": STR, "device_type": STR, "score": NUM, "held": NUM, "held_devices": COUNT,
+                         "saved_at": TIME}),
                  settling_time_s=NUM)
 PANEL = answer({"mine": array(answer({"kind": STR, "device_type": STR, "running": COUNT, "queued": COUNT,
                                       "devices": COUNT, "gap": COUNT})),
                 "cluster": array(answer({"device_type": STR, "total": COUNT, "occupied": COUNT, "gap": COUNT,
-                                         "free": COUNT}))}, title="Panel")
+                                         "free": COUNT})),
+                "pools": array(answer({"pool": STR, "cpu_total": NUM, "cpu_used": NUM, "cpu_free": NUM,
+                                       "memory_mib_total": COUNT, "memory_mib_used": COUNT,
+                                       "memory_mib_free": COUNT}))}, title="Panel")
 
 # -- query parameters ------------------------------------------------------------------------------------
 STATUSES = "|".join(st.ALL)

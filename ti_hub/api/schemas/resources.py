@@ -54,7 +54,10 @@ VOLUME_DETAIL = answer({**VOLUME_FIELDS, "used_bytes": nullable(COUNT), "mounted
                        title="VolumeDetail")
 VOLUME_PAGE = page_of(VOLUME)
 NEW_VOLUME = obj({"name": NAME, "kind": enum(STORAGE_KINDS), "capacity_gib": integer(1, MAX_GIB),
-                  "description": nullable(TEXT), "cluster": NAME, "source": ref("volume", 320),
+                  "description": nullable(TEXT),
+                  "cluster": nullable({**NAME, "description": "the pool whose machines this storage serves: jobs "
+                                       "and workspaces that mount it run in that pool (SPEC Q9); none: any"}),
+                  "source": ref("volume", 320),
                   "public": BOOL}, ["name", "kind", "capacity_gib"], title="NewVolume",
                  description="a dataset (kind dataset) is a snapshot of source; bucket volumes and public datasets "
                              "are for admins")

@@ -18,6 +18,7 @@ from ..status import cluster_overview
 from .base import PAGE, PageHandler
 from .charts import line_chart
 from .html import Safe, el, join, select, table
+from .queue import pools_table
 
 WINDOWS = ((1, "last hour"), (6, "last 6 hours"), (24, "last 24 hours"), (72, "last 3 days"), (168, "last 7 days"))
 
@@ -55,6 +56,7 @@ class ClusterPageHandler(PageHandler):
             table("panel-cluster", ["device type", "total", "occupied", "free", "gap"],
                   [[c["device_type"], c["total"], c["occupied"], c["free"], c["gap"]] for c in panel["cluster"]],
                   "No devices.", caption="The cluster (gap: devices asked for by queued jobs)"),
+            pools_table(panel),
             table("panel-mine", ["kind", "device type", "running", "queued", "devices", "gap"],
                   [[m["kind"], m["device_type"], m["running"], m["queued"], m["devices"], m["gap"]]
                    for m in panel["mine"]], "Nothing of yours is running or queued.", caption="Mine"),

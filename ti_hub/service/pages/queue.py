@@ -19,6 +19,15 @@ from .base import PAGE, PageHandler
 from .html import Safe, el, join, post_form, table
 
 
+def pools_table(panel: dict[str, Any]) -> Safe:
+    """CPU and memory per pool beside the device types: CPU-only work waits for these (issue 17)."""
+    return table("panel-pools", ["pool", "CPU total", "CPU used", "CPU free", "memory total (MiB)",
+                                 "memory used (MiB)", "memory free (MiB)"],
+                 [[p["pool"], f"{p['cpu_total']:g}", f"{p['cpu_used']:g}", f"{p['cpu_free']:g}",
+                   p["memory_mib_total"], p["memory_mib_used"], p["memory_mib_free"]] for p in panel["pools"]],
+                 "No machines.", caption="CPU cores and memory per pool")
+
+
 class QueuePageHandler(PageHandler):
     page = PAGE["queue"]
     actions = {"pin": "do_pin", "unpin": "do_unpin", "priority": "do_priority", "kill": "do_kill",
@@ -31,7 +40,7 @@ class QueuePageHandler(PageHandler):
         args = {"all": "1"} if everyone else {}
         q = await self.ti.db(queue.queue_view, actor, {**args, "limit": "500"}, readonly=True)
         scores = await self.ti.db(list_scores, actor, {**args, "limit": "1000"}, self.ti.usage_settling_time,
-                                  readonly=True)
+                                  self.ti.usage_device_weights, readonly=True)
         panel = await self.ti.db(queue.panel, actor, self.ti.ops_settings.nodes, readonly=True)
         manage = actor.can(S.MANAGE_ALL_JOBS)
         rows = []
@@ -53,13 +62,14 @@ class QueuePageHandler(PageHandler):
             el("h2", "Usage scores"),
             el("p", f"Lower goes first. Settling time {self.ti.usage_settling_time:g} s. "
                     f"{'Every user' if everyone else 'Yours only'}."),
-            table("scores-table", ["user", "device type", "score", "holds now"],
-                  [[s["user"], s["device_type"], f"{s['score']:.4f}", s["held"]] for s in scores["items"]],
-                  "No usage yet."),
+            table("scores-table", ["user", "device type", "score", "holds now (devices)", "weighted"],
+                  [[s["user"], s["device_type"], f"{s['score']:.4f}", s["held_devices"], f"{s['held']:g}"]
+                   for s in scores["items"]], "No usage yet."),
             el("h2", "Devices"),
             table("panel-cluster", ["device type", "total", "occupied", "free", "gap"],
                   [[c["device_type"], c["total"], c["occupied"], c["free"], c["gap"]] for c in panel["cluster"]],
                   "No devices."),
+            pools_table(panel),
             el("h3", "Mine"),
             table("panel-mine", ["kind", "device type", "running", "queued", "devices", "gap"],
                   [[m["kind"], m["device_type"], m["running"], m["queued"], m["devices"], m["gap"]]
@@ -96,15 +106,16 @@ class QueuePageHandler(PageHandler):
         return out
 
     async def do_pin(self) -> str:
-        out = await self._run(queue.pin, self.form_int("job"), True)
+        out = await self._run(queue.pin, self.form_int("job"), True, self.ti.usage_settling_time)
         return f"Job {out['id']} pinned to the front of its queue."
 
     async def do_unpin(self) -> str:
-        out = await self._run(queue.pin, self.form_int("job"), False)
+        out = await self._run(queue.pin, self.form_int("job"), False, self.ti.usage_settling_time)
         return f"Job {out['id']} unpinned."
 
     async def do_priority(self) -> str:
-        out = await self._run(queue.set_priority, self.form_int("job"), {"priority": self.form_int("priority")})
+        out = await self._run(queue.set_priority, self.form_int("job"), {"priority": self.form_int("priority")},
+                                 self.ti.usage_settling_time)
         return f"Job {out['id']} now has priority {out['priority']}."
 
     async def do_kill(self) -> str:
@@ -112,10 +123,10 @@ class QueuePageHandler(PageHandler):
         return f"Job {out['id']} is {out['status']}."
 
     async def do_top(self) -> str:
-        out = await self._run(queue.move, self.form_int("job"), {"to": "top"})
+        out = await self._run(queue.move, self.form_int("job"), {"to": "top"}, self.ti.usage_settling_time)
         return f"Job {out['id']} moved ahead of your other jobs in its queue."
 
     async def do_bottom(self) -> str:
-        out = await self._run(queue.move, self.form_int("job"), {"to": "bottom"})
+        out = await self._run(queue.move, self.form_int("job"), {"to": "bottom"}, self.ti.usage_settling_time)
         return f"Job {out['id']} moved behind your other jobs in its queue."
 
