@@ -288,6 +288,13 @@ def kill(session: Session, actor: Actor, ref: Any) -> dict[str, Any]:
     return render(job)
 
 
+def killed(session: Session, job: m.Job) -> None:
+    """A requested kill is done (the processes are gone): killed, saying by whom as the request did."""
+    if job.kind == "workspace":
+        job.placement = None  # as a stopped workspace: a restart is placed afresh
+    record(session, job, st.KILLED, job.reason.replace("kill requested", "killed") or "killed")
+
+
 def pause(session: Session, actor: Actor, ref: Any) -> dict[str, Any]:
     """JOB4: release the resources, keep the record; resume requeues it."""
     job = find(session, actor, ref, manage=True)

@@ -18,11 +18,12 @@ from sqlalchemy.orm import Session
 from ..backends.base import InstanceSpec, LaunchSpec, Mount, NodeCapacity
 from ..db import models as m
 from ..domain import states as st
+from ..domain.errors import HubUnavailable
 from ..ops import secretenv, unixids
-from ..ops.jobs import record
+from ..ops.jobs import killed, record
 from ..scheduler import core
 from ..scheduler.estimate import typical_durations
-from . import history, queueing
+from . import history, hubapi, queueing
 from .scoring import ScoreKeeper
 
 WORKSPACE_CHECK_INTERVAL = 2.0  # seconds between checks that running workspaces still have a process
@@ -168,15 +169,28 @@ class JobRunner:
         self.scores.save(s, now)
 
     async def stop_requested(self) -> int:
-        jobs = await self.svc.db(lambda s: s.execute(select(m.Job.id, m.Job.backend_state).where(
-            m.Job.kind != "workspace", (m.Job.status.in_((st.KILLING, st.PAUSING)) | m.Job.preempted_by.is_not(None))
+        is_ws = m.Job.kind == "workspace"
+        jobs = await self.svc.db(lambda s: s.execute(select(m.Job.id, m.Job.kind, m.Job.owner, m.Job.name,
+                                                            m.Job.backend_state).where(
+            (~is_ws & (m.Job.status.in_((st.KILLING, st.PAUSING)) | m.Job.preempted_by.is_not(None)))
+            | (is_ws & (m.Job.status == st.KILLING))
         )).all(), readonly=True, scheduler=True)
+        done = 0
         for j in jobs:
-            if j.backend_state:
+            if j.kind == "workspace":
+                # the hub owns a workspace's server: its spawner ends the process (and reports a stop, which a
+                # killed workspace no longer heeds); the devices are free as soon as the hub has taken the order
+                try:
+                    await hubapi.stop_server(self.svc.hub_auth(), j.owner, j.name)
+                except HubUnavailable as e:
+                    self.log.warning("workspace %s/%s is still killing: %s", j.owner, j.name, e)
+                    continue  # asked again next cycle
+            elif j.backend_state:
                 await self.svc.backend.stop(j.id, j.backend_state)
                 await self.svc.backend.cleanup(j.id, j.backend_state)
             await self.svc.db(self._finish_stop, j.id, scheduler=True)
-        return len(jobs)
+            done += 1
+        return done
 
     @staticmethod
     def _finish_stop(s: Session, job_id: int) -> None:
@@ -184,7 +198,7 @@ class JobRunner:
         if j.preempted_by is not None and j.status in (st.RUNNING, st.SCHEDULING):
             queueing.requeue_preempted(s, job_id)
         elif j.status == st.KILLING:
-            record(s, j, st.KILLED, j.reason.replace("kill requested", "killed") or "killed")
+            killed(s, j)
         elif j.status == st.PAUSING:
             j.placement = None
             j.backend_state = None

@@ -20,9 +20,7 @@ from ..domain import validation as v
 from ..domain.errors import ValidationError
 from ..magics import AUTOLOAD_FILE
 from . import form
-from .client import TiServiceError, call, ws_path
-
-DEFAULT_NAME = "default"
+from .client import DEFAULT_NAME, TiServiceError, call, ws_path
 
 
 class TiSpawnerMixin(Configurable):
