@@ -107,7 +107,7 @@ def build_submission(args: argparse.Namespace) -> dict[str, Any]:
             raise UsageError(f"job spec {args.from_file} must be a JSON object")
         body.update(spec)
     for field in ("name", "kind", "strategy", "workers", "ps", "image", "credential", "template",
-                  "description", "preemptible", "estimated_duration"):
+                  "description", "preemptible", "estimated_duration", "on_overrun"):
         value = getattr(args, field)
         if value is not None:
             body[field] = value
@@ -196,6 +196,8 @@ def register(sub: Any) -> None:
                    help="may be preempted by higher-priority work")
     p.add_argument("--estimated-duration", type=duration, metavar="DURATION",
                    help="expected run time: seconds, or 30m, 2h, 1h30m")
+    p.add_argument("--on-overrun", choices=("alert", "stop"), default=None,
+                   help="past --estimated-duration: alert (the default: an alert in its history) or stop it")
     p.add_argument("--template", metavar="NAME", help="apply this template first; the fields given here win")
     p.add_argument("--description", metavar="TEXT", help="free text")
     p.add_argument("--from-file", metavar="SPEC.json",

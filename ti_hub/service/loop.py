@@ -20,13 +20,14 @@ from ..db import models as m
 from ..domain import states as st
 from ..domain.errors import HubUnavailable
 from ..ops import secretenv, unixids
-from ..ops.jobs import killed, record
-from ..scheduler import core
+from ..ops.jobs import alert, killed, record
+from ..scheduler import core, overrun
 from ..scheduler.estimate import typical_durations
 from . import history, hubapi, queueing
 from .scoring import ScoreKeeper
 
 WORKSPACE_CHECK_INTERVAL = 2.0  # seconds between checks that running workspaces still have a process
+OVERRUN_CHECK_INTERVAL = 1.0  # seconds between checks of running jobs against their declared durations
 
 if TYPE_CHECKING:
     from .app import TiService
@@ -64,6 +65,7 @@ class JobRunner:
         self.phase_s: dict[str, float] = {}  # where the last admission's time went (for the slow-cycle log)
         self.last_history = float("-inf")  # when the last usage sample for the cluster page was taken
         self.last_ws_check = float("-inf")
+        self.last_overrun_check = float("-inf")
 
     def poke(self) -> None:
         """Something changed (a submission, a kill, a workspace stop): schedule at once."""
@@ -131,6 +133,8 @@ class JobRunner:
         self.svc.ops_settings.nodes = nodes
         if nodes != self.last_nodes:
             self.last_nodes, self.dirty = nodes, True
+        if clock() - self.last_overrun_check >= OVERRUN_CHECK_INTERVAL:
+            await self.watch_overruns()
         if await self.stop_requested():
             self.dirty = True
         t.append(clock())
@@ -203,6 +207,35 @@ class JobRunner:
             j.placement = None
             j.backend_state = None
             record(s, j, st.PAUSED, "paused: resources released; resume to requeue")
+
+    async def watch_overruns(self) -> None:
+        """JOB2: running jobs past their declared duration are alerted about (once a run) or stopped, as their
+        on_overrun says; stop_requested then stops them like any kill, on every backend."""
+        self.last_overrun_check = asyncio.get_running_loop().time()
+        now = self.clock()
+        rows = await self.svc.db(lambda s: s.execute(select(m.Job.id, m.Job.started_at, m.Job.estimated_duration)
+                                                     .where(m.Job.kind != "workspace", m.Job.status == st.RUNNING,
+                                                            m.Job.estimated_duration.is_not(None),
+                                                            m.Job.preempted_by.is_(None))).all(),
+                                 readonly=True, scheduler=True)
+        due = [r.id for r in rows if overrun.past(queueing.epoch(r.started_at), r.estimated_duration, now)]
+        if due:  # the write lock only when there is something to write
+            await self.svc.db(self._overruns, due, now, scheduler=True)
+
+    @staticmethod
+    def _overruns(s: Session, due: list[int], now: float) -> None:
+        # an alert this run: one written since it started (a wait alert comes before the start)
+        alerted = set(s.scalars(select(m.JobEvent.job_id).join(m.Job, m.Job.id == m.JobEvent.job_id).where(
+            m.JobEvent.job_id.in_(due), m.JobEvent.status == "alert", m.JobEvent.at >= m.Job.started_at)))
+        for j in s.scalars(select(m.Job).where(m.Job.id.in_(due), m.Job.status == st.RUNNING)):
+            what = overrun.decide(queueing.epoch(j.started_at), j.estimated_duration,
+                                  j.spec.get("on_overrun", overrun.ALERT), now, j.id in alerted)
+            if what is None:
+                continue
+            if what[0] == overrun.STOP:
+                record(s, j, st.KILLING, f"kill requested: {what[1]}")
+            else:
+                alert(s, j.id, what[1], queueing.from_epoch(now))
 
     async def watch_workspaces(self) -> int:
         """Running workspaces whose process is gone (the hub died with them, a crash) are recorded stopped, so
