@@ -54,6 +54,8 @@ BAD_SUBMISSIONS = [
     ({"estimated_duration": float("nan")}, "estimated_duration"),
     ({"estimated_duration": 10**30}, "estimated_duration"),
     ({"priority": 5}, "priority"),
+    ({"endpoints": ["jupyter"]}, "endpoints"),  # removed: it did nothing (Jupyter runs in workspaces)
+    ({"endpoints": "ssh,jupyter"}, "endpoints"),
     ({"volumes": [{"volume": "nope", "mount_path": "/mnt/x"}]}, "volumes[0].volume"),
     # ids past the databases' range were a 500 (OverflowError in the SQLite driver), not a refusal
     ({"plan": 2**64}, "plan"),
@@ -251,3 +253,11 @@ def test_block_volume_mount_conflict_names_the_holder():
         check_conflicts([ro], [HeldMount(7, False, "workspace alice/dev")])
     # filesystem volumes are shared read-write by many
     check_conflicts([MountRequest(8, "a/fs", "filesystem", False)], [HeldMount(8, False, "job 1")])
+
+
+def test_the_job_endpoint_jupyter_is_refused_saying_where_jupyter_is(seeded, settings):
+    with pytest.raises(ValidationError) as err:
+        with seeded.begin() as s:
+            jobs.submit(s, user("alice"), job("jupyter-job", endpoints=["ssh", "jupyter"]), settings)
+    assert err.value.field == "endpoints" and "Jupyter runs in workspaces" in err.value.detail
+    assert count_jobs(seeded) == 0

@@ -82,11 +82,15 @@ def port_list(value: str) -> list[int]:
     return ports
 
 
+ENDPOINTS = ("ssh", "tensorboard")  # as the API takes them (ops/jobspec.py; not imported: the CLI stays light)
+
+
 def endpoint_list(value: str) -> list[str]:
     names = [v.strip() for v in value.split(",") if v.strip()]
     for n in names:
-        if n not in ("ssh", "jupyter", "tensorboard"):
-            raise argparse.ArgumentTypeError(f"{n!r} is not one of ssh, jupyter, tensorboard")
+        if n not in ENDPOINTS:
+            raise argparse.ArgumentTypeError(f"{n!r} is not one of {', '.join(ENDPOINTS)}" +
+                                             (" (Jupyter runs in workspaces, not jobs)" if n == "jupyter" else ""))
     return names
 
 
@@ -189,7 +193,7 @@ def register(sub: Any) -> None:
     p.add_argument("--port", action="append", type=port_list, metavar="PORT[,PORT]",
                    help="interactive port 40000-49999 (repeatable or a comma list)")
     p.add_argument("--endpoint", action="append", type=endpoint_list, metavar="NAME[,NAME]",
-                   help="ssh, jupyter or tensorboard (repeatable or a comma list)")
+                   help="ssh or tensorboard (repeatable or a comma list)")
     p.add_argument("--credential", metavar="NAME",
                    help="registry credential for a private image (`ti credential list`)")
     p.add_argument("--preemptible", action=argparse.BooleanOptionalAction, default=None,

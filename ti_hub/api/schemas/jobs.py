@@ -27,7 +27,8 @@ MOUNT_REQUEST = obj({"volume": ref("volume", 320), "mount_path": string(255, des
                      "read_only": BOOL}, ["volume"])
 VOLUMES = nullable(array(MOUNT_REQUEST, maxItems=32))
 ENDPOINT_LIST = {"anyOf": [array(enum(ENDPOINTS)), string(100), {"type": "null"}],
-                 "description": "a list of: ssh, jupyter, tensorboard; or a comma-separated string of them"}
+                 "description": "a list of: ssh, tensorboard; or a comma-separated string of them (Jupyter "
+                                "runs in workspaces, not jobs)"}
 WORKERS = nullable(integer(0, description="instances of a distributed job: all-reduce 2 or more, parameter "
                                           "server 1 or more; at most TiService.max_workers (64)"))
 PS = nullable(integer(0, description="parameter servers (strategy ps): 1 or more, at most TiService.max_ps (16)"))
