@@ -177,6 +177,9 @@ def parse_workspace(session: Session, actor: Actor, data: dict[str, Any], settin
         "ports": v.ports(data.get("ports")),
         "warnings": [warning] if warning else [],
     }
+    if not (out["spec"]["jupyter"] or out["spec"]["ssh"]):
+        raise v.ValidationError("jupyter: a workspace without Jupyter is reached by SSH only: it needs ssh true",
+                                field="jupyter")
     return out
 
 

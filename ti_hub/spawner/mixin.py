@@ -31,6 +31,9 @@ class TiSpawnerMixin(Configurable):
                                     help="Most seconds between admission checks while queued (the first checks "
                                          "come sooner: an idle cluster admits within a scheduler cycle).")
 
+    # whether ``launch`` starts an SSH-only workspace (jupyter: false) when asked; else such a start is refused
+    runs_without_jupyter = False
+
     # -- naming ---------------------------------------------------------------------------------------------
     @property
     def ti_name(self) -> str:
@@ -83,6 +86,9 @@ class TiSpawnerMixin(Configurable):
             raise web.HTTPError(400, f"workspace name {self.ti_name!r} must be {v.NAME_RULE}")
         groups = [g.name for g in self.user.groups]
         options = dict(self.user_options or {})
+        if options.get("jupyter") is False and not self.runs_without_jupyter:
+            raise web.HTTPError(400, "jupyter: a workspace without Jupyter (SSH only) runs on the embedded platform "
+                                     "only; here every workspace runs Jupyter (SSH reaches it too)")
         self._emit(5, "asking TiHub for admission (validation, quota, mount rules)")
         try:
             ws = await self._call("POST", ws_path(self.user.name, self.ti_name),
