@@ -8,7 +8,8 @@ from typing import Any
 from ..domain.errors import ValidationError
 
 
-def render_form(options: dict[str, Any]) -> str:
+def render_form(options: dict[str, Any], without_jupyter: bool = False) -> str:
+    """``without_jupyter``: the spawner can start SSH-only workspaces (offer to leave Jupyter out)."""
     plans = options.get("plans", [])
     if not plans:
         return ('<p class="alert alert-warning">No plan can run a workspace right now. '
@@ -43,6 +44,10 @@ def render_form(options: dict[str, Any]) -> str:
     # a hidden "off" first: an unticked checkbox sends nothing, and nothing must not mean "no SSH" for API starts
     rows.append('<input type="hidden" name="ssh" value="off"><div class="checkbox"><label><input type="checkbox" '
                 'name="ssh" value="on" checked> SSH access (with your keys from the account page)</label></div>')
+    if without_jupyter:
+        rows.append('<input type="hidden" name="jupyter" value="off"><div class="checkbox"><label><input '
+                    'type="checkbox" name="jupyter" value="on" checked> Jupyter server (untick for a workspace '
+                    'reached by SSH only)</label></div>')
     rows.append('<p class="help-block">Files outside mounted volumes and your home directory are ephemeral: '
                 'they are gone when the workspace stops.</p>')
     return "\n".join(rows)
@@ -74,6 +79,7 @@ def options_from_form(formdata: dict[str, list[str]]) -> dict[str, Any]:
     if env:
         out["env"] = env
     # the form sends "off" (hidden) and "on" when ticked; an API start without the field gets the default (on)
-    if formdata.get("ssh"):
-        out["ssh"] = "on" in formdata["ssh"]
+    for key in ("ssh", "jupyter"):
+        if formdata.get(key):
+            out[key] = "on" in formdata[key]
     return out

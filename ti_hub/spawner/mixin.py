@@ -55,7 +55,7 @@ class TiSpawnerMixin(Configurable):
         query = urlencode({"groups": ",".join(g.name for g in self.user.groups),
                            "scopes": ",".join(self.owner_scopes())})
         opts = await self._call("GET", f"/workspace-options/{quote(self.user.name, safe='')}?{query}")
-        return form.render_form(opts)
+        return form.render_form(opts, self.runs_without_jupyter)
 
     def options_from_form(self, formdata):
         try:
