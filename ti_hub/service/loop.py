@@ -66,6 +66,8 @@ class JobRunner:
         self.last_history = float("-inf")  # when the last usage sample for the cluster page was taken
         self.last_ws_check = float("-inf")
         self.last_overrun_check = float("-inf")
+        # killed workspaces whose stop the hub is working on (the tasks are kept: the loop holds only weak ones)
+        self.ws_stopping: dict[int, asyncio.Future] = {}
 
     def poke(self) -> None:
         """Something changed (a submission, a kill, a workspace stop): schedule at once."""
@@ -182,19 +184,30 @@ class JobRunner:
         done = 0
         for j in jobs:
             if j.kind == "workspace":
-                # the hub owns a workspace's server: its spawner ends the process (and reports a stop, which a
-                # killed workspace no longer heeds); the devices are free as soon as the hub has taken the order
-                try:
-                    await hubapi.stop_server(self.svc.hub_auth(), j.owner, j.name)
-                except HubUnavailable as e:
-                    self.log.warning("workspace %s/%s is still killing: %s", j.owner, j.name, e)
-                    continue  # asked again next cycle
-            elif j.backend_state:
+                if j.id not in self.ws_stopping:  # the hub may take a while: never hold up the cycle for it
+                    self.ws_stopping[j.id] = asyncio.ensure_future(self._stop_workspace(j.id, j.owner, j.name))
+                continue
+            if j.backend_state:
                 await self.svc.backend.stop(j.id, j.backend_state)
                 await self.svc.backend.cleanup(j.id, j.backend_state)
             await self.svc.db(self._finish_stop, j.id, scheduler=True)
             done += 1
         return done
+
+    async def _stop_workspace(self, job_id: int, owner: str, name: str) -> None:
+        """A killed workspace: the hub owns its server, so the hub stops it; its spawner ends the process and
+        reports the stop, which records the kill (ops/workspaces.stop) and frees the devices. Recorded here too,
+        for a server the hub no longer had."""
+        try:
+            await hubapi.stop_server(self.svc.hub_auth(), owner, name)
+            await self.svc.db(self._finish_stop, job_id, scheduler=True)
+            self.poke()
+        except HubUnavailable as e:
+            self.log.warning("workspace %s/%s is still being killed: %s; asking again", owner, name, e)
+        except Exception:
+            self.log.exception("killing workspace %s/%s failed; asking again", owner, name)
+        finally:
+            self.ws_stopping.pop(job_id, None)
 
     @staticmethod
     def _finish_stop(s: Session, job_id: int) -> None:
