@@ -66,6 +66,7 @@ class JobRunner:
         self.last_history = float("-inf")  # when the last usage sample for the cluster page was taken
         self.last_ws_check = float("-inf")
         self.last_overrun_check = float("-inf")
+        self.alerted_runs: set[tuple[int, Any]] = set()  # (job, its start): runs past their duration, alerted
         # killed workspaces whose stop the hub is working on (the tasks are kept: the loop holds only weak ones)
         self.ws_stopping: dict[int, asyncio.Future] = {}
 
@@ -231,13 +232,18 @@ class JobRunner:
                                                             m.Job.estimated_duration.is_not(None),
                                                             m.Job.preempted_by.is_(None))).all(),
                                  readonly=True, scheduler=True)
-        due = [r.id for r in rows if overrun.past(queueing.epoch(r.started_at), r.estimated_duration, now)]
+        self.alerted_runs &= {(r.id, r.started_at) for r in rows}  # forget runs that ended
+        due = [r.id for r in rows if (r.id, r.started_at) not in self.alerted_runs and
+               overrun.past(queueing.epoch(r.started_at), r.estimated_duration, now)]
         if due:  # the write lock only when there is something to write
-            await self.svc.db(self._overruns, due, now, scheduler=True)
+            alerted = await self.svc.db(self._overruns, due, now, scheduler=True)
+            self.alerted_runs |= {(r.id, r.started_at) for r in rows if r.id in alerted}
 
     @staticmethod
-    def _overruns(s: Session, due: list[int], now: float) -> None:
-        # an alert this run: one written since it started (a wait alert comes before the start)
+    def _overruns(s: Session, due: list[int], now: float) -> set[int]:
+        """Alert or stop; returns the jobs whose run has had its alert (it runs on, and is not read again)."""
+        # an alert this run: one written since it started (a wait alert comes before the start); read here, not
+        # only remembered, so that a restarted service does not alert twice
         alerted = set(s.scalars(select(m.JobEvent.job_id).join(m.Job, m.Job.id == m.JobEvent.job_id).where(
             m.JobEvent.job_id.in_(due), m.JobEvent.status == "alert", m.JobEvent.at >= m.Job.started_at)))
         for j in s.scalars(select(m.Job).where(m.Job.id.in_(due), m.Job.status == st.RUNNING)):
@@ -249,6 +255,8 @@ class JobRunner:
                 record(s, j, st.KILLING, f"kill requested: {what[1]}")
             else:
                 alert(s, j.id, what[1], queueing.from_epoch(now))
+                alerted.add(j.id)
+        return alerted
 
     async def watch_workspaces(self) -> int:
         """Running workspaces whose process is gone (the hub died with them, a crash) are recorded stopped, so
