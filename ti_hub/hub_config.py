@@ -54,7 +54,9 @@ def preset_roles() -> list[dict]:
          "groups": [S.ADMIN_GROUP]},
         # read:roles:*: the People page shows which roles users and groups hold (ti_hub/service/pages/people.py)
         {"name": "ti-service", "scopes": ["list:users", "read:users", "list:groups", "read:groups",
-                                          "read:roles:users", "read:roles:groups"],
+                                          "read:roles:users", "read:roles:groups",
+                                          # an admin's kill of a running workspace stops its server
+                                          "servers"],
          "services": [SERVICE]},
         {"name": "ti-spawner", "scopes": [S.ADMIT_WORKSPACES, f"access:services!service={SERVICE}"],
          "services": [SPAWNER_SERVICE]},

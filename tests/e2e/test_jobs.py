@@ -223,3 +223,32 @@ def test_service_restart_readopts_running_jobs(hub, new_user):
     assert before["id"] == after["id"]
     left = alive_processes(j["id"])
     assert not left, [open(f"/proc/{p}/cmdline").read() for p in left]
+
+
+def test_a_job_past_its_declared_duration_alerts_or_stops(hub, new_user):
+    """JOB2 on_overrun: 'alert' writes one alert to the history and lets the job run; 'stop' kills it, saying why.
+    The same check serves every backend (the loop's, from the database and the clock)."""
+    u = new_user("overrun")
+    noisy = u.ok("POST", "/jobs", json=job("over-alert", "sleep 300", estimated_duration=2))
+    strict = u.ok("POST", "/jobs", json=job("over-stop", "sleep 300", estimated_duration=2, on_overrun="stop"))
+    assert noisy["on_overrun"] == "alert" and strict["on_overrun"] == "stop"
+    ended = u.wait_job(strict["id"], timeout=90)
+    assert ended["status"] == "killed", ended
+    assert ended["reason"].startswith("killed: ran past its declared duration (2 s declared, stopped after "), ended
+    assert not alive_processes(strict["id"])
+    u.wait_job(noisy["id"], states=("running",))
+    assert quota_used(u, "single") == pytest.approx(noisy["cpu_per_instance"])  # the stopped job holds nothing
+
+    def alerts() -> list[dict]:
+        return [e for e in u.ok("GET", f"/jobs/{noisy['id']}")["events"] if e["status"] == "alert"]
+
+    wait(lambda: alerts(), timeout=60, what="the overrun alert")
+    time.sleep(3)  # several checks later: still one alert, still running
+    shown = u.ok("GET", f"/jobs/{noisy['id']}")
+    assert shown["status"] == "running" and len(alerts()) == 1
+    assert "running longer than declared: 2 s declared" in alerts()[0]["message"]
+    # a clone keeps the rule
+    assert u.ok("POST", f"/jobs/{strict['id']}/clone", json={"name": "over-clone"})["on_overrun"] == "stop"
+    u.ok("POST", "/jobs/over-clone/kill")
+    u.ok("POST", f"/jobs/{noisy['id']}/kill")
+    u.wait_job(noisy["id"])

@@ -257,6 +257,32 @@ def test_failed_logins_lock_out_the_address_not_the_owner(hub, keys_dir):
     assert r.returncode == 1 and "no running workspace" in r.stderr
 
 
+def test_a_workspace_without_jupyter_is_reached_by_ssh_only(hub, keys_dir):
+    """WS3 `jupyter: false`: no Jupyter server runs; the workspace's URL says how to reach it; SSH works."""
+    from tihub_client import processes_with_env
+
+    u = person_with_key(hub, "sshonly", keys_dir)
+    r = u.hub_api("POST", f"/users/{u.name}/servers/dark-box", json={"plan": "cpu-small", "jupyter": False,
+                                                                      "ssh": False})
+    assert r.status_code == 400 and "jupyter" in r.json()["message"], r.text  # reachable by nothing: refused
+    r = u.hub_api("POST", f"/users/{u.name}/servers/shell-box", json={"plan": "cpu-small", "jupyter": False})
+    assert r.status_code in (201, 202), r.text
+    try:
+        u.wait_server("shell-box")
+        assert u.ok("GET", "/jobs/shell-box")["status"] == "running"
+        cmdlines = [Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+                    for pid in processes_with_env(JUPYTERHUB_USER=u.name, TI_WORKSPACE="shell-box")]
+        assert cmdlines and not any("jupyterhub.singleuser" in c for c in cmdlines), cmdlines
+        page = u.browser.get(f"{hub.url}/user/{u.name}/shell-box/lab")
+        assert page.status_code == 200 and "without Jupyter" in page.text and f"{u.name}+shell-box" in page.text
+        r = ssh(hub, f"{u.name}+shell-box", u.key, "echo ws=$TI_WORKSPACE; pwd")
+        assert r.returncode == 0 and r.stdout.splitlines() == ["ws=shell-box", f"/home/{u.name}"], r.stderr
+    finally:
+        u.hub_api("DELETE", f"/users/{u.name}/servers/shell-box")
+        u.wait_server("shell-box", ready=False)
+    assert u.ok("GET", "/jobs/shell-box")["status"] == "stopped"
+
+
 def test_a_workspace_started_without_ssh_access_is_refused(hub, keys_dir):
     u = person_with_key(hub, "sshoff", keys_dir)
     r = u.hub_api("POST", f"/users/{u.name}/servers/quiet", json={"plan": "cpu-small", "ssh": False})

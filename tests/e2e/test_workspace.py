@@ -113,3 +113,45 @@ def test_spawn_form_offers_only_runnable_plans_and_my_volumes(hub, new_user):
     assert not Path("/mnt/form-data").exists()  # the mount point exists only inside the sandbox
     u.hub_api("DELETE", f"/users/{u.name}/servers/form-box")
     u.wait_server("form-box", ready=False)
+
+
+def test_a_killed_workspace_stops_and_frees_its_devices(hub, new_user, tmp_path):
+    """An admin's kill (API, then `ti job kill`) and the owner's own kill stop the hub's server at once."""
+    import subprocess
+    import sys
+
+    u = new_user("wskill")
+
+    def start(server: str) -> dict:
+        r = u.hub_api("POST", f"/users/{u.name}/servers/{server}", json={"plan": "demo-gpu-1"})
+        assert r.status_code in (201, 202), r.text
+        u.wait_server(server)
+        assert workspace_usage(u) == 1
+        return u.ok("GET", f"/jobs/{server}")
+
+    def stopped(server: str, ws: dict, by: str) -> None:
+        u.wait_server(server, ready=False, timeout=60)  # the hub no longer has the server
+        assert process_env_of(JUPYTERHUB_USER=u.name, TI_WORKSPACE=server) is None
+        job = u.ok("GET", f"/jobs/{ws['id']}")
+        assert job["status"] == "killed" and job["reason"] == f"killed{by}", job
+        assert any(e["status"] == "killed" for e in job["events"])
+        assert workspace_usage(u) == 0
+
+    ws = start("kill-box")
+    assert hub.admin.ok("POST", f"/jobs/{ws['id']}/kill")["status"] in ("killing", "killed")
+    stopped("kill-box", ws, f" by {hub.admin.name}")
+
+    ws = start("kill-cli")
+    env = {"TI_API_URL": hub.url, "TI_TOKEN": hub.admin.token, "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    r = subprocess.run([sys.executable, "-m", "ti_hub.cli.main", "job", "kill", str(ws["id"])], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    stopped("kill-cli", ws, f" by {hub.admin.name}")
+
+    ws = start("kill-own")
+    u.ok("POST", "/jobs/kill-own/kill")
+    stopped("kill-own", ws, "")
+    # a killed workspace starts again like a stopped one
+    start("kill-own")
+    u.hub_api("DELETE", f"/users/{u.name}/servers/kill-own")
+    u.wait_server("kill-own", ready=False)

@@ -54,6 +54,8 @@ BAD_SUBMISSIONS = [
     ({"estimated_duration": float("nan")}, "estimated_duration"),
     ({"estimated_duration": 10**30}, "estimated_duration"),
     ({"priority": 5}, "priority"),
+    ({"endpoints": ["jupyter"]}, "endpoints"),  # removed: it did nothing (Jupyter runs in workspaces)
+    ({"endpoints": "ssh,jupyter"}, "endpoints"),
     ({"volumes": [{"volume": "nope", "mount_path": "/mnt/x"}]}, "volumes[0].volume"),
     # ids past the databases' range were a 500 (OverflowError in the SQLite driver), not a refusal
     ({"plan": 2**64}, "plan"),
@@ -287,3 +289,11 @@ def test_a_volume_of_a_cluster_places_the_work_that_mounts_it(seeded, settings, 
     with seeded.begin() as s:
         placed = jobs.submit(s, alice, job("right-pool", plan="farm-cpu", volumes=mount), settings)
     assert placed["pool"] == "farm" and placed["status"] == "queued"
+
+
+def test_the_job_endpoint_jupyter_is_refused_saying_where_jupyter_is(seeded, settings):
+    with pytest.raises(ValidationError) as err:
+        with seeded.begin() as s:
+            jobs.submit(s, user("alice"), job("jupyter-job", endpoints=["ssh", "jupyter"]), settings)
+    assert err.value.field == "endpoints" and "Jupyter runs in workspaces" in err.value.detail
+    assert count_jobs(seeded) == 0

@@ -121,6 +121,17 @@ def test_kill_deletes_the_objects(plans, k8s_cluster):
     wait(lambda: objects_of(k8s_cluster, j["id"]) == [], what="objects deleted")
 
 
+def test_a_job_past_its_declared_duration_is_stopped_on_kubernetes_too(plans, k8s_cluster):
+    """on_overrun is the loop's check (database and clock), so it stops a Kubernetes job like any kill."""
+    admin = plans.admin
+    j = admin.ok("POST", "/jobs", json={"name": "overrun-k8s", "plan": "a100-2", "image": "python-cpu",
+                                        "command": "sleep 1000", "estimated_duration": 3, "on_overrun": "stop"})
+    wait(lambda: objects_of(k8s_cluster, j["id"], "pods"), what="its pod")
+    done = admin.wait_job(j["id"], timeout=90)
+    assert done["status"] == "killed" and "ran past its declared duration (3 s declared" in done["reason"], done
+    wait(lambda: objects_of(k8s_cluster, j["id"]) == [], what="objects deleted")
+
+
 def test_secret_env_reaches_the_pods_through_a_secret_of_the_jobs_own(plans, k8s_cluster):
     admin = plans.admin
     j = admin.ok("POST", "/jobs", json={"name": "with-secret", "plan": "a100-2", "image": "python-cpu",

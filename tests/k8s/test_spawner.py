@@ -72,3 +72,27 @@ def test_a_workspace_pod_gets_its_plans_resources_placement_and_restrictions(whu
     wait(lambda: pod() is None, timeout=60, what="the pod to go")
     wait(lambda: any(w["name"] == "gpu-box" and w["status"] == "stopped"
                      for w in admin.ok("GET", "/jobs?kind=workspace")["items"]), what="the workspace to stop")
+
+
+def test_a_killed_workspace_pod_goes_and_ssh_only_is_refused_here(whub, k8s_cluster):
+    """An admin's kill reaches the hub, which stops the server (here still starting: KWOK never answers HTTP);
+    a workspace without Jupyter cannot run on this spawner and is refused before admission."""
+    admin = whub.admin
+    admin.ok("POST", "/plans", json={"name": "ws-cpu", "kinds": ["workspace"], "device_type": "cpu",
+                                     "device_count": 0, "cpu": 1, "memory_mib": 1024})
+    r = admin.hub_api("POST", f"/users/{admin.name}/servers/no-lab", json={"plan": "ws-cpu", "jupyter": False})
+    assert r.status_code == 400 and "jupyter" in r.json()["message"], r.text
+    assert not any(w["name"] == "no-lab" for w in admin.ok("GET", "/jobs?kind=workspace")["items"])
+
+    r = admin.hub_api("POST", f"/users/{admin.name}/servers/kill-box", json={"plan": "ws-cpu"})
+    assert r.status_code in (201, 202), r.text
+    pod_name = safe_name("ti-ws", admin.name, "kill-box")
+
+    def pod_exists() -> bool:
+        return k8s_cluster.kubectl("get", "pod", pod_name, "-n", NS, check=False).returncode == 0
+    wait(pod_exists, timeout=60, what="workspace pod")
+    ws = admin.ok("GET", "/jobs/kill-box")
+    admin.ok("POST", f"/jobs/{ws['id']}/kill")
+    wait(lambda: not pod_exists(), timeout=60, what="the pod to go")
+    wait(lambda: admin.ok("GET", f"/jobs/{ws['id']}")["status"] == "killed", what="the workspace killed")
+    assert not admin.hub_api("GET", f"/users/{admin.name}").json()["servers"].get("kill-box")

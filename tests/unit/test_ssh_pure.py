@@ -363,3 +363,13 @@ def test_the_spawn_forms_ssh_checkbox():
     assert options_from_form({"plan": ["cpu-small"], "ssh": ["off", "on"]})["ssh"] is True
     assert options_from_form({"plan": ["cpu-small"], "ssh": ["off"]})["ssh"] is False
     assert "ssh" not in options_from_form({"plan": ["cpu-small"]})
+
+
+def test_the_spawn_form_offers_a_workspace_without_jupyter_where_the_spawner_can_start_one():
+    from ti_hub.spawner.form import options_from_form, render_form
+
+    opts = {"plans": [{"name": "cpu-small", "device_count": 0, "device_type": "cpu", "cpu": 1, "memory_mib": 512}]}
+    assert 'name="jupyter"' in render_form(opts, without_jupyter=True) and 'name="jupyter"' not in render_form(opts)
+    assert options_from_form({"plan": ["cpu-small"], "jupyter": ["off"]})["jupyter"] is False
+    assert options_from_form({"plan": ["cpu-small"], "jupyter": ["off", "on"]})["jupyter"] is True
+    assert "jupyter" not in options_from_form({"plan": ["cpu-small"]})

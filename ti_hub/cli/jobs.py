@@ -85,7 +85,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 SHOW_ORDER = ("id", "name", "display_name", "owner", "kind", "strategy", "status", "reason", "queue",
               "plan", "plan_id", "pool", "image", "command", "workers", "ps", "instances", "device_type", "devices_per_instance",
               "cpu_per_instance", "memory_mib_per_instance", "shm_mib", "env", "secret_env_names", "volumes", "ports",
-              "endpoints", "credential", "preemptible", "priority", "estimated_duration", "exit_code", "description",
+              "endpoints", "credential", "preemptible", "priority", "estimated_duration", "on_overrun", "exit_code", "description",
               "created_at", "queued_at", "started_at", "finished_at")
 
 

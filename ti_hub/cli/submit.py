@@ -82,11 +82,15 @@ def port_list(value: str) -> list[int]:
     return ports
 
 
+ENDPOINTS = ("ssh", "tensorboard")  # as the API takes them (ops/jobspec.py; not imported: the CLI stays light)
+
+
 def endpoint_list(value: str) -> list[str]:
     names = [v.strip() for v in value.split(",") if v.strip()]
     for n in names:
-        if n not in ("ssh", "jupyter", "tensorboard"):
-            raise argparse.ArgumentTypeError(f"{n!r} is not one of ssh, jupyter, tensorboard")
+        if n not in ENDPOINTS:
+            raise argparse.ArgumentTypeError(f"{n!r} is not one of {', '.join(ENDPOINTS)}" +
+                                             (" (Jupyter runs in workspaces, not jobs)" if n == "jupyter" else ""))
     return names
 
 
@@ -107,7 +111,7 @@ def build_submission(args: argparse.Namespace) -> dict[str, Any]:
             raise UsageError(f"job spec {args.from_file} must be a JSON object")
         body.update(spec)
     for field in ("name", "kind", "strategy", "workers", "ps", "image", "credential", "template",
-                  "description", "preemptible", "estimated_duration"):
+                  "description", "preemptible", "estimated_duration", "on_overrun"):
         value = getattr(args, field)
         if value is not None:
             body[field] = value
@@ -189,13 +193,15 @@ def register(sub: Any) -> None:
     p.add_argument("--port", action="append", type=port_list, metavar="PORT[,PORT]",
                    help="interactive port 40000-49999 (repeatable or a comma list)")
     p.add_argument("--endpoint", action="append", type=endpoint_list, metavar="NAME[,NAME]",
-                   help="ssh, jupyter or tensorboard (repeatable or a comma list)")
+                   help="ssh or tensorboard (repeatable or a comma list)")
     p.add_argument("--credential", metavar="NAME",
                    help="registry credential for a private image (`ti credential list`)")
     p.add_argument("--preemptible", action=argparse.BooleanOptionalAction, default=None,
                    help="may be preempted by higher-priority work")
     p.add_argument("--estimated-duration", type=duration, metavar="DURATION",
                    help="expected run time: seconds, or 30m, 2h, 1h30m")
+    p.add_argument("--on-overrun", choices=("alert", "stop"), default=None,
+                   help="past --estimated-duration: alert (the default: an alert in its history) or stop it")
     p.add_argument("--template", metavar="NAME", help="apply this template first; the fields given here win")
     p.add_argument("--description", metavar="TEXT", help="free text")
     p.add_argument("--from-file", metavar="SPEC.json",

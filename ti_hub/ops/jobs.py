@@ -38,7 +38,7 @@ PLAIN = ("id", "name", "display_name", "owner", "kind", "strategy", "status", "r
          "device_type", "devices_per_instance", "cpu_per_instance", "memory_mib_per_instance", "workers", "ps",
          "shm_mib", "image", "command", "description", "preemptible", "priority", "exit_code", "placement")
 SPEC_FIELDS = (("env", dict), ("volumes", list), ("ports", list), ("endpoints", list),
-               ("estimated_duration", lambda: None), ("warnings", list))
+               ("estimated_duration", lambda: None), ("warnings", list), ("on_overrun", lambda: None))
 TIMES = ("created_at", "queued_at", "started_at", "finished_at")
 QUEUE = ("queue_position", "estimated_start", "pinned_at")
 # what others with jobs:view-all see of a waiting job (JOB5): who, what state, how much, where in the queue --
@@ -87,6 +87,12 @@ def record(session: Session, job: m.Job, status: str, message: str = "", now: dt
     if status in st.FINAL or status == st.PAUSED:
         job.finished_at = now
     session.add(m.JobEvent(job_id=job.id, at=now, status=status, message=message))
+
+
+def alert(session: Session, job_id: int, message: str, now: dt.datetime | None = None) -> None:
+    """Every alert about a job goes through here (a late start, an overrun): today an ``alert`` event in its
+    history, where its owner, the pages and the CLI see it."""
+    session.add(m.JobEvent(job_id=job_id, at=now or utcnow(), status="alert", message=message))
 
 
 def find(session: Session, actor: Actor, ref: Any, manage: bool = False, summary: bool = False) -> m.Job:
@@ -288,6 +294,13 @@ def kill(session: Session, actor: Actor, ref: Any) -> dict[str, Any]:
     return render(job)
 
 
+def killed(session: Session, job: m.Job) -> None:
+    """A requested kill is done (the processes are gone): killed, saying by whom as the request did."""
+    if job.kind == "workspace":
+        job.placement = None  # as a stopped workspace: a restart is placed afresh
+    record(session, job, st.KILLED, job.reason.replace("kill requested", "killed") or "killed")
+
+
 def pause(session: Session, actor: Actor, ref: Any) -> dict[str, Any]:
     """JOB4: release the resources, keep the record; resume requeues it."""
     job = find(session, actor, ref, manage=True)
@@ -312,6 +325,7 @@ def resume(session: Session, actor: Actor, ref: Any, settings: OpsSettings) -> d
                          quotas.Limits(job.devices_per_instance * n, job.cpu_per_instance * n,
                                        job.memory_mib_per_instance * n), settings.compute_defaults)
     job.finished_at = None
+    job.started_at = None  # a new run: its declared duration counts from its new start (as after a preemption)
     job.exit_code = None
     job.placement = None
     job.backend_state = None
@@ -353,6 +367,8 @@ def submission_of(job: m.Job) -> dict[str, Any]:
             out["ps"] = job.ps
     if job.spec.get("estimated_duration"):
         out["estimated_duration"] = job.spec["estimated_duration"]
+    if job.spec.get("on_overrun"):
+        out["on_overrun"] = job.spec["on_overrun"]
     return out
 
 

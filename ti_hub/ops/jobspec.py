@@ -25,7 +25,10 @@ JOB_FIELDS = ("name", "description", "kind", "strategy", "workers", "ps", "plan"
               "template", "priority", "on_overrun")
 WORKSPACE_FIELDS = ("name", "display_name", "description", "plan", "image", "volumes", "env", "jupyter", "ssh",
                     "ports")
-ENDPOINTS = ("ssh", "jupyter", "tensorboard")
+ENDPOINTS = ("ssh", "tensorboard")
+# the job endpoint "jupyter" was accepted and did nothing; it is refused now, saying where Jupyter is
+NO_JUPYTER = ("endpoints: jupyter is not a job endpoint (it was removed): Jupyter runs in workspaces; a server of "
+              "the job's own is reached through an interactive port (ports)")
 MAX_DURATION = 366 * 24 * 3600
 
 
@@ -146,7 +149,7 @@ def parse_job(session: Session, actor: Actor, raw: dict[str, Any], settings: Ops
         "env": env,
         "volumes": parse_volumes(session, actor, data.get("volumes"), instances, plan),
         "ports": v.ports(data.get("ports")),
-        "endpoints": sorted({v.choice(e, "endpoints", ENDPOINTS) for e in _list(data.get("endpoints"), "endpoints")}),
+        "endpoints": _endpoints(data.get("endpoints")),
         "warnings": [warning] if warning else [],
     }
     if data.get("credential") is not None:
@@ -165,6 +168,13 @@ def parse_job(session: Session, actor: Actor, raw: dict[str, Any], settings: Ops
             raise Forbidden("only admins set priority (1-1000)", field="priority")
         out["priority"] = v.integer(data["priority"], "priority", 1, 1000)
     return out
+
+
+def _endpoints(value: Any) -> list[str]:
+    names = _list(value, "endpoints")
+    if "jupyter" in names:
+        raise v.ValidationError(NO_JUPYTER, field="endpoints")
+    return sorted({v.choice(e, "endpoints", ENDPOINTS) for e in names})
 
 
 def parse_workspace(session: Session, actor: Actor, data: dict[str, Any], settings: OpsSettings) -> dict[str, Any]:
@@ -187,6 +197,9 @@ def parse_workspace(session: Session, actor: Actor, data: dict[str, Any], settin
         "ports": v.ports(data.get("ports")),
         "warnings": [warning] if warning else [],
     }
+    if not (out["spec"]["jupyter"] or out["spec"]["ssh"]):
+        raise v.ValidationError("jupyter: a workspace without Jupyter is reached by SSH only: it needs ssh true",
+                                field="jupyter")
     return out
 
 

@@ -20,7 +20,7 @@ from ..domain.actor import Actor
 from ..domain.errors import Conflict, NotFound, ValidationError
 from . import jobspec, quotas, unixids
 from .common import lock_user, utcnow
-from .jobs import _insert, record, render
+from .jobs import _insert, killed, record, render
 from .settings import OpsSettings
 
 
@@ -97,7 +97,9 @@ def stop(session: Session, caller: Actor, owner: str, name: str, reason: str) ->
     job = _get(session, owner, name)
     if job is None or job.kind != "workspace":
         raise NotFound(f"workspace {owner}/{name} does not exist", field="name")
-    if job.status in st.ACTIVE:
+    if job.status == st.KILLING:  # the hub stopped it on the ti service's order (an admin's kill, the owner's)
+        killed(session, job)
+    elif job.status in st.ACTIVE:
         job.placement = None
         record(session, job, st.STOPPED, reason or "stopped")
     return render(job)

@@ -356,11 +356,15 @@ class TiService(Application):
         executor = self.loop_executor if scheduler else self.executor
         return await asyncio.get_running_loop().run_in_executor(executor, run)
 
+    def hub_auth(self) -> SealedStateHubOAuth:
+        """The singleton every HubOAuthenticated handler (and the OAuth callback) uses via .instance(); the loop
+        calls the hub's API with it too (a leader that serves no HTTP has one all the same)."""
+        return SealedStateHubOAuth.instance(parent=self, cache_max_age=300, state_key=self.fernet)
+
     def make_app(self) -> web.Application:
         prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/services/ti/")
         api_prefix = prefix.rstrip("/") + "/api/v1"
-        # the singleton every HubOAuthenticated handler (and the OAuth callback) uses via .instance()
-        hub_auth = SealedStateHubOAuth.instance(parent=self, cache_max_age=300, state_key=self.fernet)
+        hub_auth = self.hub_auth()
         settings = {
             "ti": self, "hub_auth": hub_auth, "api_prefix": api_prefix,
             "cookie_secret": self.cookie_secret, "static_path": str(Path(__file__).parent.parent / "static"),

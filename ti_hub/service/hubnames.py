@@ -15,10 +15,8 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
-from jupyterhub.utils import url_path_join
-from tornado.httpclient import AsyncHTTPClient, HTTPClientError
-
 from ..domain.errors import HubUnavailable
+from .hubapi import hub_fetch
 
 KINDS = {"user": "users", "group": "groups"}
 
@@ -41,18 +39,14 @@ class HubNames:
     async def exists(self, hub_auth: Any, kind: str, name: str) -> bool:
         if self.remembered(kind, name):
             return True
-        url = url_path_join(hub_auth.api_url, KINDS[kind], quote(name, safe=""))
-        try:
-            await AsyncHTTPClient().fetch(url, headers={"Authorization": f"token {hub_auth.api_token}"},
-                                          request_timeout=20)
-        except HTTPClientError as e:
-            if e.code == 404:
-                return False
-            if e.code == 403:
-                raise HubUnavailable(f"the ti service's hub token may not read {KINDS[kind]}: give its role "
-                                     f"'ti-service' the scope read:{KINDS[kind]}") from None
-            raise HubUnavailable(f"the hub did not answer whether {kind} {name!r} exists: {e}") from None
-        except OSError as e:
-            raise HubUnavailable(f"the hub did not answer whether {kind} {name!r} exists: {e}") from None
+        what = f"whether {kind} {name!r} exists"
+        code = await hub_fetch(hub_auth, "GET", f"{KINDS[kind]}/{quote(name, safe='')}", what)
+        if code == 404:
+            return False
+        if code == 403:
+            raise HubUnavailable(f"the ti service's hub token may not read {KINDS[kind]}: give its role "
+                                 f"'ti-service' the scope read:{KINDS[kind]}")
+        if code >= 400:
+            raise HubUnavailable(f"the hub did not answer {what}: HTTP {code}")
         self.remember(kind, name)
         return True

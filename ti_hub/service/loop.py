@@ -18,14 +18,16 @@ from sqlalchemy.orm import Session
 from ..backends.base import InstanceSpec, LaunchSpec, Mount, NodeCapacity
 from ..db import models as m
 from ..domain import states as st
+from ..domain.errors import HubUnavailable
 from ..ops import secretenv, unixids
-from ..ops.jobs import record
-from ..scheduler import core
+from ..ops.jobs import alert, killed, record
+from ..scheduler import core, overrun
 from ..scheduler.estimate import typical_durations
-from . import history, queueing
+from . import history, hubapi, queueing
 from .scoring import ScoreKeeper
 
 WORKSPACE_CHECK_INTERVAL = 2.0  # seconds between checks that running workspaces still have a process
+OVERRUN_CHECK_INTERVAL = 1.0  # seconds between checks of running jobs against their declared durations
 
 if TYPE_CHECKING:
     from .app import TiService
@@ -63,6 +65,10 @@ class JobRunner:
         self.phase_s: dict[str, float] = {}  # where the last admission's time went (for the slow-cycle log)
         self.last_history = float("-inf")  # when the last usage sample for the cluster page was taken
         self.last_ws_check = float("-inf")
+        self.last_overrun_check = float("-inf")
+        self.alerted_runs: set[tuple[int, Any]] = set()  # (job, its start): runs past their duration, alerted
+        # killed workspaces whose stop the hub is working on (the tasks are kept: the loop holds only weak ones)
+        self.ws_stopping: dict[int, asyncio.Future] = {}
 
     def poke(self) -> None:
         """Something changed (a submission, a kill, a workspace stop): schedule at once."""
@@ -130,6 +136,8 @@ class JobRunner:
         self.svc.ops_settings.nodes = nodes
         if nodes != self.last_nodes:
             self.last_nodes, self.dirty = nodes, True
+        if clock() - self.last_overrun_check >= OVERRUN_CHECK_INTERVAL:
+            await self.watch_overruns()
         if await self.stop_requested():
             self.dirty = True
         t.append(clock())
@@ -168,15 +176,39 @@ class JobRunner:
         self.scores.save(s, now)
 
     async def stop_requested(self) -> int:
-        jobs = await self.svc.db(lambda s: s.execute(select(m.Job.id, m.Job.backend_state).where(
-            m.Job.kind != "workspace", (m.Job.status.in_((st.KILLING, st.PAUSING)) | m.Job.preempted_by.is_not(None))
+        is_ws = m.Job.kind == "workspace"
+        jobs = await self.svc.db(lambda s: s.execute(select(m.Job.id, m.Job.kind, m.Job.owner, m.Job.name,
+                                                            m.Job.backend_state).where(
+            (~is_ws & (m.Job.status.in_((st.KILLING, st.PAUSING)) | m.Job.preempted_by.is_not(None)))
+            | (is_ws & (m.Job.status == st.KILLING))
         )).all(), readonly=True, scheduler=True)
+        done = 0
         for j in jobs:
+            if j.kind == "workspace":
+                if j.id not in self.ws_stopping:  # the hub may take a while: never hold up the cycle for it
+                    self.ws_stopping[j.id] = asyncio.ensure_future(self._stop_workspace(j.id, j.owner, j.name))
+                continue
             if j.backend_state:
                 await self.svc.backend.stop(j.id, j.backend_state)
                 await self.svc.backend.cleanup(j.id, j.backend_state)
             await self.svc.db(self._finish_stop, j.id, scheduler=True)
-        return len(jobs)
+            done += 1
+        return done
+
+    async def _stop_workspace(self, job_id: int, owner: str, name: str) -> None:
+        """A killed workspace: the hub owns its server, so the hub stops it; its spawner ends the process and
+        reports the stop, which records the kill (ops/workspaces.stop) and frees the devices. Recorded here too,
+        for a server the hub no longer had."""
+        try:
+            await hubapi.stop_server(self.svc.hub_auth(), owner, name)
+            await self.svc.db(self._finish_stop, job_id, scheduler=True)
+            self.poke()
+        except HubUnavailable as e:
+            self.log.warning("workspace %s/%s is still being killed: %s; asking again", owner, name, e)
+        except Exception:
+            self.log.exception("killing workspace %s/%s failed; asking again", owner, name)
+        finally:
+            self.ws_stopping.pop(job_id, None)
 
     @staticmethod
     def _finish_stop(s: Session, job_id: int) -> None:
@@ -184,11 +216,47 @@ class JobRunner:
         if j.preempted_by is not None and j.status in (st.RUNNING, st.SCHEDULING):
             queueing.requeue_preempted(s, job_id)
         elif j.status == st.KILLING:
-            record(s, j, st.KILLED, j.reason.replace("kill requested", "killed") or "killed")
+            killed(s, j)
         elif j.status == st.PAUSING:
             j.placement = None
             j.backend_state = None
             record(s, j, st.PAUSED, "paused: resources released; resume to requeue")
+
+    async def watch_overruns(self) -> None:
+        """JOB2: running jobs past their declared duration are alerted about (once a run) or stopped, as their
+        on_overrun says; stop_requested then stops them like any kill, on every backend."""
+        self.last_overrun_check = asyncio.get_running_loop().time()
+        now = self.clock()
+        rows = await self.svc.db(lambda s: s.execute(select(m.Job.id, m.Job.started_at, m.Job.estimated_duration)
+                                                     .where(m.Job.kind != "workspace", m.Job.status == st.RUNNING,
+                                                            m.Job.estimated_duration.is_not(None),
+                                                            m.Job.preempted_by.is_(None))).all(),
+                                 readonly=True, scheduler=True)
+        self.alerted_runs &= {(r.id, r.started_at) for r in rows}  # forget runs that ended
+        due = [r.id for r in rows if (r.id, r.started_at) not in self.alerted_runs and
+               overrun.past(queueing.epoch(r.started_at), r.estimated_duration, now)]
+        if due:  # the write lock only when there is something to write
+            alerted = await self.svc.db(self._overruns, due, now, scheduler=True)
+            self.alerted_runs |= {(r.id, r.started_at) for r in rows if r.id in alerted}
+
+    @staticmethod
+    def _overruns(s: Session, due: list[int], now: float) -> set[int]:
+        """Alert or stop; returns the jobs whose run has had its alert (it runs on, and is not read again)."""
+        # an alert this run: one written since it started (a wait alert comes before the start); read here, not
+        # only remembered, so that a restarted service does not alert twice
+        alerted = set(s.scalars(select(m.JobEvent.job_id).join(m.Job, m.Job.id == m.JobEvent.job_id).where(
+            m.JobEvent.job_id.in_(due), m.JobEvent.status == "alert", m.JobEvent.at >= m.Job.started_at)))
+        for j in s.scalars(select(m.Job).where(m.Job.id.in_(due), m.Job.status == st.RUNNING)):
+            what = overrun.decide(queueing.epoch(j.started_at), j.estimated_duration,
+                                  j.spec.get("on_overrun", overrun.ALERT), now, j.id in alerted)
+            if what is None:
+                continue
+            if what[0] == overrun.STOP:
+                record(s, j, st.KILLING, f"kill requested: {what[1]}")
+            else:
+                alert(s, j.id, what[1], queueing.from_epoch(now))
+                alerted.add(j.id)
+        return alerted
 
     async def watch_workspaces(self) -> int:
         """Running workspaces whose process is gone (the hub died with them, a crash) are recorded stopped, so

@@ -22,7 +22,7 @@ from ..db import models as m
 from ..domain import states as st
 from ..domain.errors import Conflict
 from ..domain.mounts import HeldMount, MountRequest, check_conflicts
-from ..ops.jobs import LIST_COLUMNS, record
+from ..ops.jobs import LIST_COLUMNS, alert, record
 from ..ops.quotas import Limits, resolve_limit
 from ..scheduler import core
 from ..scheduler.estimate import Holding, estimate_starts, expected_duration, units_of
@@ -359,7 +359,7 @@ def apply(s: Session, dec: Decisions) -> None:
         for j in s.scalars(select(m.Job).where(m.Job.id.in_(list(dec.alerts)))):
             if j.status == st.QUEUED and not j.wait_alerted:
                 j.wait_alerted = True
-                s.add(m.JobEvent(job_id=j.id, at=now, status="alert", message=dec.alerts[j.id]))
+                alert(s, j.id, dec.alerts[j.id], now)
 
 
 def requeue_preempted(s: Session, job_id: int) -> None:

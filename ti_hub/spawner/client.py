@@ -13,6 +13,7 @@ from tornado.ioloop import IOLoop
 # tornado's shared client allows 10 requests at once and queues the rest: with a hundred spawns asking for
 # admission and polling the queue, each call would wait behind the others. One client of our own per loop.
 MAX_CLIENTS = 256
+DEFAULT_NAME = "default"  # the TiHub name of a user's default (unnamed) server
 _clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 

@@ -16,7 +16,9 @@ def name_problem(name: str) -> str | None:
     return f"{name!r} cannot name a workspace: workspace names are {v.NAME_RULE}."
 
 
-def render_form(options: dict[str, Any], name: str = "default", home_url: str = "/hub/home") -> str:
+def render_form(options: dict[str, Any], name: str = "default", home_url: str = "/hub/home",
+                without_jupyter: bool = False) -> str:
+    """``without_jupyter``: the spawner can start SSH-only workspaces (offer to leave Jupyter out)."""
     problem = name_problem(name)
     rows = [f'<p id="ti-ws-name">Workspace name: <strong>{escape(name)}</strong></p>']
     if problem:
@@ -68,6 +70,10 @@ def render_form(options: dict[str, Any], name: str = "default", home_url: str = 
     # a hidden "off" first: an unticked checkbox sends nothing, and nothing must not mean "no SSH" for API starts
     rows.append('<input type="hidden" name="ssh" value="off"><div class="checkbox"><label><input type="checkbox" '
                 'name="ssh" value="on" checked> SSH access (with your keys from the account page)</label></div>')
+    if without_jupyter:
+        rows.append('<input type="hidden" name="jupyter" value="off"><div class="checkbox"><label><input '
+                    'type="checkbox" name="jupyter" value="on" checked> Jupyter server (untick for a workspace '
+                    'reached by SSH only)</label></div>')
     rows.append('<p class="help-block">Files outside mounted volumes and your home directory are ephemeral: '
                 'they are gone when the workspace stops.</p>')
     return "\n".join(rows)
@@ -99,6 +105,7 @@ def options_from_form(formdata: dict[str, list[str]]) -> dict[str, Any]:
     if env:
         out["env"] = env
     # the form sends "off" (hidden) and "on" when ticked; an API start without the field gets the default (on)
-    if formdata.get("ssh"):
-        out["ssh"] = "on" in formdata["ssh"]
+    for key in ("ssh", "jupyter"):
+        if formdata.get(key):
+            out[key] = "on" in formdata[key]
     return out

@@ -25,6 +25,7 @@ from ..backends.local import LocalBackend, jobdir, launcher, limits, procs, sand
 from .mixin import TiSpawnerMixin
 
 _BACKEND: LocalBackend | None = None
+SSH_ONLY = "ti_hub.spawner.sshonly"
 
 
 class TiLocalSpawner(TiSpawnerMixin, LocalProcessSpawner):
@@ -35,6 +36,8 @@ class TiLocalSpawner(TiSpawnerMixin, LocalProcessSpawner):
     stop_grace = Float(10.0, config=True, help="Seconds a stopping workspace gets between SIGTERM and SIGKILL.")
     disk_limit_gib = Float(20.0, config=True, help="Most GiB a workspace's /tmp and scratch volumes may hold; "
                                                    "past it the workspace is stopped. 0: no limit.")
+
+    runs_without_jupyter = True
 
     @default("cmd")
     def _default_cmd(self):
@@ -93,7 +96,8 @@ class TiLocalSpawner(TiSpawnerMixin, LocalProcessSpawner):
         cgroups = backend.cgroups_usable()
         env = self.get_env()
         env.update(self.ti_env(ws))
-        argv = [*self.cmd, *self.get_args()]
+        # an SSH-only workspace (jupyter: false) runs a one-page placeholder where the hub expects Jupyter
+        argv = [*self.cmd, *self.get_args()] if ws.get("jupyter", True) else [sys.executable, "-m", SSH_ONLY]
         self._ti_record = await asyncio.to_thread(self._prepare_and_spawn, ws, bwrap, cgroups, env, argv)
         self.pid = self._ti_record["pid"]
         return (self.ip or "127.0.0.1", self.port)

@@ -19,9 +19,7 @@ from .. import scopes as S
 from ..domain.errors import ValidationError
 from ..magics import AUTOLOAD_FILE
 from . import form
-from .client import TiServiceError, call, ws_path
-
-DEFAULT_NAME = "default"
+from .client import DEFAULT_NAME, TiServiceError, call, ws_path
 
 
 def refusal(status: int, text: str) -> web.HTTPError:
@@ -38,6 +36,9 @@ class TiSpawnerMixin(Configurable):
     admission_poll_interval = Float(0.5, config=True,
                                     help="Most seconds between admission checks while queued (the first checks "
                                          "come sooner: an idle cluster admits within a scheduler cycle).")
+
+    # whether ``launch`` starts an SSH-only workspace (jupyter: false) when asked; else such a start is refused
+    runs_without_jupyter = False
 
     # -- naming ---------------------------------------------------------------------------------------------
     @property
@@ -60,7 +61,7 @@ class TiSpawnerMixin(Configurable):
         query = urlencode({"groups": ",".join(g.name for g in self.user.groups),
                            "scopes": ",".join(self.owner_scopes())})
         opts = await self._call("GET", f"/workspace-options/{quote(self.user.name, safe='')}?{query}")
-        return form.render_form(opts, self.ti_name, self.hub.base_url + "home")
+        return form.render_form(opts, self.ti_name, self.hub.base_url + "home", self.runs_without_jupyter)
 
     def options_from_form(self, formdata):
         problem = form.name_problem(self.ti_name)  # before the spawn, not from inside it
@@ -95,6 +96,9 @@ class TiSpawnerMixin(Configurable):
             raise refusal(400, problem)
         groups = [g.name for g in self.user.groups]
         options = dict(self.user_options or {})
+        if options.get("jupyter") is False and not self.runs_without_jupyter:
+            raise refusal(400, "jupyter: a workspace without Jupyter (SSH only) runs on the embedded platform "
+                                 "only; here every workspace runs Jupyter (SSH reaches it too)")
         self._emit(5, "asking TiHub for admission (validation, quota, mount rules)")
         try:
             ws = await self._call("POST", ws_path(self.user.name, self.ti_name),

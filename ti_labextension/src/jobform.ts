@@ -65,7 +65,7 @@ export class JobForm {
   private command = h('textarea', { name: 'command', rows: 3, required: true, placeholder: 'python3 train.py' });
   private env = h('textarea', { name: 'env', rows: 2, placeholder: 'KEY=VALUE, one per line' });
   private ports = h('input', { name: 'ports', placeholder: '40000, 40001' });
-  private endpoints: HTMLInputElement[] = ['ssh', 'jupyter', 'tensorboard'].map(e =>
+  private endpoints: HTMLInputElement[] = ['ssh', 'tensorboard'].map(e =>
     h('input', { type: 'checkbox', name: 'endpoints', value: e })
   );
   private duration = h('input', { name: 'estimated_duration', placeholder: '90m' });

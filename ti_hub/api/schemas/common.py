@@ -48,7 +48,10 @@ def nullable(schema: Schema) -> Schema:
         if schema.get("description"):
             out["description"] = schema["description"] + ", or null"
         return out
-    return {**schema, "type": [*(t if isinstance(t, list) else [t]), "null"]}
+    out = {**schema, "type": [*(t if isinstance(t, list) else [t]), "null"]}
+    if "enum" in schema and None not in schema["enum"]:  # an enum checks values: null is one of them too
+        out["enum"] = [*schema["enum"], None]
+    return out
 
 
 def _bounded(kind: str, lo: float | None, hi: float | None, description: str | None) -> Schema:

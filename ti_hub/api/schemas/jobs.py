@@ -27,7 +27,8 @@ MOUNT_REQUEST = obj({"volume": ref("volume", 320), "mount_path": string(255, des
                      "read_only": BOOL}, ["volume"])
 VOLUMES = nullable(array(MOUNT_REQUEST, maxItems=32))
 ENDPOINT_LIST = {"anyOf": [array(enum(ENDPOINTS)), string(100), {"type": "null"}],
-                 "description": "a list of: ssh, jupyter, tensorboard; or a comma-separated string of them"}
+                 "description": "a list of: ssh, tensorboard; or a comma-separated string of them (Jupyter "
+                                "runs in workspaces, not jobs)"}
 WORKERS = nullable(integer(0, description="instances of a distributed job: all-reduce 2 or more, parameter "
                                           "server 1 or more; at most TiService.max_workers (64)"))
 PS = nullable(integer(0, description="parameter servers (strategy ps): 1 or more, at most TiService.max_ps (16)"))
@@ -84,6 +85,7 @@ JOB_FIELDS = {
     "preemptible": BOOL, "priority": INT, "exit_code": nullable(INT), "placement": nullable({"type": "object"}),
     "instances": COUNT, "env": obj({}, extra=STR), "secret_env_names": array(STR), "volumes": array(MOUNT), "ports": array(INT),
     "endpoints": array(STR), "estimated_duration": nullable(INT), "warnings": array(STR),
+    "on_overrun": nullable(enum(("alert", "stop"))),
     "created_at": TIME, "queued_at": MAYBE_TIME, "started_at": MAYBE_TIME, "finished_at": MAYBE_TIME,
     "queue": QUEUE_PLACE,
     # the detail adds the history; for the owner, the endpoint URLs and TensorBoards (JOB6)
