@@ -15,6 +15,7 @@ from ..domain import validation as v
 from ..domain.actor import Actor
 from ..domain.errors import Forbidden
 from ..domain.mounts import MountRequest, check_request
+from ..storage import personal
 from . import images, plans, secretenv, volumes
 from .settings import OpsSettings
 
@@ -56,6 +57,10 @@ def parse_volumes(session: Session, actor: Actor, value: Any, instances: int) ->
         ro = v.boolean(item.get("read_only", vol.kind in ("bucket", "dataset") or mode == "ro"), f"{f}.read_only")
         if path in paths or any(path.startswith(p + "/") or p.startswith(path + "/") for p in paths):
             raise v.ValidationError(f"{f}.mount_path {path} overlaps another mount", field=f"{f}.mount_path")
+        if (mine := personal.clash(path, actor.name)) is not None:
+            raise v.ValidationError(f"{f}.mount_path {path} overlaps your {personal.WHAT[mine]} "
+                                    f"{personal.mount_path(mine, actor.name)}, mounted in every workspace and job; "
+                                    "pick another path", field=f"{f}.mount_path")
         paths.add(path)
         check_request(MountRequest(vol.id, f"{vol.owner}/{vol.name}", vol.kind, ro), mode or "ro", instances,
                       f"{f}.read_only")

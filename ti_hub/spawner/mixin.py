@@ -19,6 +19,7 @@ from .. import scopes as S
 from ..domain import validation as v
 from ..domain.errors import ValidationError
 from ..magics import AUTOLOAD_FILE
+from ..storage import personal
 from . import form
 from .client import TiServiceError, call, ws_path
 
@@ -120,6 +121,9 @@ class TiSpawnerMixin(Configurable):
             # the workspace runs this very installation: its IPython kernels load the notebook magics
             # (ti_hub/magics/autoload.py); a PYTHONSTARTUP of the user's own wins
             env.setdefault("PYTHONSTARTUP", AUTOLOAD_FILE)
+        # STO8: where the owner's work and archive directories are mounted
+        env.update({personal.ENV[mnt["kind"]]: mnt["mount_path"] for mnt in ws.get("mounts", [])
+                    if mnt["kind"] in personal.KINDS})
         env.update({
             "CUDA_VISIBLE_DEVICES": ",".join(map(str, devices)),
             "TI_API_URL": self.ti_public_api_url or self.ti_api_url,

@@ -30,7 +30,8 @@ PLAN_QUERY = {"kind": Param(enum(st.KINDS), "only plans for this kind of work"),
 LIMITS = answer({"devices": COUNT, "cpu": NUM, "memory_mib": COUNT})
 MY_QUOTA = answer({"user": STR,
                    "compute": array(answer({"kind": STR, "device_type": STR, "limit": LIMITS, "used": LIMITS})),
-                   "storage": array(answer({"kind": STR, "limit_gib": COUNT, "used_gib": COUNT}))}, title="MyQuota")
+                   "storage": array(answer({"kind": STR, "limit_gib": COUNT, "used_gib": COUNT})),
+                   "personal": answer({"work": STR, "archive": STR})}, title="MyQuota")
 COMPUTE_QUOTA = answer({"user": STR, "kind": STR, "device_type": STR, "devices": COUNT, "cpu": NUM,
                         "memory_mib": COUNT}, title="ComputeQuota")
 STORAGE_QUOTA = answer({"user": STR, "kind": STR, "capacity_gib": COUNT}, title="StorageQuota")

@@ -21,7 +21,7 @@ ADMIT = obj({"groups": nullable(array(string(255))), "options": nullable(WORKSPA
             description="the owner's groups and hub scopes, and the options of the spawn form")
 RUNNING = obj({"state": nullable({"type": "object", "description": "where the workspace runs (backend state)"})})
 STOPPED = obj({"reason": nullable(string(500))})
-MOUNT_SOURCE = answer({"source": STR, "kind": STR, "mount_path": STR, "read_only": BOOL})
+MOUNT_SOURCE = answer({"source": STR, "kind": STR, "mount_path": STR, "read_only": BOOL, "claim": STR})
 WORKSPACE = answer({**JOB_FIELDS, "jupyter": BOOL, "unix_uid": nullable(INT), "mounts": array(MOUNT_SOURCE)},
                    ["queue", "events", "endpoint_urls", "tensorboards"], title="Workspace")
 FORM_CHOICES = answer({"plans": array(PLAN), "images": array(IMAGE), "volumes": array(VOLUME)}, title="FormChoices")
