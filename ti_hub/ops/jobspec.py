@@ -14,7 +14,7 @@ from ..db import models as m
 from ..domain import validation as v
 from ..domain.actor import Actor
 from ..domain.errors import Forbidden
-from ..domain.mounts import MountRequest, check_request
+from ..domain.mounts import MountRequest, check_capacity, check_request, over_capacity_reason
 from ..storage import personal
 from . import images, plans, secretenv, volumes
 from .settings import OpsSettings
@@ -40,7 +40,9 @@ def merge_template(session: Session, actor: Actor, data: dict[str, Any]) -> dict
     return merged
 
 
-def parse_volumes(session: Session, actor: Actor, value: Any, instances: int) -> list[dict[str, Any]]:
+def parse_volumes(session: Session, actor: Actor, value: Any, instances: int, *, workspace: bool = False
+                  ) -> list[dict[str, Any]]:
+    """``workspace``: a workspace may mount a volume over its capacity read-write (to clean it up); jobs not."""
     if value is None:
         return []
     if not isinstance(value, list):
@@ -62,8 +64,11 @@ def parse_volumes(session: Session, actor: Actor, value: Any, instances: int) ->
                                     f"{personal.mount_path(mine, actor.name)}, mounted in every workspace and job; "
                                     "pick another path", field=f"{f}.mount_path")
         paths.add(path)
-        check_request(MountRequest(vol.id, f"{vol.owner}/{vol.name}", vol.kind, ro), mode or "ro", instances,
-                      f"{f}.read_only")
+        req = MountRequest(vol.id, f"{vol.owner}/{vol.name}", vol.kind, ro)
+        check_request(req, mode or "ro", instances, f"{f}.read_only")
+        if vol.over_capacity_since is not None and not workspace:
+            check_capacity([req], {vol.id: over_capacity_reason(req.volume_label, vol.used_bytes or 0,
+                                                                vol.capacity_gib)}, f"{f}.volume")
         out.append({"volume_id": vol.id, "volume": f"{vol.owner}/{vol.name}", "kind": vol.kind,
                     "mount_path": path, "read_only": ro})
     return out
@@ -166,7 +171,7 @@ def parse_workspace(session: Session, actor: Actor, data: dict[str, Any], settin
     out["command"] = ""
     out["spec"] = {
         "env": v.env(data.get("env")),
-        "volumes": parse_volumes(session, actor, data.get("volumes"), 1),
+        "volumes": parse_volumes(session, actor, data.get("volumes"), 1, workspace=True),
         "jupyter": v.boolean(data.get("jupyter", True), "jupyter"),
         "ssh": v.boolean(data.get("ssh", True), "ssh"),
         "ports": v.ports(data.get("ports")),

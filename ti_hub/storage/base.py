@@ -38,8 +38,9 @@ class VolumeDriver(LoggingConfigurable):
         """Grow the volume to ``new_gib`` online. By default capacity is TiHub's quota alone: nothing to do."""
         return
 
-    def usage_bytes(self, volume_id: int) -> int | None:
-        """Bytes in use, or None where the driver cannot tell (the API then shows ``used_bytes: null``)."""
+    def usage_bytes(self, volume_id: int, max_files: int = 100_000) -> int | None:
+        """Bytes in use, or None where the driver cannot tell (the API then shows ``used_bytes: null``);
+        a driver that counts files may stop after ``max_files``."""
         raise NotImplementedError
 
     def browse(self, volume_id: int, rel: str = "", limit: int = 1000) -> dict[str, Any]:

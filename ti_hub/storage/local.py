@@ -1,7 +1,7 @@
 """Volumes as directories under the data directory (the embedded default).
 
-Capacity is a quota on what users ask for, not a filesystem limit: a local directory cannot be
-capped without a dedicated filesystem, so usage is measured and shown against capacity instead.
+Capacity is a quota on what users ask for, not a filesystem limit: a local directory cannot be capped without
+a dedicated filesystem, so usage is measured and enforced by the service instead (service/volumeusage.py).
 
 Each user's personal directories (STO8) are ``personal/work/USER`` and ``personal/archives/USER``; the backend
 and the spawner make them, owned by the user's uid, when the user's work starts (``userdirs.private_dir``).

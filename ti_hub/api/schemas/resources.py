@@ -49,7 +49,8 @@ USER_QUERY = {"user": Param(USERNAME, "another user (custom:ti:users:manage)")}
 SHARE = answer({"id": ID, "kind": enum(("user", "group")), "grantee": STR, "mode": enum(("ro", "rw"))})
 VOLUME_FIELDS = {"id": ID, "owner": STR, "name": STR, "kind": STR, "capacity_gib": COUNT, "cluster": STR,
                  "description": STR, "public": BOOL, "source_volume_id": nullable(ID), "created_at": TIME,
-                 "shares": array(SHARE), "access": nullable(enum(("ro", "rw")))}
+                 "shares": array(SHARE), "access": nullable(enum(("ro", "rw"))),
+                 "over_capacity": BOOL}
 VOLUME = answer(VOLUME_FIELDS, title="Volume")
 VOLUME_DETAIL = answer({**VOLUME_FIELDS, "used_bytes": nullable(COUNT), "mounted_by": array(STR)},
                        title="VolumeDetail")
