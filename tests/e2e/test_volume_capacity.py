@@ -46,8 +46,15 @@ def test_a_volume_written_past_its_capacity_refuses_new_writers(chub):
     # reading it is fine
     r = job(u, "cap-read", "ls /mnt/fill", {**rw, "read_only": True})
     assert r.status_code == 201, r.text
+    # a job submitted before (here: paused, then resumed) waits at admission, saying why
+    u.ok("POST", f"/jobs/{writer['id']}/pause")
+    u.wait_job(writer["id"], states=("paused",), timeout=60)
+    u.ok("POST", f"/jobs/{writer['id']}/resume")
+    wait(lambda: (j := u.ok("GET", f"/jobs/{writer['id']}"))["status"] == "queued"
+         and "over its capacity" in j["reason"], 30, "the resumed writer to wait for room")
     # grown past what it holds, it takes writers again at once
     assert u.ok("PATCH", f"/volumes/{vol['id']}", json={"capacity_gib": 2})["over_capacity"] is False
     r = job(u, "cap-more", "true", rw)
     assert r.status_code == 201, r.text
+    u.wait_job(writer["id"], states=("running",), timeout=60)
     u.api("POST", f"/jobs/{writer['id']}/kill")
