@@ -308,6 +308,8 @@ def test_a_workspace_pod_mounts_its_volumes_claims(shub, k8s_cluster):
     env = {e["name"]: e.get("value") for e in c["env"]}
     assert (env["TI_WORK_DIR"], env["TI_ARCHIVE_DIR"]) == (f"/mnt/{admin.name}", f"/archives/{admin.name}")
     bound(k8s_cluster, work, HUB_NS), bound(k8s_cluster, archive, HUB_NS)
+    # Jupyter and its terminals open in the work directory: the image's home does not outlive the pod
+    assert c["workingDir"] == env["JUPYTERHUB_ROOT_DIR"] == f"/mnt/{admin.name}"
     # the volume says who holds it
     assert any(f"{admin.name}/with-notes" in h for h in admin.ok("GET", f"/volumes/{vol['id']}")["mounted_by"])
     admin.hub_api("DELETE", f"/users/{admin.name}/servers/with-notes")

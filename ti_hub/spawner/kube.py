@@ -66,8 +66,13 @@ class TiKubeSpawner(TiSpawnerMixin, KubeSpawner):
         mounts = [Mount("", v["mount_path"], bool(v["read_only"]), v["kind"], v["volume_id"], v.get("volume", ""))
                   for v in ws.get("volumes", []) if v["kind"] != "local"]
         # STO8: the owner's work and archive directories, as the ti service's volume driver made them
-        mounts += [Mount("", v["mount_path"], False, v["kind"], claim=v["claim"]) for v in ws.get("mounts", [])
-                   if v["kind"] in personal.KINDS and v.get("claim")]
+        mine = [Mount("", v["mount_path"], False, v["kind"], claim=v["claim"]) for v in ws.get("mounts", [])
+                if v["kind"] in personal.KINDS and v.get("claim")]
+        mounts += mine
+        work = [m.mount_path for m in mine if m.kind == "work"]
+        if work:
+            # the pod's home is the image's and goes with the pod: open Jupyter and terminals where files persist
+            self.notebook_dir = self.working_dir = work[0]
         scratch = [v["mount_path"] for v in ws.get("volumes", []) if v["kind"] == "local"]
         self.volumes, self.volume_mounts = ob.volumes(mounts, scratch, int(ws.get("shm_mib") or 0))
         # KubeSpawner builds the security contexts from these; the dicts add what it has no trait for
