@@ -200,6 +200,7 @@ def test_account_page_manages_ssh_keys(phub):
     html = page(u, "account")
     assert 'id="my-quota"' in html and 'id="token-link"' in html and 'href="/hub/token"' in html
     assert "<td>jobs:submit</td>" in html  # my permissions, from the preset User role
+    assert f"<code>/mnt/{u.name}</code>" in html and f"<code>/archives/{u.name}</code>" in html  # STO8
     html = submit(u, "account", action="add-key", name="laptop", key=KEY)
     assert "Key laptop added" in html and "<td>laptop</td>" in html
     key_id = u.ok("GET", "/keys")["items"][0]["id"]

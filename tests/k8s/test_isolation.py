@@ -398,7 +398,9 @@ def test_no_pod_tihub_makes_for_a_user_reads_another_users_volume_or_any_secret(
                                          "workers": 2, "command": "sleep 1000", "volumes": mounts})
     r = bob.hub_api("POST", f"/users/{bob.name}/servers/desk", json={"plan": "iso-cpu", "volumes": mounts})
     assert r.status_code in (201, 202), r.text
-    wanted = {claim[own["id"]]: False, claim[lent["id"]]: True}
+    # and his own work and archive directories (STO8), never alice's
+    wanted = {claim[own["id"]]: False, claim[lent["id"]]: True,
+              ob.personal_claim_name("work", bob.name): False, ob.personal_claim_name("archive", bob.name): False}
 
     def bobs_pods():
         pods = [p for p in objects(k8s_cluster, "pods") if p["metadata"]["uid"] not in before]

@@ -296,14 +296,67 @@ def test_a_workspace_pod_mounts_its_volumes_claims(shub, k8s_cluster):
     p = wait(lambda: (x := pod()) and x["status"].get("phase") == "Running" and x, timeout=60, what="the pod")
     vols = {v["name"]: v for v in p["spec"]["volumes"]}
     claims = [v["persistentVolumeClaim"] for v in vols.values() if "persistentVolumeClaim" in v]
-    assert [c["claimName"] for c in claims] == [claim_name] and not claims[0].get("readOnly")
+    work, archive = (ob.personal_claim_name(k, admin.name) for k in ("work", "archive"))
+    assert sorted(c["claimName"] for c in claims) == sorted([claim_name, work, archive])
+    assert not any(c.get("readOnly") for c in claims)
     (c,) = [c for c in p["spec"]["containers"] if c["name"] == "notebook"]
     mount = next(m for m in c["volumeMounts"] if m["mountPath"] == "/mnt/notes")
     assert "persistentVolumeClaim" in vols[mount["name"]] and not mount.get("readOnly")
+    # STO8: the owner's work and archive directories, made by TiHub at the start, and where the code reads them
+    assert mounted_claims(p, c) == {f"/mnt/{admin.name}": work, f"/archives/{admin.name}": archive,
+                                    "/mnt/notes": claim_name}
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert (env["TI_WORK_DIR"], env["TI_ARCHIVE_DIR"]) == (f"/mnt/{admin.name}", f"/archives/{admin.name}")
+    bound(k8s_cluster, work, HUB_NS), bound(k8s_cluster, archive, HUB_NS)
+    # Jupyter and its terminals open in the work directory: the image's home does not outlive the pod
+    assert c["workingDir"] == env["JUPYTERHUB_ROOT_DIR"] == f"/mnt/{admin.name}"
     # the volume says who holds it
     assert any(f"{admin.name}/with-notes" in h for h in admin.ok("GET", f"/volumes/{vol['id']}")["mounted_by"])
     admin.hub_api("DELETE", f"/users/{admin.name}/servers/with-notes")
     wait(lambda: pod() is None, timeout=60, what="the pod to go")
+
+
+def mounted_claims(pod: dict, container: dict) -> dict[str, str]:
+    """mount path -> claim name, for the container's claim mounts."""
+    vols = {v["name"]: v for v in pod["spec"]["volumes"]}
+    return {m["mountPath"]: vols[m["name"]]["persistentVolumeClaim"]["claimName"] for m in container["volumeMounts"]
+            if "persistentVolumeClaim" in vols[m["name"]]}
+
+
+def test_each_user_gets_a_work_and_an_archive_claim_mounted_into_their_jobs(shub, k8s_cluster):
+    """STO8: made by TiHub when the user first starts something, bound, kept between jobs, the owner's only."""
+    u, other = shub.person("pdir"), shub.person("pdirother")
+    work, archive = (ob.personal_claim_name(k, u.name) for k in ("work", "archive"))
+    assert claim(k8s_cluster, work, HUB_NS) is None and claim(k8s_cluster, archive, HUB_NS) is None
+    assert u.ok("GET", "/quota")["personal"] == {"work": f"/mnt/{u.name}", "archive": f"/archives/{u.name}"}
+    first: dict[str, str] = {}
+    for i in range(2):
+        job = u.ok("POST", "/jobs", json={"name": f"pdir-{i}", "plan": "cpu-small", "image": "python-cpu",
+                                          "command": "ls $TI_WORK_DIR"})
+        pod = wait(lambda: (ps := json.loads(k8s_cluster.kubectl(
+            "get", "pods", "-n", HUB_NS, "-l", f"{ob.LABEL_JOB_ID}={job['id']}", "-o", "json").stdout)["items"])
+            and ps[0], timeout=60, what="the job's pod")
+        (c,) = pod["spec"]["containers"]
+        assert mounted_claims(pod, c) == {f"/mnt/{u.name}": work, f"/archives/{u.name}": archive}
+        env = {e["name"]: e.get("value") for e in c["env"]}
+        assert (env["TI_WORK_DIR"], env["TI_ARCHIVE_DIR"]) == (f"/mnt/{u.name}", f"/archives/{u.name}")
+        for name, gib in ((work, 10), (archive, 50)):
+            pvc = bound(k8s_cluster, name, HUB_NS)
+            assert first.setdefault(name, pvc["metadata"]["uid"]) == pvc["metadata"]["uid"]  # the same claim, not a new one: the files persist
+            assert pvc["spec"]["storageClassName"] == CLASSES["filesystem"]
+            assert pvc["spec"]["accessModes"] == ["ReadWriteMany"]
+            assert pvc["spec"]["resources"]["requests"]["storage"] == f"{gib}Gi"
+            assert pvc["metadata"]["labels"][ob.LABEL_OWNER] == ob.label_value(u.name)
+        u.api("POST", f"/jobs/{job['id']}/kill")
+    # another user's job mounts their own claims, never these
+    job = other.ok("POST", "/jobs", json={"name": "pdir-x", "plan": "cpu-small", "image": "python-cpu",
+                                          "command": "true"})
+    pod = wait(lambda: (ps := json.loads(k8s_cluster.kubectl(
+        "get", "pods", "-n", HUB_NS, "-l", f"{ob.LABEL_JOB_ID}={job['id']}", "-o", "json").stdout)["items"])
+        and ps[0], timeout=60, what="the other job's pod")
+    assert set(mounted_claims(pod, pod["spec"]["containers"][0]).values()) == {
+        ob.personal_claim_name("work", other.name), ob.personal_claim_name("archive", other.name)}
+    other.api("POST", f"/jobs/{job['id']}/kill")
 
 
 def test_tensorboard_for_a_jobs_logdir_is_a_pod_reading_its_claim(shub, k8s_cluster):

@@ -672,3 +672,10 @@ def test_redirects_and_a_missing_service_are_not_followed(env, capsys, monkeypat
     monkeypatch.setattr(Handler, "do_GET", answer)
     code, _, err = run(capsys, "me")
     assert code == 3 and says in err
+
+
+def test_volume_size_says_when_a_volume_is_over_its_capacity():
+    from ti_hub.cli.storage import size_of
+
+    assert size_of({"capacity_gib": 1, "used_bytes": 3 << 29, "over_capacity": True}).endswith("/1G OVER")
+    assert not size_of({"capacity_gib": 1, "over_capacity": False}).endswith("OVER")

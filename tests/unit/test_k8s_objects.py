@@ -243,3 +243,23 @@ def test_pin_policy_matches_only_tihubs_job_pods_in_its_namespace():
     probe = ob.pin_probe(ob.KubeSettings(namespace="users"))
     assert probe["metadata"]["labels"][ob.COMPLETION_INDEX] == "0"
     assert probe["metadata"]["annotations"][ob.ANN_PLACEMENT] == ob.PIN_PROBE_NODE
+
+
+def test_personal_directories_mount_their_claims_and_a_host_directory_never():
+    """STO8: a personal directory is mounted by its claim; one a local driver describes (a host path, no claim)
+    cannot reach a pod and is left out rather than turned into a hostPath."""
+    from ti_hub.storage.k8s import KubernetesVolumeDriver
+
+    work, archive = KubernetesVolumeDriver(namespace="ns").personal_mounts("alice")
+    assert (work.mount_path, archive.mount_path) == ("/mnt/alice", "/archives/alice")
+    assert work.claim == ob.personal_claim_name("work", "alice") != ob.personal_claim_name("work", "alicf")
+    host = Mount("/srv/ti/personal/work/alice", "/mnt/alice", False, "work")
+    vols, mounts = ob.volumes([work, archive, host], [], 0)
+    assert [v["persistentVolumeClaim"]["claimName"] for v in vols] == [work.claim, archive.claim]
+    assert [m["mountPath"] for m in mounts] == ["/mnt/alice", "/archives/alice"] and "/srv" not in repr(vols)
+    claim = KubernetesVolumeDriver(namespace="ns", storage_classes={"filesystem": "cephfs"}).personal_claim(
+        "archive", "alice")
+    assert claim["spec"] == {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "50Gi"}},
+                             "storageClassName": "cephfs"}
+    with pytest.raises(Exception, match="personal_capacity_gib"):
+        KubernetesVolumeDriver(personal_capacity_gib={"work": 0, "archive": 5})

@@ -424,3 +424,17 @@ def test_read_tail_of_missing_and_short_files(tmp_path):
     p.write_text("a\nb\nc")
     assert logfiles.read_tail(str(p), n=2) == ("b\nc", 5)
     assert logfiles.read_tail(str(p), n=10) == ("a\nb\nc", 5)
+
+
+def test_a_volume_over_its_capacity_refuses_writers_only():
+    from ti_hub.domain.errors import Conflict
+    from ti_hub.domain.mounts import MountRequest, check_capacity, over_capacity_reason
+
+    reason = over_capacity_reason("al/data", 3 << 29, 1)
+    assert reason.startswith("volume al/data holds 1.50 GiB, over its capacity of 1 GiB")
+    over = {7: reason}
+    check_capacity([MountRequest(7, "al/data", "filesystem", True), MountRequest(8, "al/x", "filesystem", False)],
+                   over)  # reading it, or writing another volume: fine
+    with pytest.raises(Conflict) as e:
+        check_capacity([MountRequest(7, "al/data", "filesystem", False)], over, "volumes[0].volume")
+    assert e.value.field == "volumes[0].volume" and e.value.detail == reason

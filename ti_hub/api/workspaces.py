@@ -7,6 +7,8 @@ included, decides what a workspace may do, and only the spawner's identity may v
 
 from __future__ import annotations
 
+import asyncio
+
 from ..domain import validation as v
 from ..ops import workspaces
 from .base import APIHandler
@@ -16,8 +18,13 @@ class WorkspaceHandler(APIHandler):
     async def get(self, owner: str, name: str):
         ws = await self.op(workspaces.get, self.actor, owner, name)
         # where each volume's bytes are, for a spawner on this machine (the local driver's paths)
-        ws["mounts"] = [{"source": str(self.ti.volume_driver.path(vol["volume_id"])), "kind": vol["kind"],
-                         "mount_path": vol["mount_path"], "read_only": vol["read_only"]} for vol in ws["volumes"]]
+        driver = self.ti.volume_driver
+        ws["mounts"] = [{"source": str(driver.path(vol["volume_id"])), "kind": vol["kind"],
+                         "mount_path": vol["mount_path"], "read_only": vol["read_only"], "claim": ""}
+                        for vol in ws["volumes"]]
+        # STO8: the owner's work and archive directories, in every workspace
+        ws["mounts"] += [{"source": p.source, "kind": p.kind, "mount_path": p.mount_path, "read_only": False,
+                          "claim": p.claim} for p in driver.personal_mounts(owner)]
         self.send(ws)
 
     async def post(self, owner: str, name: str):
@@ -30,6 +37,8 @@ class WorkspaceHandler(APIHandler):
         options = body.get("options") or {}
         out = await self.op(workspaces.start, self.actor, owner, name, groups, options, self.ti.ops_settings,
                             scopes=scopes)
+        # admitted or queued: the owner's personal storage exists before the spawner mounts it
+        await asyncio.to_thread(self.ti.volume_driver.ensure_personal, owner)
         self.ti.poke()
         self.send(out, 201)
 

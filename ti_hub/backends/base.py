@@ -37,6 +37,7 @@ class Mount:
     kind: str = "filesystem"  # the storage kind, for messages
     volume_id: int | None = None  # which TiHub volume (Kubernetes mounts its claim, not a path)
     volume: str = ""  # "owner/name", for names and messages
+    claim: str = ""  # Kubernetes: the claim to mount when it is not a volume's (a personal directory's)
 
 
 @dataclass(frozen=True)

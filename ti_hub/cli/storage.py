@@ -20,10 +20,11 @@ def size_of(v: Mapping[str, Any]) -> str:
     cap = pick(v, "capacity_gib")
     if cap is None:
         return ""
+    over = " OVER" if v.get("over_capacity") else ""  # jobs cannot mount it read-write (docs/user-guide.md)
     if v.get("used_bytes") is not None:
-        return f"{fmt_bytes(v['used_bytes'])}/{cell(cap)}G"
+        return f"{fmt_bytes(v['used_bytes'])}/{cell(cap)}G{over}"
     used = pick(v, "used_gib")
-    return f"{cell(used)}/{cell(cap)}G" if used is not None else f"{cell(cap)}G"
+    return (f"{cell(used)}/{cell(cap)}G" if used is not None else f"{cell(cap)}G") + over
 
 
 def share_grantee(s: Mapping[str, Any]) -> tuple[str, str]:

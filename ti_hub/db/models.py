@@ -120,6 +120,10 @@ class Volume(Base):
     source_volume_id: Mapped[int | None] = mapped_column(Integer, nullable=True)  # datasets
     public: Mapped[bool] = mapped_column(Boolean, default=False)  # public datasets
     created_at: Mapped[dt.datetime]
+    # the volume driver's last measurement (service/volumeusage.py); None where it cannot tell (Kubernetes)
+    used_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    # set while used_bytes is above capacity_gib: new read-write mounts of jobs wait (domain/mounts.py)
+    over_capacity_since: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
     shares: Mapped[list[VolumeShare]] = relationship(
         back_populates="volume", cascade="all, delete-orphan", lazy="selectin"
     )

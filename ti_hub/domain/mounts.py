@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from .errors import Conflict, ValidationError
@@ -56,3 +56,20 @@ def check_conflicts(requests: Iterable[MountRequest], held: Iterable[HeldMount])
                 raise Conflict(
                     f"block volume {req.volume_label} is mounted {mode} by {h.holder}; a block volume has many "
                     "read-only mounts or one read-write mount", field="volumes", holder=h.holder)
+
+
+GIB = 1 << 30
+
+
+def over_capacity_reason(volume_label: str, used_bytes: int, capacity_gib: int) -> str:
+    return (f"volume {volume_label} holds {used_bytes / GIB:.2f} GiB, over its capacity of {capacity_gib} GiB: "
+            "jobs cannot mount it read-write until it shrinks (delete files from a workspace, which still may) or "
+            "grows (ti volume expand)")
+
+
+def check_capacity(requests: Iterable[MountRequest], over: Mapping[int, str], field: str = "volumes") -> None:
+    """Local volumes' capacity (no file system caps them): a volume measured over its capacity takes no new
+    read-write mount of a job; ``over`` maps such volumes to their reason. Reading it is always fine."""
+    for req in requests:
+        if not req.read_only and req.volume_id in over:
+            raise Conflict(over[req.volume_id], field=field)

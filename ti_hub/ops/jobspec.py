@@ -14,9 +14,10 @@ from ..db import models as m
 from ..domain import validation as v
 from ..domain.actor import Actor
 from ..domain.errors import Forbidden
-from ..domain.mounts import MountRequest, check_request
+from ..domain.mounts import MountRequest, check_capacity, check_request, over_capacity_reason
 from ..scheduler.capacity import machine_shapes, unfit
 from ..scheduler.model import Instance
+from ..storage import personal
 from . import images, plans, secretenv, volumes
 from .settings import OpsSettings
 
@@ -44,9 +45,10 @@ def merge_template(session: Session, actor: Actor, data: dict[str, Any]) -> dict
     return merged
 
 
-def parse_volumes(session: Session, actor: Actor, value: Any, instances: int, plan: m.Plan | None = None
-                  ) -> list[dict[str, Any]]:
-    """``plan``: the work's plan, whose pool every mounted volume that names a cluster must be (SPEC Q9)."""
+def parse_volumes(session: Session, actor: Actor, value: Any, instances: int, plan: m.Plan | None = None,
+                  *, workspace: bool = False) -> list[dict[str, Any]]:
+    """``plan``: the work's plan, whose pool every mounted volume that names a cluster must be (SPEC Q9).
+    ``workspace``: a workspace may mount a volume over its capacity read-write (to clean it up); jobs not."""
     if value is None:
         return []
     if not isinstance(value, list):
@@ -68,9 +70,16 @@ def parse_volumes(session: Session, actor: Actor, value: Any, instances: int, pl
         ro = v.boolean(item.get("read_only", vol.kind in ("bucket", "dataset") or mode == "ro"), f"{f}.read_only")
         if path in paths or any(path.startswith(p + "/") or p.startswith(path + "/") for p in paths):
             raise v.ValidationError(f"{f}.mount_path {path} overlaps another mount", field=f"{f}.mount_path")
+        if (mine := personal.clash(path, actor.name)) is not None:
+            raise v.ValidationError(f"{f}.mount_path {path} overlaps your {personal.WHAT[mine]} "
+                                    f"{personal.mount_path(mine, actor.name)}, mounted in every workspace and job; "
+                                    "pick another path", field=f"{f}.mount_path")
         paths.add(path)
-        check_request(MountRequest(vol.id, f"{vol.owner}/{vol.name}", vol.kind, ro), mode or "ro", instances,
-                      f"{f}.read_only")
+        req = MountRequest(vol.id, f"{vol.owner}/{vol.name}", vol.kind, ro)
+        check_request(req, mode or "ro", instances, f"{f}.read_only")
+        if vol.over_capacity_since is not None and not workspace:
+            check_capacity([req], {vol.id: over_capacity_reason(req.volume_label, vol.used_bytes or 0,
+                                                                vol.capacity_gib)}, f"{f}.volume")
         out.append({"volume_id": vol.id, "volume": f"{vol.owner}/{vol.name}", "kind": vol.kind,
                     "mount_path": path, "read_only": ro})
     return out
@@ -191,7 +200,7 @@ def parse_workspace(session: Session, actor: Actor, data: dict[str, Any], settin
     out["command"] = ""
     out["spec"] = {
         "env": v.env(data.get("env")),
-        "volumes": parse_volumes(session, actor, data.get("volumes"), 1, plan),
+        "volumes": parse_volumes(session, actor, data.get("volumes"), 1, plan, workspace=True),
         "jupyter": v.boolean(data.get("jupyter", True), "jupyter"),
         "ssh": v.boolean(data.get("ssh", True), "ssh"),
         "ports": v.ports(data.get("ports")),

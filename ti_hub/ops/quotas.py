@@ -14,6 +14,7 @@ from ..domain import validation as v
 from ..domain.actor import Actor
 from ..domain.errors import QuotaExceeded
 from ..domain.states import ACTIVE, KINDS
+from ..storage import personal
 
 STORAGE_KINDS = ("block", "filesystem", "local", "bucket", "dataset")
 
@@ -124,7 +125,8 @@ def my_quota(session: Session, actor: Actor, user: str | None, compute_defaults,
                             "used": compute_usage(session, user, kind, dtype).to_json()})
     storage = [{"kind": k, "limit_gib": storage_limit(session, user, k, storage_defaults),
                 "used_gib": storage_usage(session, user, k)} for k in STORAGE_KINDS]
-    return {"user": user, "compute": compute, "storage": storage}
+    # STO8: where the user's personal directories are, in every workspace and job
+    return {"user": user, "compute": compute, "storage": storage, "personal": personal.paths(user)}
 
 
 QUOTA_FIELDS = ("user", "kind", "device_type", "devices", "cpu", "memory_mib", "capacity_gib")

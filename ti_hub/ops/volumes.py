@@ -12,6 +12,7 @@ from ..db import models as m
 from ..domain import validation as v
 from ..domain.actor import Actor
 from ..domain.errors import Conflict, Forbidden, NotFound
+from ..domain.mounts import GIB, over_capacity_reason
 from ..domain.states import ACTIVE
 from ..storage.base import VolumeDriver
 from . import quotas
@@ -27,6 +28,7 @@ def render(vol: m.Volume, actor: Actor | None = None) -> dict[str, Any]:
         "cluster": vol.cluster, "description": vol.description, "public": vol.public,
         "source_volume_id": vol.source_volume_id, "created_at": iso(vol.created_at),
         "shares": [{"id": s.id, "kind": s.grantee_kind, "grantee": s.grantee, "mode": s.mode} for s in vol.shares],
+        "over_capacity": vol.over_capacity_since is not None,
     }
     if actor is not None:
         out["access"] = access_mode(vol, actor)
@@ -154,6 +156,8 @@ def expand(session: Session, actor: Actor, ref: Any, data: dict[str, Any], stora
         quotas.check_storage(session, vol.owner, vol.kind, gib - vol.capacity_gib, storage_defaults)
         grow = gib > vol.capacity_gib
         vol.capacity_gib = gib  # online: mounted work keeps running
+        if vol.used_bytes is not None and vol.used_bytes <= gib * GIB:
+            vol.over_capacity_since = None  # room again: jobs may mount it read-write at once
         session.flush()
         if grow and driver is not None:
             # last, as in create: a refusal (a class that cannot grow) rolls the new capacity back
@@ -220,3 +224,32 @@ def show(session: Session, actor: Actor, ref: Any, driver: VolumeDriver) -> dict
     out["used_bytes"] = driver.usage_bytes(vol.id)  # None: the driver cannot tell (Kubernetes)
     out["mounted_by"] = holders(session, vol)
     return out
+
+
+# -- capacity of volumes no file system caps (the local driver's): measured, see service/volumeusage.py ----------
+def usage_targets(session: Session) -> list[int]:
+    """Volumes whose usage is measured: all but scratch (``local``, gone with its job) and datasets (read-only)."""
+    return list(session.scalars(select(m.Volume.id).where(m.Volume.kind.not_in(("local", "dataset")))
+                                .order_by(m.Volume.id)))
+
+
+def record_usage(session: Session, measured: dict[int, int | None], now) -> list[str]:
+    """Store each volume's measured bytes. A volume that goes over its capacity gets ``over_capacity_since``
+    (jobs then wait to mount it read-write) and an alert in the history of every active job or workspace writing
+    it; one back under is cleared. Returns the alerts, for the service's log."""
+    alerts = []
+    for vol in session.scalars(select(m.Volume).where(m.Volume.id.in_(list(measured)))):
+        used = measured[vol.id]
+        vol.used_bytes = used
+        if used is None or used <= vol.capacity_gib * GIB:
+            vol.over_capacity_since = None
+            continue
+        if vol.over_capacity_since is not None:
+            continue  # alerted when it went over
+        vol.over_capacity_since = now
+        reason = over_capacity_reason(f"{vol.owner}/{vol.name}", used, vol.capacity_gib)
+        alerts.append(reason)
+        for j in session.scalars(select(m.Job).where(m.Job.status.in_(ACTIVE))):
+            if any(mnt.get("volume_id") == vol.id and not mnt.get("read_only") for mnt in j.spec.get("volumes", [])):
+                session.add(m.JobEvent(job_id=j.id, at=now, status="alert", message=reason))
+    return alerts

@@ -38,7 +38,7 @@ from ..ops.settings import OpsSettings
 from ..ops.unixids import UidPolicy
 from ..secretfile import read_or_create
 from ..storage.base import VolumeDriver
-from . import accesslog
+from . import accesslog, volumeusage
 from .hubnames import HubNames
 from .loop import JobRunner
 from .oauth import SealedStateHubOAuth
@@ -166,6 +166,11 @@ class TiService(Application):
         60.0, config=True,
         help="MON3/Q6 a queued job whose wait passes its shown estimated start by this many seconds gets an "
              "alert in its history (once).")
+    volume_usage_interval = Float(
+        60.0, config=True,
+        help="Seconds between two measurements of the volumes that no file system caps (the local driver's): one "
+             "found over its capacity takes no new read-write mount of a job, and the work writing it gets an "
+             "alert (service/volumeusage.py). 0: never measured; capacity is then a quota on requests only.")
     config_file = Unicode("", config=True, help="Config file (the hub's jupyterhub_config.py) to load.")
     backend_class = Type(
         "ti_hub.backends.local.LocalBackend", klass=ExecutionBackend, config=True,
@@ -536,6 +541,7 @@ class TiService(Application):
             os.set_blocking(poke_reader, False)
             loop.add_reader(poke_reader, drain)
         task = asyncio.ensure_future(self.runner.run_forever())
+        usage = asyncio.ensure_future(volumeusage.watch(self)) if self.volume_usage_interval > 0 else None
         for sig in (signal.SIGTERM, signal.SIGINT):
             # jobs run under their own supervisors: stopping the service never stops them
             loop.add_signal_handler(sig, task.cancel)
@@ -544,6 +550,8 @@ class TiService(Application):
         except asyncio.CancelledError:
             self.log.info("TiHub service stopping; running jobs keep running and are re-adopted at the next start")
         finally:
+            if usage is not None:
+                usage.cancel()
             if server is not None:
                 server.stop()
             self.tensorboards.stop_all()

@@ -23,6 +23,7 @@ from ..ops import secretenv, unixids
 from ..ops.jobs import alert, killed, record
 from ..scheduler import core, overrun
 from ..scheduler.estimate import typical_durations
+from ..storage import personal
 from . import history, hubapi, queueing
 from .scoring import ScoreKeeper
 
@@ -376,7 +377,7 @@ class JobRunner:
             instances.append(InstanceSpec(i, r, role_idx.get(r, 0), alloc.node, alloc.devices, alloc.cpu,
                                           alloc.memory_mib, env))
             role_idx[r] = role_idx.get(r, 0) + 1
-        mounts, scratch = [], []
+        mounts, scratch = list(self.svc.volume_driver.personal_mounts(job.owner)), []
         for vol in job.spec.get("volumes", []):
             if vol["kind"] == "local":
                 scratch.append(vol["mount_path"])
@@ -386,7 +387,8 @@ class JobRunner:
         # opened here, for the backend only: the values live in memory for the launch and nowhere in clear after
         secret_env = secretenv.unseal(self.svc.ops_settings.secret_key, job.spec.get(secretenv.FIELD) or {})
         return LaunchSpec(job.id, job.owner, job.name, job.kind, job.strategy, job.command, job.image,
-                          dict(job.spec.get("env", {})), tuple(instances), tuple(mounts), tuple(scratch),
+                          {**job.spec.get("env", {}), **personal.env(mounts)}, tuple(instances), tuple(mounts),
+                          tuple(scratch),
                           job.shm_mib, job.device_type, job.pool, uid, secret_env=secret_env)
 
     async def launch_all(self, todo: Sequence[tuple[m.Job, Sequence[core.Allocation]]]) -> None:
@@ -399,6 +401,8 @@ class JobRunner:
         async def one(job: m.Job, placement: Sequence[core.Allocation]) -> tuple[int, Any, str | None]:
             async with gate:
                 try:
+                    # STO8: the owner's personal directories exist before anything mounts them
+                    await asyncio.to_thread(self.svc.volume_driver.ensure_personal, job.owner)
                     spec = self.launch_spec(job, placement, uids.get(job.owner))
                     return job.id, await self.svc.backend.launch(spec), None
                 except Exception as e:  # a launch failure is the job's error, never the loop's

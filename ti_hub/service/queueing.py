@@ -21,7 +21,7 @@ from ..backends.base import NodeCapacity
 from ..db import models as m
 from ..domain import states as st
 from ..domain.errors import Conflict
-from ..domain.mounts import HeldMount, MountRequest, check_conflicts
+from ..domain.mounts import HeldMount, MountRequest, check_capacity, check_conflicts, over_capacity_reason
 from ..ops.jobs import LIST_COLUMNS, alert, record
 from ..ops.quotas import Limits, resolve_limit
 from ..scheduler import core
@@ -80,6 +80,13 @@ def held_mounts(jobs: Sequence[Any]) -> list[HeldMount]:
 def mount_requests(job: Any) -> list[MountRequest]:
     return [MountRequest(vol["volume_id"], vol["volume"], vol["kind"], vol["read_only"])
             for vol in job.spec.get("volumes", [])]
+
+
+def over_capacity(session: Session) -> dict[int, str]:
+    """Volumes measured over their capacity, with the reason a job that would write them waits."""
+    rows = session.execute(select(m.Volume.id, m.Volume.owner, m.Volume.name, m.Volume.used_bytes,
+                                  m.Volume.capacity_gib).where(m.Volume.over_capacity_since.is_not(None))).all()
+    return {r.id: over_capacity_reason(f"{r.owner}/{r.name}", r.used_bytes or 0, r.capacity_gib) for r in rows}
 
 
 def usage_of(j: Any) -> Usage:
@@ -227,6 +234,7 @@ def decide(s: Session, inp: Inputs) -> Decisions:
     for chunk in _chunks(ids, 500):
         full.update({r.id: r for r in s.execute(select(*LIST_COLUMNS).where(m.Job.id.in_(chunk)))})
     held = held_mounts(holding)
+    over = over_capacity(s) if result.admitted else {}
     reasons = {p.job_id: p.reason for p in result.pending}
     by_id_row = {j.id: j for j in queued}
     for p in result.pending:
@@ -237,6 +245,8 @@ def decide(s: Session, inp: Inputs) -> Decisions:
         job = full[adm.job_id]
         try:
             check_conflicts(mount_requests(job), held)
+            if job.kind != "workspace":  # a workspace may mount it to clean it up
+                check_capacity(mount_requests(job), over)
         except Conflict as e:
             reasons[job.id] = f"waiting: {e.detail}"
             continue

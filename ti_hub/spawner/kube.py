@@ -18,6 +18,7 @@ from traitlets import Integer, Unicode, default
 from ..backends.base import Mount
 from ..backends.k8s import objects as ob
 from ..backends.k8s.names import safe_name
+from ..storage import personal
 from .mixin import TiSpawnerMixin
 
 
@@ -64,6 +65,14 @@ class TiKubeSpawner(TiSpawnerMixin, KubeSpawner):
         self.tolerations = list(place.get("tolerations", []))
         mounts = [Mount("", v["mount_path"], bool(v["read_only"]), v["kind"], v["volume_id"], v.get("volume", ""))
                   for v in ws.get("volumes", []) if v["kind"] != "local"]
+        # STO8: the owner's work and archive directories, as the ti service's volume driver made them
+        mine = [Mount("", v["mount_path"], False, v["kind"], claim=v["claim"]) for v in ws.get("mounts", [])
+                if v["kind"] in personal.KINDS and v.get("claim")]
+        mounts += mine
+        work = [m.mount_path for m in mine if m.kind == "work"]
+        if work:
+            # the pod's home is the image's and goes with the pod: open Jupyter and terminals where files persist
+            self.notebook_dir = self.working_dir = work[0]
         scratch = [v["mount_path"] for v in ws.get("volumes", []) if v["kind"] == "local"]
         self.volumes, self.volume_mounts = ob.volumes(mounts, scratch, int(ws.get("shm_mib") or 0))
         # KubeSpawner builds the security contexts from these; the dicts add what it has no trait for
@@ -74,7 +83,8 @@ class TiKubeSpawner(TiSpawnerMixin, KubeSpawner):
                                            if k in ("capabilities", "seccompProfile", "runAsNonRoot")}
         self.pod_security_context = {"seccompProfile": {"type": "RuntimeDefault"}, "runAsNonRoot": True}
         self.automount_service_account_token = False
-        self.storage_pvc_ensure = False  # volumes are TiHub's; no per-user home claim behind its back
+        # volumes and the personal directories' claims are TiHub's (made by its volume driver), no other claim
+        self.storage_pvc_ensure = False
         self.extra_labels = {**ob.labels(s, int(ws["id"]), self.user.name, kind="workspace")}
         # KubeSpawner lets common_labels override extra_labels, and its default names itself the manager: the pod
         # would not be TiHub's to capacity (counted twice) nor to the chart's NetworkPolicy for user pods

@@ -3,7 +3,8 @@
 A workspace runs like a job instance (``ti_hub/backends/local``): a supervisor (``runner.py``) in its own
 session starts ``jupyterhub-singleuser`` in the owner's sandbox as the owner's Unix uid, with the CPU and memory
 TiHub admitted, and pumps its output into a log the platform keeps. The sandbox shows the owner's home at
-``/home/<name>`` (kept under ``root_dir``), a private ``/tmp``, and the volumes at their mount paths
+``/home/<name>`` (kept under ``root_dir``), their work and archive directories at ``/mnt/<name>`` and
+``/archives/<name>`` (kept by the volume driver), a private ``/tmp``, and the volumes at their mount paths
 (read-only ones read-only; ``local`` volumes are fresh scratch directories removed when the workspace stops).
 Stopping ends the whole sandbox (its own pid namespace), kernels and terminals included; the supervisor
 outlives a restart of the hub, which finds it again from the spawner's state. See docs/security.md.
@@ -22,6 +23,7 @@ from jupyterhub.spawner import LocalProcessSpawner
 from traitlets import Bool, Float, Unicode, default
 
 from ..backends.local import LocalBackend, jobdir, launcher, limits, procs, sandbox, userdirs
+from ..storage import personal
 from .mixin import TiSpawnerMixin
 
 _BACKEND: LocalBackend | None = None
@@ -118,7 +120,13 @@ class TiLocalSpawner(TiSpawnerMixin, LocalProcessSpawner):
         binds = [sandbox.Bind(home, ident.home, False)]
         local = False
         for mnt in ws.get("mounts", []):
-            if mnt["kind"] == "local":
+            if mnt["kind"] in personal.KINDS:  # the owner's work and archive directories (STO8)
+                userdirs.private_dir(mnt["source"], ident.uid, ident.gid)
+                if bwrap:
+                    binds.append(sandbox.Bind(mnt["source"], mnt["mount_path"], False))
+                else:  # no sandbox to mount them in: the code reaches them where they are
+                    env[personal.ENV[mnt["kind"]]] = mnt["source"]
+            elif mnt["kind"] == "local":
                 if not local:
                     userdirs.platform_dir(str(scratch))
                     local = True

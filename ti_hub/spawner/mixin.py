@@ -18,6 +18,7 @@ from traitlets.config import Configurable
 from .. import scopes as S
 from ..domain.errors import ValidationError
 from ..magics import AUTOLOAD_FILE
+from ..storage import personal
 from . import form
 from .client import DEFAULT_NAME, TiServiceError, call, ws_path
 
@@ -134,6 +135,9 @@ class TiSpawnerMixin(Configurable):
             # the workspace runs this very installation: its IPython kernels load the notebook magics
             # (ti_hub/magics/autoload.py); a PYTHONSTARTUP of the user's own wins
             env.setdefault("PYTHONSTARTUP", AUTOLOAD_FILE)
+        # STO8: where the owner's work and archive directories are mounted
+        env.update({personal.ENV[mnt["kind"]]: mnt["mount_path"] for mnt in ws.get("mounts", [])
+                    if mnt["kind"] in personal.KINDS})
         env.update({
             "CUDA_VISIBLE_DEVICES": ",".join(map(str, devices)),
             "TI_API_URL": self.ti_public_api_url or self.ti_api_url,

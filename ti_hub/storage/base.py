@@ -16,6 +16,8 @@ from typing import Any
 
 from traitlets.config import LoggingConfigurable
 
+from ..backends.base import Mount
+
 
 class VolumeDriver(LoggingConfigurable):
     def path(self, volume_id: int) -> Path | str:
@@ -36,13 +38,24 @@ class VolumeDriver(LoggingConfigurable):
         """Grow the volume to ``new_gib`` online. By default capacity is TiHub's quota alone: nothing to do."""
         return
 
-    def usage_bytes(self, volume_id: int) -> int | None:
-        """Bytes in use, or None where the driver cannot tell (the API then shows ``used_bytes: null``)."""
+    def usage_bytes(self, volume_id: int, max_files: int = 100_000) -> int | None:
+        """Bytes in use, or None where the driver cannot tell (the API then shows ``used_bytes: null``);
+        a driver that counts files may stop after ``max_files``."""
         raise NotImplementedError
 
     def browse(self, volume_id: int, rel: str = "", limit: int = 1000) -> dict[str, Any]:
         """STO7: one directory (or file) of the volume; raise a ``TiError`` where the driver cannot."""
         raise NotImplementedError
+
+    def personal_mounts(self, owner: str) -> list[Mount]:
+        """STO8: the owner's work and archive directories (``storage.personal``) as read-write mounts; no I/O.
+        Empty where this driver keeps none."""
+        return []
+
+    def ensure_personal(self, owner: str) -> None:
+        """Make the owner's personal storage where it is missing, before their work starts (blocking: called
+        from a worker thread). Storage that needs the owner's uid is made by the backend instead."""
+        return
 
     def close(self) -> None:
         """Release connections and threads (the service may simply exit instead)."""

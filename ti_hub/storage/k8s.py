@@ -6,7 +6,10 @@
   for the volume's kind, with that kind's access mode. ``local`` volumes are emptyDir scratch: no claim;
 * a dataset is a CSI clone of its source's claim (``dataSource``): its StorageClass's driver must clone;
 * growing a volume patches its claim's request, after checking that the class allows expansion;
-* usage is unknown (no pod of ours reads the volume) and browsing needs a workspace that mounts it.
+* usage is unknown (no pod of ours reads the volume) and browsing needs a workspace that mounts it;
+* each user's personal work and archive directories (STO8) are one claim each (``personal_claim_name``), made
+  the first time the user starts a job or workspace, of the class and access mode of ``personal_volume_kind``
+  and the size of ``personal_capacity_gib``; they are never deleted by TiHub (the user's files live there).
 
 The ops call drivers synchronously from database worker threads. The async Kubernetes client therefore runs
 on one private event loop in one daemon thread, shared by every call: never the service's loop, and a
@@ -35,9 +38,12 @@ from ..backends.k8s.objects import (
     LABEL_KIND,
     LABEL_OWNER,
     MANAGED_BY,
+    personal_claim_name,
     pvc_name,
 )
+from ..backends.base import Mount
 from ..domain.errors import Conflict, ValidationError
+from . import personal
 from .base import VolumeDriver
 
 LABEL_VOLUME_ID = "ti-hub.io/volume-id"
@@ -125,6 +131,15 @@ class KubernetesVolumeDriver(VolumeDriver):
         help="Give a dataset its source volume's StorageClass instead of storage_classes['dataset'], for CSI "
              "drivers that clone only within one class.")
     request_timeout = Float(30.0, config=True, help="Seconds one Kubernetes API request may take.")
+    personal_capacity_gib = Dict(
+        {"work": 10, "archive": 50}, config=True,
+        help="Size in GiB of each user's personal claims: 'work' (mounted at /mnt/USER) and 'archive' (at "
+             "/archives/USER) in every workspace and job. Made once, the first time the user starts something; "
+             "changing this later does not resize existing claims.")
+    personal_volume_kind = Unicode(
+        "filesystem", config=True,
+        help="Volume kind whose StorageClass (storage_classes) and access mode (access_modes) the personal claims "
+             "get. Each is mounted by all of a user's pods at once, on any node: the mode should be ReadWriteMany.")
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -152,6 +167,20 @@ class KubernetesVolumeDriver(VolumeDriver):
     @default("installation")
     def _default_installation(self) -> str:
         return self._from_backend("installation", "ti-hub")
+
+    @validate("personal_capacity_gib")
+    def _check_personal(self, proposal):
+        value = proposal["value"]
+        if set(value) != set(personal.KINDS) or not all(isinstance(g, int) and g >= 1 for g in value.values()):
+            raise ValueError(f"personal_capacity_gib: {value!r} must give a whole number of GiB (at least 1) for "
+                             f"each of {', '.join(personal.KINDS)}")
+        return value
+
+    @validate("personal_volume_kind")
+    def _check_personal_kind(self, proposal):
+        if proposal["value"] not in CLAIM_KINDS:
+            raise ValueError(f"personal_volume_kind must be one of {', '.join(CLAIM_KINDS)}")
+        return proposal["value"]
 
     @validate("storage_classes", "access_modes", "storage_class_parameters")
     def _check_kinds(self, proposal):
@@ -245,6 +274,22 @@ class KubernetesVolumeDriver(VolumeDriver):
             "spec": spec,
         }
 
+    def personal_claim(self, kind: str, owner: str) -> dict[str, Any]:
+        """The claim of one of ``owner``'s personal directories (STO8)."""
+        vkind = self.personal_volume_kind
+        spec: dict[str, Any] = {
+            "accessModes": [self.access_modes.get(vkind, "ReadWriteOnce")],
+            "resources": {"requests": {"storage": f"{int(self.personal_capacity_gib[kind])}Gi"}},
+        }
+        if self.class_for(vkind):
+            spec["storageClassName"] = self.class_for(vkind)
+        labels = {MANAGED_BY: "ti-hub", LABEL_INSTALLATION: label_value(self.installation), LABEL_KIND: "personal",
+                  LABEL_VOLUME_KIND: kind, LABEL_OWNER: label_value(owner)}
+        return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "metadata": {"name": personal_claim_name(kind, owner), "namespace": self.namespace, "labels": labels,
+                             "annotations": {ANN_OWNER: owner, ANN_VOLUME: personal.mount_path(kind, owner)}},
+                "spec": spec}
+
     def storage_class(self, name: str, kind: str) -> dict[str, Any]:
         """A StorageClass this driver creates when ``create_storage_classes`` is on."""
         return {
@@ -272,6 +317,26 @@ class KubernetesVolumeDriver(VolumeDriver):
         raise Conflict("browsing a volume's files needs a running workspace on Kubernetes: TiHub's service "
                        "cannot read a claim by itself; open a workspace that mounts the volume and look there",
                        field="path")
+
+    def personal_mounts(self, owner: str) -> list[Mount]:
+        return [Mount("", personal.mount_path(kind, owner), False, kind, claim=personal_claim_name(kind, owner))
+                for kind in personal.KINDS]
+
+    def ensure_personal(self, owner: str) -> None:
+        self._run(self._ensure_personal(owner))
+
+    async def _ensure_personal(self, owner: str) -> None:
+        core = await self._core()
+        await self._ensure_classes()
+        for kind in personal.KINDS:
+            body = self.personal_claim(kind, owner)
+            try:
+                await self._call(core.create_namespaced_persistent_volume_claim, self.namespace, body)
+            except ApiException as e:
+                if e.status != 409:  # already there: the user's files, left as they are
+                    raise
+                continue
+            self.log.info("%s's %s: claim %s", owner, personal.WHAT[kind], body["metadata"]["name"])
 
     def create(self, volume_id: int, kind: str, source_id: int | None = None, *, volume: str = "",
                capacity_gib: int = 0, source: str = "") -> None:

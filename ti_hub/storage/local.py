@@ -1,7 +1,10 @@
 """Volumes as directories under the data directory (the embedded default).
 
-Capacity is a quota on what users ask for, not a filesystem limit: a local directory cannot be
-capped without a dedicated filesystem, so usage is measured and shown against capacity instead.
+Capacity is a quota on what users ask for, not a filesystem limit: a local directory cannot be capped without
+a dedicated filesystem, so usage is measured and enforced by the service instead (service/volumeusage.py).
+
+Each user's personal directories (STO8) are ``personal/work/USER`` and ``personal/archives/USER``; the backend
+and the spawner make them, owned by the user's uid, when the user's work starts (``userdirs.private_dir``).
 """
 
 from __future__ import annotations
@@ -14,8 +17,10 @@ from typing import Any
 
 from traitlets import Unicode
 
+from ..backends.base import Mount
 from ..backends.local import userdirs
 from ..domain.errors import NotFound, ValidationError
+from . import personal
 from .base import VolumeDriver
 
 
@@ -39,6 +44,13 @@ class LocalVolumeDriver(VolumeDriver):
 
     def path(self, volume_id: int) -> Path:
         return Path(self.root_dir) / "volumes" / str(volume_id)
+
+    def personal_dir(self, kind: str, owner: str) -> Path:
+        return Path(self.root_dir) / "personal" / ("work" if kind == "work" else "archives") / owner
+
+    def personal_mounts(self, owner: str) -> list[Mount]:
+        return [Mount(str(self.personal_dir(kind, owner)), personal.mount_path(kind, owner), False, kind)
+                for kind in personal.KINDS]
 
     def create(self, volume_id: int, kind: str, source_id: int | None = None, *, volume: str = "",
                capacity_gib: int = 0, source: str = "") -> None:

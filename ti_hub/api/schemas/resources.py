@@ -30,7 +30,8 @@ PLAN_QUERY = {"kind": Param(enum(st.KINDS), "only plans for this kind of work"),
 LIMITS = answer({"devices": COUNT, "cpu": NUM, "memory_mib": COUNT})
 MY_QUOTA = answer({"user": STR,
                    "compute": array(answer({"kind": STR, "device_type": STR, "limit": LIMITS, "used": LIMITS})),
-                   "storage": array(answer({"kind": STR, "limit_gib": COUNT, "used_gib": COUNT}))}, title="MyQuota")
+                   "storage": array(answer({"kind": STR, "limit_gib": COUNT, "used_gib": COUNT})),
+                   "personal": answer({"work": STR, "archive": STR})}, title="MyQuota")
 COMPUTE_QUOTA = answer({"user": STR, "kind": STR, "device_type": STR, "devices": COUNT, "cpu": NUM,
                         "memory_mib": COUNT}, title="ComputeQuota")
 STORAGE_QUOTA = answer({"user": STR, "kind": STR, "capacity_gib": COUNT}, title="StorageQuota")
@@ -48,7 +49,8 @@ USER_QUERY = {"user": Param(USERNAME, "another user (custom:ti:users:manage)")}
 SHARE = answer({"id": ID, "kind": enum(("user", "group")), "grantee": STR, "mode": enum(("ro", "rw"))})
 VOLUME_FIELDS = {"id": ID, "owner": STR, "name": STR, "kind": STR, "capacity_gib": COUNT, "cluster": STR,
                  "description": STR, "public": BOOL, "source_volume_id": nullable(ID), "created_at": TIME,
-                 "shares": array(SHARE), "access": nullable(enum(("ro", "rw")))}
+                 "shares": array(SHARE), "access": nullable(enum(("ro", "rw"))),
+                 "over_capacity": BOOL}
 VOLUME = answer(VOLUME_FIELDS, title="Volume")
 VOLUME_DETAIL = answer({**VOLUME_FIELDS, "used_bytes": nullable(COUNT), "mounted_by": array(STR)},
                        title="VolumeDetail")

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..base import LaunchSpec, Mount
+from ...storage import personal
 from ..envs import instance_envs
 from .names import label_value, safe_name
 
@@ -82,6 +83,11 @@ def base_name(job_id: int, owner: str, name: str) -> str:
 
 def pvc_name(volume_id: int, volume: str) -> str:
     return safe_name("ti-vol", volume_id, volume)
+
+
+def personal_claim_name(kind: str, owner: str) -> str:
+    """The claim of one of a user's personal directories (STO8): ``ti-work-...`` or ``ti-archive-...``."""
+    return safe_name(f"ti-{kind}", owner)
 
 
 def job_selector(s: KubeSettings, job_id: int | None = None) -> str:
@@ -144,15 +150,21 @@ def placement(s: KubeSettings, device_type: str, pool: str, devices: int,
 
 def volumes(mounts: tuple[Mount, ...] | list[Mount], scratch_paths: tuple[str, ...] | list[str],
             shm_mib: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(pod volumes, container volumeMounts): claims by TiHub's own names, scratch and /dev/shm as emptyDir."""
+    """(pod volumes, container volumeMounts): claims by TiHub's own names (a volume's, or a personal directory's
+    ``Mount.claim``), scratch and /dev/shm as emptyDir."""
     vols: list[dict[str, Any]] = []
     vmounts: list[dict[str, Any]] = []
     for i, mnt in enumerate(mounts):
-        if mnt.volume_id is None:
+        if mnt.claim:
+            claim = mnt.claim
+        elif mnt.kind in personal.KINDS:
+            continue  # a personal directory of a driver without claims (a host directory): no pod can reach it
+        elif mnt.volume_id is None:
             raise ValueError(f"mount {mnt.mount_path} has no TiHub volume: Kubernetes mounts volumes by claim")
+        else:
+            claim = pvc_name(mnt.volume_id, mnt.volume)
         name = f"vol-{i}"
-        vols.append({"name": name, "persistentVolumeClaim": {"claimName": pvc_name(mnt.volume_id, mnt.volume),
-                                                             "readOnly": bool(mnt.read_only)}})
+        vols.append({"name": name, "persistentVolumeClaim": {"claimName": claim, "readOnly": bool(mnt.read_only)}})
         vmounts.append({"name": name, "mountPath": mnt.mount_path, "readOnly": bool(mnt.read_only)})
     for i, path in enumerate(scratch_paths):
         name = f"scratch-{i}"

@@ -28,6 +28,7 @@ from traitlets import Bool, Dict, Float, Int, List, Unicode, default
 from .. import metrics as metrics_mod
 from ..base import ExecutionBackend, InstanceStatus, JobObservation, LaunchSpec, NodeCapacity
 from ..outcome import LOST_REASON
+from ...storage import personal
 from . import devices as devices_mod
 from . import jobdir, launcher, limits, logfiles, procs, sandbox, sockets, userdirs
 from .runner import write_json_atomic
@@ -208,6 +209,8 @@ class LocalBackend(ExecutionBackend):
             # records, which only the platform can read (the SSH gateway's sessions into the job read them there)
             env = jobdir.job_env(self.inherit_env, self.extra_env, {**spec.env, **spec.secret_env}, inst.env,
                                  inst.devices, spec.job_id, home=ident.home, user=ident.name)
+            if not bwrap:  # no sandbox: the personal directories are where they are on this machine
+                env.update({personal.ENV[m.kind]: m.source for m in spec.mounts if m.kind in personal.KINDS})
             box = launcher.plan([*own, *binds], tmp=jobdir.tmp_dir(ud, inst.index), shm_mib=spec.shm_mib, cwd=work,
                                 extra_read_only=self.sandbox_read_only) if bwrap else None
             cfg = launcher.config(

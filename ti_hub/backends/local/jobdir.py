@@ -23,6 +23,7 @@ import os
 import shutil
 from collections.abc import Mapping, Sequence
 
+from ...storage import personal
 from . import sandbox, userdirs
 
 
@@ -95,6 +96,10 @@ def prepare_mounts(ud: str, mounts, scratch_paths: Sequence[str], uid: int, gid:
     work = os.path.join(ud, "work")
     binds = []
     for m in mounts:
+        if m.kind in personal.KINDS:  # the owner's own, at a fixed path (storage/personal.py)
+            userdirs.private_dir(m.source, uid, gid)
+            binds.append(sandbox.Bind(m.source, m.mount_path, False))
+            continue
         if sandbox.mount_root(m.mount_path) is None:
             raise sandbox.SandboxError(f"mount path {m.mount_path} is not under {', '.join(sandbox.MOUNT_ROOTS)}")
         if not os.path.isdir(m.source):

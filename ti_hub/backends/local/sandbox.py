@@ -7,7 +7,8 @@ What user code sees (bubblewrap builds it; nothing here touches the system):
   device nodes it was given) and a private ``/proc`` of its own **pid namespace**, so no other process of the
   machine can be seen, read (``/proc/PID/environ``) or signalled;
 - read-write only: its own directories (a job's work directory, the instance's ``/tmp``), the owner's home,
-  and the volumes it mounted — read-only mounts are read-only bind mounts;
+  work directory (``/mnt/NAME``) and archive directory (``/archives/NAME``), and the volumes it mounted —
+  read-only mounts are read-only bind mounts;
 - nothing else: the data directory (databases, secrets, other users' directories, job records) and the
   checkout TiHub runs from do not exist inside.
 

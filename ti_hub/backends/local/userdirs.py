@@ -48,6 +48,12 @@ def ensure_dir(path: str, uid: int, gid: int, mode: int = 0o700, *, adopt: bool 
         os.close(fd)
 
 
+def private_dir(path: str, uid: int, gid: int) -> None:
+    """A user's own directory (a personal work or archive directory) below parents only the platform enters."""
+    platform_dir(os.path.dirname(path))
+    ensure_dir(path, uid, gid, 0o700)
+
+
 def adopt_tree(dir_fd: int, uid: int, gid: int) -> int:
     """Give every entry under the open directory ``dir_fd`` that the platform owns to ``uid:gid``; links are
     changed themselves, never followed. Returns how many entries changed."""

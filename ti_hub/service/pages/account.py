@@ -34,7 +34,12 @@ class AccountPageHandler(PageHandler):
         body = [
             el("h2", "Profile"),
             el("dl", el("dt", "User"), el("dd", a.name), el("dt", "Groups"), el("dd", ", ".join(a.groups) or "none"),
-               el("dt", "Kind"), el("dd", a.kind), id="profile"),
+               el("dt", "Kind"), el("dd", a.kind),
+               # STO8: mounted in every workspace and job of mine
+               el("dt", "Work directory"), el("dd", el("code", q["personal"]["work"]), " (", el("code", "$TI_WORK_DIR"),
+                                              ")"),
+               el("dt", "Archive directory"), el("dd", el("code", q["personal"]["archive"]), " (",
+                                                 el("code", "$TI_ARCHIVE_DIR"), ")"), id="profile"),
             el("h2", "My permissions"),
             el("p", perm_list(a.scopes)),
             table("my-permissions", ["permission", "what it allows"], [[short(p), S.PERMISSIONS[p]] for p in held],
