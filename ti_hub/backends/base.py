@@ -83,7 +83,7 @@ class LaunchSpec:
 @dataclass(frozen=True)
 class InstanceStatus:
     index: int
-    state: str  # "running" | "exited" | "lost"
+    state: str  # "starting" (reason: why it waits) | "running" | "exited" | "lost"
     exit_code: int | None = None
     reason: str = ""  # plain language: "out of memory", "killed by signal 9", ...
 
@@ -97,6 +97,10 @@ class JobObservation:
 
 class ExecutionBackend(LoggingConfigurable):
     """Base class: launch, watch, logs, stop, capacity, re-adoption."""
+
+    # True where a launched job's instances start later (pods wait for a node, an image): the job stays
+    # "scheduling" until observe_job shows them all running, with the reason they wait meanwhile
+    reports_start = False
 
     async def capacity(self) -> list[NodeCapacity]:
         raise NotImplementedError

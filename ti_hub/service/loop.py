@@ -211,15 +211,18 @@ class JobRunner:
                 record(s, j, st.STOPPED, why)
 
     async def watch_running(self) -> int:
-        """Observe every running job; returns how many ended."""
-        from ..backends.outcome import job_outcome
+        """Observe every launched job; returns how many ended. A job whose instances start later (Kubernetes) is
+        "scheduling" until they all run, its reason saying why they wait; "running" from then on."""
+        from ..backends.outcome import job_outcome, starting_reason
 
         jobs = await self.svc.db(lambda s: s.execute(
-            select(m.Job.id, m.Job.strategy, m.Job.workers, m.Job.ps, m.Job.backend_state).where(
-                m.Job.kind != "workspace", m.Job.status == st.RUNNING, m.Job.backend_state.is_not(None),
-                m.Job.preempted_by.is_(None))).all(),
+            select(m.Job.id, m.Job.status, m.Job.reason, m.Job.strategy, m.Job.workers, m.Job.ps,
+                   m.Job.backend_state).where(
+                m.Job.kind != "workspace", m.Job.status.in_((st.SCHEDULING, st.RUNNING)),
+                m.Job.backend_state.is_not(None), m.Job.preempted_by.is_(None))).all(),
             readonly=True, scheduler=True)
         ended: list[tuple[int, str, int | None, str]] = []
+        started: list[tuple[int, str, str]] = []
         for j in jobs:
             if not j.backend_state:
                 continue
@@ -227,20 +230,31 @@ class JobRunner:
             roles = ["ps"] * j.ps + ["worker"] * j.workers if j.strategy == "ps" else ["worker"] * (j.workers + j.ps)
             outcome = job_outcome(j.strategy, roles, obs)
             if outcome is None:
+                if j.status == st.SCHEDULING:
+                    why = starting_reason(roles, obs)
+                    if why is None:
+                        started.append((j.id, st.RUNNING, "running"))
+                    elif why != j.reason:
+                        started.append((j.id, st.SCHEDULING, why))
                 continue
             # ps instances never exit by themselves; a failed gang leaves survivors: stop them all
             await self.svc.backend.stop(j.id, j.backend_state, grace_seconds=2.0)
             await self.svc.backend.cleanup(j.id, j.backend_state)
             ended.append((j.id, *outcome))
-        if ended:  # one transaction for every end seen this cycle
-            await self.svc.db(self._finish_runs, ended, scheduler=True)
+        if ended or started:  # one transaction for every change seen this cycle
+            await self.svc.db(self._finish_runs, ended, started, scheduler=True)
         return len(ended)
 
     @staticmethod
-    def _finish_runs(s: Session, ended: list[tuple[int, str, int | None, str]]) -> None:
+    def _finish_runs(s: Session, ended: list[tuple[int, str, int | None, str]],
+                     started: Sequence[tuple[int, str, str]] = ()) -> None:
+        for job_id, status, reason in started:
+            j = s.get(m.Job, job_id)
+            if j.status == st.SCHEDULING and j.preempted_by is None:  # a kill or pause raced us otherwise
+                record(s, j, status, reason)
         for job_id, status, code, reason in ended:
             j = s.get(m.Job, job_id)
-            if j.status != st.RUNNING:
+            if j.status not in (st.RUNNING, st.SCHEDULING):
                 continue  # a kill or pause raced us; that path records the end
             j.exit_code = code
             record(s, j, status, reason)
@@ -336,21 +350,22 @@ class JobRunner:
                     return job.id, None, f"could not start: {e}"
 
         results = await asyncio.gather(*(one(j, p) for j, p in todo))
-        await self.svc.db(self._launched_all, results, scheduler=True)
+        await self.svc.db(self._launched_all, results, self.svc.backend.reports_start, scheduler=True)
 
     @classmethod
-    def _launched_all(cls, s: Session, results: Sequence[tuple[int, Any, str | None]]) -> None:
+    def _launched_all(cls, s: Session, results: Sequence[tuple[int, Any, str | None]], later: bool) -> None:
         for job_id, state, error in results:
             if error is None:
-                cls._launched(s, job_id, state)
+                cls._launched(s, job_id, state, later)
             else:
                 cls._launch_failed(s, job_id, error)
 
     @staticmethod
-    def _launched(s: Session, job_id: int, state: dict[str, Any]) -> None:
+    def _launched(s: Session, job_id: int, state: dict[str, Any], later: bool = False) -> None:
+        """``later``: its instances start later (watch_running records them running when they do)."""
         j = s.get(m.Job, job_id)
         j.backend_state = state
-        if j.status == st.SCHEDULING:
+        if j.status == st.SCHEDULING and not later:
             record(s, j, st.RUNNING, "running")
 
     @staticmethod

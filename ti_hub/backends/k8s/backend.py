@@ -19,20 +19,23 @@ from typing import Any
 
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio.client.exceptions import ApiException
-from traitlets import Bool, Dict, Integer, List, Unicode
+from traitlets import Bool, Dict, Float, Integer, List, Unicode
 
 from .. import metrics as metrics_mod
 from ..base import ExecutionBackend, InstanceStatus, JobObservation, LaunchSpec, NodeCapacity
-from ..outcome import exit_reason
 from . import objects as ob
+from . import podstate
 from .capacity import capacity
 from .client import checked, json_of, new_api_client
 from .reflector import Reflector
 
 FINISHED = ("Complete", "Failed", "SuccessCriteriaMet", "FailureTarget")
+POD_WARNINGS = "type=Warning,involvedObject.kind=Pod"
 
 
 class KubernetesBackend(ExecutionBackend):
+    reports_start = True  # a launched job is starting until its pods run (observe_job says why they wait)
+
     kubeconfig = Unicode("", config=True,
                          help="Kubeconfig file to use; empty: the in-cluster service account, else ~/.kube/config.")
     namespace = Unicode("default", config=True, help="Namespace where TiHub creates jobs' Jobs, Services and pods.")
@@ -76,6 +79,10 @@ class KubernetesBackend(ExecutionBackend):
                                         "cluster-wide pod list/watch); off: only pods in TiHub's namespace.")
     connection_limit = Integer(64, config=True, help="Most concurrent connections to the API server.")
     extra_pod_annotations = Dict(Unicode(), config=True, help="Annotations added to every job pod (admin-set).")
+    start_timeout = Float(900.0, config=True,
+                          help="Seconds a job's pod may wait to start (no room on its node yet, a volume that does "
+                               "not mount, an image pull still retrying) before the job fails with that reason; "
+                               "0: wait forever (the job shows why it waits).")
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -84,6 +91,7 @@ class KubernetesBackend(ExecutionBackend):
         self.nodes: Reflector | None = None
         self.pods: Reflector | None = None
         self.jobs: Reflector | None = None
+        self.events: Reflector | None = None  # Warning events of pods (why one waits: a volume that does not mount)
         self.pods_by_job: dict[int, dict[str, dict[str, Any]]] = defaultdict(dict)
         self.writes = 0  # API writes so far (create/delete), for tests and benchmarks
         self._ready: asyncio.Future | None = None  # the namespace checked, the pin policy installed (if asked), once
@@ -128,7 +136,11 @@ class KubernetesBackend(ExecutionBackend):
                 def list_jobs(**kw):
                     return batch.list_namespaced_job(self.namespace, label_selector=sel, **kw)
                 self.jobs = Reflector("jobs", list_jobs, log=self.log, on_event=self._job_event)
-                await self.jobs.start()
+
+                def list_events(**kw):
+                    return core.list_namespaced_event(self.namespace, field_selector=POD_WARNINGS, **kw)
+                self.events = Reflector("events", list_events, log=self.log, on_event=self._warning_event)
+                await asyncio.gather(self.jobs.start(), self.events.start())
 
     async def _install_pin_policy(self, api: k8s.ApiClient) -> None:
         adm = k8s.AdmissionregistrationV1Api(api)
@@ -223,7 +235,12 @@ class KubernetesBackend(ExecutionBackend):
                                      "sharing a node may take each other's room (see docs/kubernetes.md)", name)
             by[name] = pod
         phase, was = pod.get("status", {}).get("phase"), (old or {}).get("status", {}).get("phase")
-        if phase != was and phase in ("Succeeded", "Failed", "Running"):
+        if (phase != was and phase in ("Succeeded", "Failed", "Running")) or \
+                (phase == "Pending" and pod.get("status") != (old or {}).get("status")):
+            self._poke()  # an end, a start, or a new reason to wait
+
+    def _warning_event(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        if kind != "DELETED" and obj.get("reason") in podstate.MOUNT_EVENTS:
             self._poke()
 
     def _job_event(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
@@ -231,7 +248,7 @@ class KubernetesBackend(ExecutionBackend):
             self._poke()
 
     async def close(self) -> None:
-        for r in (self.nodes, self.pods, self.jobs):
+        for r in (self.nodes, self.pods, self.jobs, self.events):
             if r:
                 await r.stop()
         if self._api:
@@ -366,20 +383,14 @@ class KubernetesBackend(ExecutionBackend):
     async def observe_job(self, job_id: int, state: dict[str, Any]) -> JobObservation:
         await self.start_watches()
         insts: list[InstanceStatus] = []
+        events = list(self.events.items.values()) if self.events else []
+        now = time.time()
         for role in state.get("roles", []):
             job = self.jobs.items.get(f"{state['namespace']}/{role['job']}")
             pods = self._pods_of(job_id, role["job"])
             for i in range(role["count"]):
-                index = role["offset"] + i
-                pod = pods.get(i)
-                if pod is not None:
-                    insts.append(pod_status(index, pod, state.get("memory_mib")))
-                elif job is None:
-                    insts.append(InstanceStatus(index, "lost", None, "its Kubernetes Job was deleted"))
-                elif job_finished(job) and job_condition(job, "Failed"):
-                    insts.append(InstanceStatus(index, "exited", None, job_condition(job, "Failed")))
-                else:
-                    insts.append(InstanceStatus(index, "running"))  # the Job controller is creating it
+                insts.append(podstate.instance_status(role["offset"] + i, pods.get(i), job, state.get("memory_mib"),
+                                                      events=events, now=now, start_timeout=self.start_timeout))
         return JobObservation(tuple(insts))
 
     async def stop(self, job_id: int, state: dict[str, Any], grace_seconds: float = 5.0) -> None:
@@ -475,7 +486,7 @@ class KubernetesBackend(ExecutionBackend):
         alive: dict[int, bool] = {}
         for job_id, state in known.items():
             obs = await self.observe_job(job_id, state)
-            alive[job_id] = any(i.state == "running" for i in obs.instances)
+            alive[job_id] = any(i.state in ("running", "starting") for i in obs.instances)
         known_names = {r["job"] for st in known.values() for r in st.get("roles", [])}
         for job in list(self.jobs.items.values()):
             name = job["metadata"]["name"]
@@ -487,37 +498,8 @@ class KubernetesBackend(ExecutionBackend):
         return alive
 
 
-def job_condition(job: dict[str, Any], kind: str) -> str:
-    for c in (job.get("status") or {}).get("conditions") or []:
-        if c.get("type") == kind and c.get("status") == "True":
-            return c.get("message") or c.get("reason") or kind
-    return ""
-
-
 def job_finished(job: dict[str, Any]) -> bool:
-    return any(job_condition(job, k) for k in FINISHED)
-
-
-def pod_status(index: int, pod: dict[str, Any], memory_mib: int | None) -> InstanceStatus:
-    status = pod.get("status") or {}
-    phase = status.get("phase")
-    if phase not in ("Succeeded", "Failed"):
-        return InstanceStatus(index, "running")
-    term = {}
-    for cs in status.get("containerStatuses") or []:
-        if cs.get("name") == "main":
-            term = (cs.get("state") or {}).get("terminated") or {}
-    code = term.get("exitCode")
-    if term.get("reason") == "OOMKilled":
-        return InstanceStatus(index, "exited", code if code is not None else 137,
-                              exit_reason(oom=True, memory_limit_mib=memory_mib))
-    if code is None:
-        if phase == "Succeeded":
-            return InstanceStatus(index, "exited", 0, "")
-        why = status.get("reason") or "Failed"
-        msg = status.get("message") or ""
-        return InstanceStatus(index, "exited", None, f"{why.lower()}: {msg}" if msg else why.lower())
-    return InstanceStatus(index, "exited", int(code), "")
+    return any(podstate.job_condition(job, k) for k in FINISHED)
 
 
 def _instances(state: dict[str, Any]) -> list[int]:
