@@ -25,6 +25,7 @@ from tornado.httpserver import HTTPServer
 from tornado.netutil import bind_sockets
 from traitlets import Bool, Dict, Float, Instance, Integer, List, TraitError, Type, Unicode, default, validate
 from traitlets.config import Application
+from traitlets.utils.importstring import import_item
 
 from .. import __version__
 from ..backends.base import ExecutionBackend
@@ -65,6 +66,19 @@ DEFAULT_IMAGES = [
     {"name": "pytorch-gpu", "address": "quay.io/jupyter/pytorch-notebook:cuda12-latest", "accelerator": "gpu",
      "description": "PyTorch with CUDA 12"},
 ]
+
+
+class ImportedType(Type):
+    """A Type whose error, when its class cannot be imported, says why (traitlets' own says only that it could
+    not): a missing optional dependency names the extra to install."""
+
+    def validate(self, obj, value):
+        if isinstance(value, str):
+            try:
+                import_item(value)
+            except ImportError as e:
+                raise TraitError(f"{self.name}: {value} could not be imported ({e})") from e
+        return super().validate(obj, value)
 
 
 class TiService(Application):
@@ -167,7 +181,7 @@ class TiService(Application):
         help="MON3/Q6 a queued job whose wait passes its shown estimated start by this many seconds gets an "
              "alert in its history (once).")
     config_file = Unicode("", config=True, help="Config file (the hub's jupyterhub_config.py) to load.")
-    backend_class = Type(
+    backend_class = ImportedType(
         "ti_hub.backends.local.LocalBackend", klass=ExecutionBackend, config=True,
         help="Execution backend: local processes (embedded default) or Kubernetes.",
     )
