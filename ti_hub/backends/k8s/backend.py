@@ -140,7 +140,18 @@ class KubernetesBackend(ExecutionBackend):
                 def list_events(**kw):
                     return core.list_namespaced_event(self.namespace, field_selector=POD_WARNINGS, **kw)
                 self.events = Reflector("events", list_events, log=self.log, on_event=self._warning_event)
-                await asyncio.gather(self.jobs.start(), self.events.start())
+                await asyncio.gather(self.jobs.start(), self._start_events())
+
+    async def _start_events(self) -> None:
+        """Events only add reasons (a volume that does not mount): without the right to read them, jobs still run."""
+        try:
+            await self.events.start()
+        except ApiException as e:
+            if e.status != 403:
+                raise
+            self.log.warning("may not watch events in namespace %s: jobs waiting on a volume mount will not say "
+                             "so (grant list and watch on events)", self.namespace)
+            self.events = None
 
     async def _install_pin_policy(self, api: k8s.ApiClient) -> None:
         adm = k8s.AdmissionregistrationV1Api(api)
