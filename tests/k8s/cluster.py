@@ -69,11 +69,12 @@ class FakeNode:
     memory: str = "256Gi"
     pods: int = 110
     labels: dict[str, str] = field(default_factory=dict)
+    extended: dict[str, str] = field(default_factory=dict)  # more extended resources (e.g. an RDMA device)
 
     def manifest(self) -> dict:
         labels = {"kubernetes.io/hostname": self.name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
                   "type": "kwok", POOL_LABEL: self.pool, **self.labels}
-        alloc = {"cpu": self.cpu, "memory": self.memory, "pods": str(self.pods)}
+        alloc = {"cpu": self.cpu, "memory": self.memory, "pods": str(self.pods), **self.extended}
         taints = []
         if self.devices:
             labels[DEVICE_TYPE_LABEL] = self.device_type

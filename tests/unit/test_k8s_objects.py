@@ -158,6 +158,20 @@ def test_quantities_and_pod_requests():
     assert (cpu, mem, dev) == (4, 1 << 30, 2)  # init containers run alone: their max counts if larger
 
 
+@pytest.mark.parametrize("strategy,workers,ps", [("allreduce", 3, 0), ("ps", 2, 1), (None, 1, 0)])
+def test_every_pod_of_an_rdma_plan_asks_for_the_rdma_device_and_no_other_does(strategy, workers, ps):
+    rdma = dataclasses.replace(launch(strategy, workers, ps), rdma=True)
+    for s, name in ((ob.KubeSettings(namespace="users"), "rdma/hca_shared_devices_a"),
+                    (ob.KubeSettings(namespace="users", rdma_resource="rdma/roce_a"), "rdma/roce_a")):
+        jobs = [o for o in ob.job_objects(s, rdma) if o["kind"] == "Job"]
+        assert len(jobs) == (2 if ps else 1)
+        for j in jobs:  # parameter servers too: they exchange the gradients
+            res = j["spec"]["template"]["spec"]["containers"][0]["resources"]
+            assert res["limits"][name] == res["requests"][name] == "1"
+        plain = [o for o in ob.job_objects(s, launch(strategy, workers, ps)) if o["kind"] == "Job"]
+        assert not any(name in j["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] for j in plain)
+
+
 def selects(selector: dict, labels: dict) -> bool:
     """A LabelSelector's meaning (matchLabels only: TiHub's selectors use nothing else)."""
     assert set(selector) <= {"matchLabels"}, selector

@@ -70,6 +70,7 @@ class LaunchSpec:
     device_type: str = "cpu"
     pool: str = "default"
     uid: int | None = None  # the owner's Unix uid (the embedded platform runs their code as it)
+    rdma: bool = False  # the plan's rdma: each pod asks for the RDMA device resource (Kubernetes only)
     # the job's secret environment entries, opened for this launch only (ops/secretenv.py): a backend puts them
     # where nobody reads them back (a per-job Secret on Kubernetes), never into anything it logs or returns
     secret_env: dict[str, str] = field(default_factory=dict, repr=False)
@@ -101,6 +102,8 @@ class ExecutionBackend(LoggingConfigurable):
     # True where a launched job's instances start later (pods wait for a node, an image): the job stays
     # "scheduling" until observe_job shows them all running, with the reason they wait meanwhile
     reports_start = False
+    # whether plans with rdma mean something here (the backend gives pods an RDMA device); else they are refused
+    supports_rdma = False
 
     async def capacity(self) -> list[NodeCapacity]:
         raise NotImplementedError

@@ -331,7 +331,8 @@ class JobRunner:
         secret_env = secretenv.unseal(self.svc.ops_settings.secret_key, job.spec.get(secretenv.FIELD) or {})
         return LaunchSpec(job.id, job.owner, job.name, job.kind, job.strategy, job.command, job.image,
                           dict(job.spec.get("env", {})), tuple(instances), tuple(mounts), tuple(scratch),
-                          job.shm_mib, job.device_type, job.pool, uid, secret_env=secret_env)
+                          job.shm_mib, job.device_type, job.pool, uid, rdma=bool(job.spec.get("rdma")),
+                          secret_env=secret_env)
 
     async def launch_all(self, todo: Sequence[tuple[m.Job, Sequence[core.Allocation]]]) -> None:
         """Launch admitted jobs, up to ``launch_concurrency`` at once (a Kubernetes create is mostly waiting

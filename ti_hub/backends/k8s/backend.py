@@ -79,6 +79,10 @@ class KubernetesBackend(ExecutionBackend):
                                         "cluster-wide pod list/watch); off: only pods in TiHub's namespace.")
     connection_limit = Integer(64, config=True, help="Most concurrent connections to the API server.")
     extra_pod_annotations = Dict(Unicode(), config=True, help="Annotations added to every job pod (admin-set).")
+    rdma_resource = Unicode("rdma/hca_shared_devices_a", config=True,
+                            help="Extended resource every pod of a job whose plan has rdma asks one of: the RDMA "
+                                 "shared device plugin's (k8s-rdma-shared-dev-plugin, resource prefix 'rdma' and "
+                                 "its configured resourceName). Empty: plans with rdma are refused.")
     start_timeout = Float(900.0, config=True,
                           help="Seconds a job's pod may wait to start (no room on its node yet, a volume that does "
                                "not mount, an image pull still retrying) before the job fails with that reason; "
@@ -106,7 +110,12 @@ class KubernetesBackend(ExecutionBackend):
             gid=self.run_as_gid, termination_grace_seconds=self.termination_grace_seconds,
             pin_to_placement=self.pin_to_placement, tolerations=tuple(self.tolerations),
             image_pull_secrets=tuple(self.image_pull_secrets), scheduler_name=self.scheduler_name,
-            extra_pod_annotations=dict(self.extra_pod_annotations), network_policy=self.network_policy_per_job)
+            extra_pod_annotations=dict(self.extra_pod_annotations), network_policy=self.network_policy_per_job,
+            rdma_resource=self.rdma_resource)
+
+    @property
+    def supports_rdma(self) -> bool:
+        return bool(self.rdma_resource)
 
     # -- connection and watches ----------------------------------------------------------------------------
     async def api(self) -> k8s.ApiClient:

@@ -72,6 +72,7 @@ class KubeSettings:
     scheduler_name: str = ""
     extra_pod_annotations: dict[str, str] = field(default_factory=dict)
     network_policy: bool = False  # each gang gets its own NetworkPolicy (job_network_policy)
+    rdma_resource: str = "rdma/hca_shared_devices_a"  # what a pod of an RDMA plan asks one of
 
 
 # -- names ------------------------------------------------------------------------------------------------------
@@ -113,11 +114,14 @@ def quantity_cpu(cpu: float) -> str:
     return f"{int(round(cpu * 1000))}m"
 
 
-def resources(s: KubeSettings, cpu: float, memory_mib: int, devices: int) -> dict[str, Any]:
-    """Requests equal limits: the scheduler's accounting is exact and a pod never bursts into a neighbour."""
+def resources(s: KubeSettings, cpu: float, memory_mib: int, devices: int, rdma: bool = False) -> dict[str, Any]:
+    """Requests equal limits: the scheduler's accounting is exact and a pod never bursts into a neighbour.
+    ``rdma``: one of the RDMA device plugin's shared resource (the plan's rdma)."""
     limits = {"cpu": quantity_cpu(cpu), "memory": f"{int(memory_mib)}Mi"}
     if devices:
         limits[s.device_resource] = str(int(devices))
+    if rdma:
+        limits[s.rdma_resource] = "1"
     return {"requests": dict(limits), "limits": limits}
 
 
@@ -289,7 +293,7 @@ def job_objects(s: KubeSettings, spec: LaunchSpec, extra_env: dict[str, str] | N
             "containers": [{
                 "name": "main", "image": spec.image, "command": ["/bin/sh", "-c", command],
                 "env": container_env(env, sorted(spec.secret_env), env_secret_name(spec)),
-                "resources": resources(s, head.cpu, head.memory_mib, len(head.devices)),
+                "resources": resources(s, head.cpu, head.memory_mib, len(head.devices), spec.rdma),
                 "securityContext": container_security_context(s),
                 "volumeMounts": vmounts,
             }],
