@@ -185,3 +185,29 @@ def test_a_job_is_running_only_once_its_pods_run_and_says_why_they_wait(plans, k
     assert "running" not in [e["status"] for e in got["events"]]
     admin.ok("POST", f"/jobs/{slow['id']}/kill")
     assert admin.wait_job(slow["id"], timeout=60)["status"] == "killed"
+
+
+def test_a_jobs_credential_pulls_its_image_and_its_clone_keeps_it(plans, k8s_cluster):
+    admin = plans.admin
+    cred = admin.ok("POST", "/credentials", json={"name": "k8s-reg", "registry": "registry.example.org",
+                                                   "username": "bot", "password": "k8s-pull-pw"})
+    j = admin.ok("POST", "/jobs", json={"name": "private-img", "plan": "a100-2", "image": "python-cpu",
+                                        "command": "true", "credential": "k8s-reg"})
+
+    def pull_secrets(job_id):
+        pods = objects_of(k8s_cluster, job_id, "pods")
+        return pods and [s["name"] for s in pods[0]["spec"].get("imagePullSecrets", [])]
+    names = wait(lambda: pull_secrets(j["id"]), what="its pod")
+    secret = json.loads(k8s_cluster.kubectl("get", "secret", names[-1], "-n", NS, "-o", "json").stdout)
+    auths = json.loads(base64.b64decode(secret["data"][".dockerconfigjson"]))["auths"]
+    assert auths["registry.example.org"]["username"] == "bot"
+    assert auths["registry.example.org"]["password"] == "k8s-pull-pw"
+    finish_pods(k8s_cluster, j["id"])
+    assert admin.wait_job(j["id"], timeout=60)["status"] == "completed"
+    clone = admin.ok("POST", f"/jobs/{j['id']}/clone", json={})
+    assert clone["credential_id"] == cred["id"]
+    names = wait(lambda: pull_secrets(clone["id"]), what="the clone's pod")
+    secret = json.loads(k8s_cluster.kubectl("get", "secret", names[-1], "-n", NS, "-o", "json").stdout)
+    assert json.loads(base64.b64decode(secret["data"][".dockerconfigjson"]))["auths"]["registry.example.org"][
+        "password"] == "k8s-pull-pw"
+    admin.ok("POST", f"/jobs/{clone['id']}/kill")

@@ -74,10 +74,14 @@ class LaunchSpec:
     # the job's secret environment entries, opened for this launch only (ops/secretenv.py): a backend puts them
     # where nobody reads them back (a per-job Secret on Kubernetes), never into anything it logs or returns
     secret_env: dict[str, str] = field(default_factory=dict, repr=False)
+    # the job's registry credential (server, username, password), opened for this launch only like secret_env:
+    # Kubernetes pulls the image with it (a Secret of the job's own); the embedded platform runs no image
+    registry_auth: tuple[str, str, str] | None = field(default=None, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out["secret_env"] = sorted(self.secret_env)  # names only: this is for logs and state
+        out["registry_auth"] = self.registry_auth[0] if self.registry_auth else None  # the registry only
         return out
 
 

@@ -304,7 +304,10 @@ class JobRunner:
         if save:
             self.scores.save(s, now)
 
-    def launch_spec(self, job: m.Job, placement: Sequence[core.Allocation], uid: int | None = None) -> LaunchSpec:
+    def launch_spec(self, job: m.Job, placement: Sequence[core.Allocation], uid: int | None = None,
+                    credentials: dict[int, tuple[str, str, bytes]] | None = None) -> LaunchSpec:
+        """``credentials``: registry credentials by id (server, username, encrypted password), as
+        ``registry_credentials`` loads them; the job's is opened here, for the backend only."""
         from ..backends.envs import instance_envs
 
         n = job.workers + job.ps
@@ -329,10 +332,16 @@ class JobRunner:
                                     vol["read_only"], vol["kind"], vol["volume_id"], vol.get("volume", "")))
         # opened here, for the backend only: the values live in memory for the launch and nowhere in clear after
         secret_env = secretenv.unseal(self.svc.ops_settings.secret_key, job.spec.get(secretenv.FIELD) or {})
+        auth = None
+        if job.spec.get("credential_id"):
+            cred = (credentials or {}).get(int(job.spec["credential_id"]))
+            if cred is None:
+                raise LookupError(f"its registry credential {job.spec['credential_id']} was deleted")
+            auth = (cred[0], cred[1], self.svc.fernet.decrypt(cred[2]).decode())
         return LaunchSpec(job.id, job.owner, job.name, job.kind, job.strategy, job.command, job.image,
                           dict(job.spec.get("env", {})), tuple(instances), tuple(mounts), tuple(scratch),
                           job.shm_mib, job.device_type, job.pool, uid, rdma=bool(job.spec.get("rdma")),
-                          secret_env=secret_env)
+                          secret_env=secret_env, registry_auth=auth)
 
     async def launch_all(self, todo: Sequence[tuple[m.Job, Sequence[core.Allocation]]]) -> None:
         """Launch admitted jobs, up to ``launch_concurrency`` at once (a Kubernetes create is mostly waiting
@@ -340,11 +349,13 @@ class JobRunner:
         gate = asyncio.Semaphore(max(1, self.svc.launch_concurrency))
         uids = await self.svc.db(unixids.ensure, {j.owner for j, _ in todo}, self.svc.ops_settings.uids,
                                  scheduler=True)
+        cred_ids = {int(j.spec["credential_id"]) for j, _ in todo if j.spec.get("credential_id")}
+        creds = await self.svc.db(registry_credentials, cred_ids, readonly=True, scheduler=True) if cred_ids else {}
 
         async def one(job: m.Job, placement: Sequence[core.Allocation]) -> tuple[int, Any, str | None]:
             async with gate:
                 try:
-                    spec = self.launch_spec(job, placement, uids.get(job.owner))
+                    spec = self.launch_spec(job, placement, uids.get(job.owner), creds)
                     return job.id, await self.svc.backend.launch(spec), None
                 except Exception as e:  # a launch failure is the job's error, never the loop's
                     self.log.exception("launching job %d failed", job.id)
@@ -374,3 +385,10 @@ class JobRunner:
         j = s.get(m.Job, job_id)
         j.placement = None
         record(s, j, st.ERROR, reason)
+
+
+def registry_credentials(s: Session, ids: set[int]) -> dict[int, tuple[str, str, bytes]]:
+    """The registry credentials ``ids`` (server, username, encrypted password)."""
+    rows = s.execute(select(m.RegistryCredential.id, m.RegistryCredential.server, m.RegistryCredential.username,
+                            m.RegistryCredential.password_encrypted).where(m.RegistryCredential.id.in_(ids)))
+    return {r.id: (r.server, r.username, r.password_encrypted) for r in rows}

@@ -300,13 +300,21 @@ class KubernetesBackend(ExecutionBackend):
         api = await self.api()
         batch, core, net = k8s.BatchV1Api(api), k8s.CoreV1Api(api), k8s.NetworkingV1Api(api)
         created: list[str] = []
+        pull = ob.pull_secret(s, spec)
         try:
+            if pull is not None:
+                # before the pods: a pull without it would fail (and fail the job); owned by the Job once it exists
+                await self._create_owned(core.create_namespaced_secret, core.delete_namespaced_secret, pull)
             first = await self._create_job(batch, jobs[0], spec.job_id)
             created.append(jobs[0]["metadata"]["name"])
             # owned by the first Job: deleting the job's Jobs (kill, or their TTL) takes them along. The policy
             # comes first, right after the Job: its pods need it to talk, and they take seconds to start
             owner = [{"apiVersion": "batch/v1", "kind": "Job", "name": first["metadata"]["name"],
                       "uid": first["metadata"]["uid"], "controller": False, "blockOwnerDeletion": False}]
+            if pull is not None:
+                self.writes += 1
+                await core.patch_namespaced_secret(pull["metadata"]["name"], self.namespace,
+                                                   {"metadata": {"ownerReferences": owner}})
             if policy is not None:
                 policy["metadata"]["ownerReferences"] = owner
                 await self._create_owned(net.create_namespaced_network_policy, net.delete_namespaced_network_policy,
@@ -325,6 +333,12 @@ class KubernetesBackend(ExecutionBackend):
             # all of a gang or none: take back what was created
             for name in created:
                 await self._delete_job(batch, name)
+            if pull is not None:
+                try:
+                    await core.delete_namespaced_secret(pull["metadata"]["name"], self.namespace)
+                except ApiException as e:
+                    if e.status != 404:
+                        raise
             raise
         roles = [{"job": j["metadata"]["name"], "offset": int(j["metadata"]["annotations"][ob.ANN_ROLE_OFFSET]),
                   "count": j["spec"]["completions"]} for j in jobs]
