@@ -163,7 +163,7 @@ async def test_secret_entries_go_in_a_secret_of_the_jobs_own_and_go_with_it(back
                                   env={"PLAIN": "1"}), secret_env={"WANDB_API_KEY": "s3cret-value"})
     before = backend.writes
     state = await backend.launch(sp)
-    assert backend.writes - before == 4  # two Jobs, the Service and the Secret
+    assert backend.writes - before == 5  # two Jobs, the Service, the Secret (made first) and its owner
     name = ob.env_secret_name(sp)
     secret = json.loads(k8s_cluster.kubectl("get", "secret", name, "-n", NS, "-o", "json").stdout)
     assert secret["data"] == {"WANDB_API_KEY": base64.b64encode(b"s3cret-value").decode()}

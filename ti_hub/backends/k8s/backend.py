@@ -2,9 +2,9 @@
 
 The scheduler decides; this shell only creates, watches and deletes. Per admitted job: one Indexed Job
 (single-node, all-reduce) or one per role (parameter server), plus a headless Service and, where NetworkPolicies
-close user pods, the gang's own NetworkPolicy, and the job's Secret when it has secret environment entries -- all
-of a gang or none (a failed create rolls the others back; the Service, the policy and the Secret belong to the
-first Job). Status comes from shared
+close user pods, the gang's own NetworkPolicy, and the job's Secrets when it has secret environment entries or a
+registry credential -- all of a gang or none (a failed create rolls the others back; the Service, the policy and
+the Secrets belong to the first Job). Status comes from shared
 watches (``reflector.py``), never from polling; capacity is the nodes' allocatable minus what other
 workloads request. After a restart, objects are matched to TiHub's jobs by labels: the known ones are
 re-adopted, unfinished ones nobody knows are deleted.
@@ -300,29 +300,26 @@ class KubernetesBackend(ExecutionBackend):
         api = await self.api()
         batch, core, net = k8s.BatchV1Api(api), k8s.CoreV1Api(api), k8s.NetworkingV1Api(api)
         created: list[str] = []
-        pull = ob.pull_secret(s, spec)
+        # the Secrets come before the Job: a pod started without one fails (an image it cannot pull, a container
+        # it cannot create); each is owned by the first Job once that exists, so that no Secret outlives its job
+        early = [o for o in (ob.pull_secret(s, spec), secret) if o is not None]
         try:
-            if pull is not None:
-                # before the pods: a pull without it would fail (and fail the job); owned by the Job once it exists
-                await self._create_owned(core.create_namespaced_secret, core.delete_namespaced_secret, pull)
+            for obj in early:
+                await self._create_owned(core.create_namespaced_secret, core.delete_namespaced_secret, obj)
             first = await self._create_job(batch, jobs[0], spec.job_id)
             created.append(jobs[0]["metadata"]["name"])
             # owned by the first Job: deleting the job's Jobs (kill, or their TTL) takes them along. The policy
             # comes first, right after the Job: its pods need it to talk, and they take seconds to start
             owner = [{"apiVersion": "batch/v1", "kind": "Job", "name": first["metadata"]["name"],
                       "uid": first["metadata"]["uid"], "controller": False, "blockOwnerDeletion": False}]
-            if pull is not None:
+            for obj in early:
                 self.writes += 1
-                await core.patch_namespaced_secret(pull["metadata"]["name"], self.namespace,
+                await core.patch_namespaced_secret(obj["metadata"]["name"], self.namespace,
                                                    {"metadata": {"ownerReferences": owner}})
             if policy is not None:
                 policy["metadata"]["ownerReferences"] = owner
                 await self._create_owned(net.create_namespaced_network_policy, net.delete_namespaced_network_policy,
                                          policy)
-            if secret is not None:
-                # its pods wait for it (the kubelet retries a missing Secret); no Secret outlives its job
-                secret["metadata"]["ownerReferences"] = owner
-                await self._create_owned(core.create_namespaced_secret, core.delete_namespaced_secret, secret)
             if service is not None:
                 service["metadata"]["ownerReferences"] = owner
                 await self._create_owned(core.create_namespaced_service, core.delete_namespaced_service, service)
@@ -333,9 +330,9 @@ class KubernetesBackend(ExecutionBackend):
             # all of a gang or none: take back what was created
             for name in created:
                 await self._delete_job(batch, name)
-            if pull is not None:
+            for obj in early:
                 try:
-                    await core.delete_namespaced_secret(pull["metadata"]["name"], self.namespace)
+                    await core.delete_namespaced_secret(obj["metadata"]["name"], self.namespace)
                 except ApiException as e:
                     if e.status != 404:
                         raise
