@@ -178,8 +178,8 @@ def test_a_job_is_running_only_once_its_pods_run_and_says_why_they_wait(plans, k
     assert done["status"] == "failed" and "cannot be pulled" in done["reason"] and msg in done["reason"], done
     assert done["reason"] in [e["message"] for e in done["events"] if e["status"] == "failed"]
     # waiting for its container: not running, and the reason says so; its devices are held meanwhile
-    got = wait(lambda: (j := admin.ok("GET", f"/jobs/{slow['id']}"))["reason"].startswith("starting") and j,
-               what="the starting reason")
+    got = wait(lambda: (j := admin.ok("GET", f"/jobs/{slow['id']}"))["reason"].startswith(
+        "starting: its container is being created") and j, what="the starting reason")
     assert got["status"] == "scheduling"
     assert got["reason"].startswith("starting: its container is being created on a100-"), got
     assert "running" not in [e["status"] for e in got["events"]]
