@@ -41,6 +41,13 @@ async def ends(backend, job_id, state):
     return await until(lambda: outcome(backend, job_id, state, None, ROLES), lambda r: r is not None, "the end")
 
 
+async def stopped(backend, cluster, job_id, state):
+    """What the service does with a job that ended: its pods go, even those that never started (they would hold
+    their node's room for ever)."""
+    await backend.stop(job_id, state, grace_seconds=1)
+    await wait_for(lambda: not pods_of(cluster, job_id, NS), timeout=60, what=f"job {job_id}'s pods to go")
+
+
 def one_pod(cluster, job_id, pred=lambda p: True, what="its pod"):
     return wait_for(lambda: (p := pods_of(cluster, job_id, NS)) and pred(p[0]) and p[0], what=what)
 
@@ -57,7 +64,7 @@ async def test_an_image_that_cannot_be_pulled_is_shown_then_fails_the_job(backen
     state = await backend.launch(spec(402, ["a100-0"], env=waiting("ImagePullBackOff", PULL_MSG)))
     assert await ends(backend, 402, state) == ("failed", None,
                                                f"worker 0 failed: image 'busybox:1.36' cannot be pulled: {PULL_MSG}")
-    await backend.stop(402, state, grace_seconds=1)
+    await stopped(backend, k8s_cluster, 402, state)
 
 
 async def test_a_container_that_cannot_be_created_fails_the_job(backend, k8s_cluster):
@@ -66,7 +73,7 @@ async def test_a_container_that_cannot_be_created_fails_the_job(backend, k8s_clu
     assert await ends(backend, 403, state) == (
         "failed", None, "worker 0 failed: its container cannot be created: couldn't find key TOKEN in Secret "
                         "ti-podstate/creds")
-    await backend.stop(403, state, grace_seconds=1)
+    await stopped(backend, k8s_cluster, 403, state)
 
 
 async def test_a_volume_that_does_not_mount_keeps_it_starting_with_the_kubelets_words(backend, k8s_cluster):
@@ -100,7 +107,7 @@ async def test_an_unschedulable_pod_waits_with_the_schedulers_words_then_times_o
         backend.start_timeout = KubernetesBackend.start_timeout.default_value
     assert res[0] == "failed" and res[2].startswith("worker 0 failed: did not start within 1 s: Kubernetes cannot "
                                                     "place it yet: 0/"), res
-    await backend.stop(405, state, grace_seconds=1)
+    await stopped(backend, k8s_cluster, 405, state)
 
 
 async def test_an_evicted_pod_fails_the_job_saying_so(backend, k8s_cluster):

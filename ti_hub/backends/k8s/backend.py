@@ -431,7 +431,11 @@ class KubernetesBackend(ExecutionBackend):
         api = await self.api()
         batch = k8s.BatchV1Api(api)
         obs = await self.observe_job(job_id, state)
-        if obs.instances and all(i.state == "exited" for i in obs.instances) and \
+        # a pod TiHub gave up on (an image it cannot pull, a start that timed out) has not ended: it is Pending and
+        # holds its node's room until deleted
+        live = any(p.get("status", {}).get("phase") not in ("Succeeded", "Failed")
+                   for p in self.pods_by_job.get(job_id, {}).values())
+        if obs.instances and all(i.state == "exited" for i in obs.instances) and not live and \
                 all(f"{state['namespace']}/{r['job']}" in self.jobs.items for r in state.get("roles", [])):
             return
         for role in state.get("roles", []):
