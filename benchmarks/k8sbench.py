@@ -8,6 +8,7 @@ through TiHub's KWOK stage after ``TI_FAKE_RUN_TIME`` (a Go duration in the pod'
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 import os
 import sys
 import threading
@@ -20,6 +21,11 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
 from benchplatform import Platform, cpu_seconds  # noqa: E402
+
+try:  # the platform under test runs TiHub's KubernetesBackend: fail here, saying how, not in its log
+    importlib.import_module("ti_hub.backends.k8s")
+except ImportError as e:
+    sys.exit(f"the Kubernetes benchmarks need TiHub's Kubernetes backend: {e}")
 
 from tests.k8s.cluster import FakeNode, LocalCluster  # noqa: E402
 

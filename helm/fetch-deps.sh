@@ -8,9 +8,9 @@
 #
 # Where the chart comes from, first found wins:
 #   1. $TIHUB_Z2JH_CHART: a chart directory or .tgz you provide, e.g. from
-#      `helm pull jupyterhub --repo https://hub.jupyter.org/helm-chart/ --version 4.2.0`
+#      `helm pull jupyterhub --repo https://hub.jupyter.org/helm-chart/ --version 4.4.0`
 #      on a machine that reaches the chart repository, or the jupyterhub/ directory of a
-#      checkout of the zero-to-jupyterhub-k8s repository at tag 4.2.0;
+#      checkout of the zero-to-jupyterhub-k8s repository at tag 4.4.0;
 #   2. the cache, $TIHUB_HELM_CACHE/z2jh-<version>/jupyterhub (default ~/.cache/ti-hub/helm);
 #   3. `helm pull` from the chart's official repository (Chart.yaml's `repository`).
 # What 1 or 3 found is copied into the cache. A git checkout's Chart.yaml carries a chartpress

@@ -31,6 +31,26 @@ def test_registry_passwords_are_encrypted_and_never_returned(hub, new_user):
     assert r.status_code == 404 and r.json()["field"] == "credential"
 
 
+def test_a_clone_keeps_its_jobs_registry_credential_and_only_its_owner_may_clone_it(hub, new_user):
+    u = new_user("credclone")
+    cred = u.ok("POST", "/credentials", json={"name": "cloned-reg", "registry": "registry.example.org",
+                                              "username": "bot", "password": "pw-for-clone"})
+    job = u.ok("POST", "/jobs", json={"name": "with-cred", "plan": "cpu-small", "image": "python-cpu",
+                                      "command": "true", "credential": "cloned-reg"})
+    assert job["credential_id"] == cred["id"]
+    u.wait_job(job["id"])
+    clone = u.ok("POST", f"/jobs/{job['id']}/clone", json={})
+    assert clone["credential_id"] == cred["id"] and clone["name"] == "with-cred-2"
+    # an admin's clone would pull with another user's login: refused, as for secret entries
+    r = hub.admin.api("POST", f"/jobs/{job['id']}/clone", json={})
+    assert r.status_code == 403 and "registry credential" in r.json()["detail"], r.text
+    plain = u.ok("POST", "/jobs", json={"name": "no-cred", "plan": "cpu-small", "image": "python-cpu",
+                                        "command": "true"})
+    assert plain["credential_id"] is None
+    for j in (clone, plain):
+        u.api("POST", f"/jobs/{j['id']}/kill")  # (or already ended)
+
+
 def test_ssh_keys_are_checked_and_fingerprinted(hub, new_user):
     u = new_user("keys")
     key = u.ok("POST", "/keys", json={"name": "laptop", "key": ED25519})

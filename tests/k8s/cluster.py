@@ -69,11 +69,12 @@ class FakeNode:
     memory: str = "256Gi"
     pods: int = 110
     labels: dict[str, str] = field(default_factory=dict)
+    extended: dict[str, str] = field(default_factory=dict)  # more extended resources (e.g. an RDMA device)
 
     def manifest(self) -> dict:
         labels = {"kubernetes.io/hostname": self.name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
                   "type": "kwok", POOL_LABEL: self.pool, **self.labels}
-        alloc = {"cpu": self.cpu, "memory": self.memory, "pods": str(self.pods)}
+        alloc = {"cpu": self.cpu, "memory": self.memory, "pods": str(self.pods), **self.extended}
         taints = []
         if self.devices:
             labels[DEVICE_TYPE_LABEL] = self.device_type
@@ -237,7 +238,14 @@ class LocalCluster:
                                      "forwards": [{"ports": [FORWARDED_POD_PORT],
                                                    "target": {"address": "127.0.0.1", "port": self.forward_port}}]}})]
         for f in sorted((self.bin / "kwok-stages").glob("*.yaml")) + sorted((HERE / "stages").glob("*.yaml")):
-            docs.append(f.read_text())
+            text = f.read_text()
+            if f.name == "pod-ready.yaml":  # a pod told to wait (stages/ti-pod-waiting.yaml) never gets ready
+                assert "    matchExpressions:\n" in text, "KWOK's pod-ready stage changed shape"
+                text = text.replace("    matchExpressions:\n", "    matchExpressions:\n"
+                                    "    - key: '.spec.containers.[0].env.[] | "
+                                    "select( .name == \"TI_FAKE_WAITING_REASON\" ) | .value'\n"
+                                    "      operator: 'DoesNotExist'\n", 1)
+            docs.append(text)
         (self.dir / "kwok.yaml").write_text("\n---\n".join(docs))
 
     # -- nodes and namespaces --------------------------------------------------------------------------------

@@ -67,6 +67,17 @@ def k8s_cluster(tmp_path_factory):
         c.stop()
 
 
+RDMA = "rdma/hca_shared_devices_a"
+
+
+@pytest.fixture(scope="session")
+def rdma_node(k8s_cluster):
+    """A node whose (FAKE) RDMA shared device plugin advertises the resource, with a device type of its own so
+    that no other test's capacity changes."""
+    k8s_cluster.add_nodes([FakeNode("h100-ib-0", devices=8, device_type="H100", extended={RDMA: "100"})])
+    return "h100-ib-0"
+
+
 @pytest.fixture(scope="session")
 def fake_provisioner(k8s_cluster):
     """A FAKE CSI provisioner/resizer (tests/k8s/provisioner.py) for StorageClasses whose provisioner is

@@ -163,7 +163,7 @@ async def test_secret_entries_go_in_a_secret_of_the_jobs_own_and_go_with_it(back
                                   env={"PLAIN": "1"}), secret_env={"WANDB_API_KEY": "s3cret-value"})
     before = backend.writes
     state = await backend.launch(sp)
-    assert backend.writes - before == 4  # two Jobs, the Service and the Secret
+    assert backend.writes - before == 5  # two Jobs, the Service, the Secret (made first) and its owner
     name = ob.env_secret_name(sp)
     secret = json.loads(k8s_cluster.kubectl("get", "secret", name, "-n", NS, "-o", "json").stdout)
     assert secret["data"] == {"WANDB_API_KEY": base64.b64encode(b"s3cret-value").decode()}
@@ -351,3 +351,23 @@ async def test_the_first_launches_at_once_all_wait_for_the_pin_policy(k8s_cluste
         await b.close()
         for kind in ("mutatingadmissionpolicybinding", "mutatingadmissionpolicy"):
             k8s_cluster.kubectl("delete", kind, "ti-hub-pin-race", check=False)
+
+
+async def test_a_jobs_registry_credential_becomes_its_pods_pull_secret_and_goes_with_it(backend, k8s_cluster):
+    import dataclasses
+
+    sp = dataclasses.replace(spec(140, ["a100-3"]), registry_auth=("registry.example.org", "bot", "pull-pw-140"))
+    before = backend.writes
+    state = await backend.launch(sp)
+    assert backend.writes - before == 3  # the Secret, the Job, the Secret's owner
+    name = ob.pull_secret_name(sp)
+    secret = json.loads(k8s_cluster.kubectl("get", "secret", name, "-n", NS, "-o", "json").stdout)
+    assert secret["type"] == "kubernetes.io/dockerconfigjson"
+    config = json.loads(base64.b64decode(secret["data"][".dockerconfigjson"]))
+    assert config["auths"]["registry.example.org"]["password"] == "pull-pw-140"
+    assert secret["metadata"]["ownerReferences"][0]["name"] == state["roles"][0]["job"]
+    pod = await wait_for(lambda: (p := pods_of(k8s_cluster, 140)) and p[0], what="its pod")
+    assert pod["spec"]["imagePullSecrets"] == [{"name": name}] and "pull-pw-140" not in json.dumps(pod)
+    await backend.stop(140, state, grace_seconds=1)
+    await wait_for(lambda: k8s_cluster.kubectl("get", "secret", name, "-n", NS, check=False).returncode != 0,
+                   timeout=60, what="the pull Secret to go with its Job")

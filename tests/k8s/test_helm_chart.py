@@ -178,8 +178,9 @@ ROLE_RULES = {
     ("batch", "jobs"): {"create", "get", "list", "watch", "delete"},
     ("networking.k8s.io", "networkpolicies"): {"create", "delete"},
     ("metrics.k8s.io", "pods"): {"list"},
-    # one Secret per job with secret environment entries, read back by name: never list or watch
-    ("", "secrets"): {"create", "get", "delete"},
+    # a job's own Secrets (secret environment entries, registry login), read back by name: never list or watch;
+    # patched once, to be owned by the job's Job
+    ("", "secrets"): {"create", "get", "delete", "patch"},
 }
 CLUSTER_RULES = {("", "nodes"): {"list", "watch"}, ("", "pods"): {"list", "watch"},
                  ("storage.k8s.io", "storageclasses"): {"get", "list"}}
@@ -464,7 +465,8 @@ def test_rbac_grants_on_the_api_server(helm, own_chart, k8s_cluster, namespaces,
                      ("watch", "pods", "--all-namespaces"), ("get", "storageclasses.storage.k8s.io"),
                      ("create", "pods", "--subresource=exec", "-n", user_ns),
                      ("create", "pods", "--subresource=portforward", "-n", user_ns),
-                     ("create", "secrets", "-n", user_ns), ("get", "secrets", "-n", user_ns)):
+                     ("create", "secrets", "-n", user_ns), ("get", "secrets", "-n", user_ns),
+                     ("patch", "secrets", "-n", user_ns)):
             assert can(*args), args
         # Secrets: only the jobs' own, by name (never listed); nothing elsewhere
         for args in (("update", "pods", "-n", user_ns), ("list", "secrets", "-n", user_ns),

@@ -185,3 +185,51 @@ def _restarted(hub, old: int) -> bool:
         return service_pid(hub) != old and hub.admin.api("GET", "/jobs").status_code == 200
     except (LookupError, OSError):
         return False
+
+
+def test_a_job_is_running_only_once_its_pods_run_and_says_why_they_wait(plans, k8s_cluster):
+    """Its state and reason come from its pods (stages/ti-pod-waiting.yaml stands in for the kubelet)."""
+    admin = plans.admin
+    msg = 'Back-off pulling image "python-cpu": pull access denied'
+    bad = admin.ok("POST", "/jobs", json={"name": "no-pull", "plan": "a100-2", "image": "python-cpu",
+                                          "command": "true", "env": {"TI_FAKE_WAITING_REASON": "ImagePullBackOff",
+                                                                     "TI_FAKE_WAITING_MESSAGE": msg}})
+    slow = admin.ok("POST", "/jobs", json={"name": "slow-start", "plan": "a100-2", "image": "python-cpu",
+                                           "command": "true", "env": {"TI_FAKE_WAITING_REASON": "ContainerCreating"}})
+    done = admin.wait_job(bad["id"], timeout=60)
+    assert done["status"] == "failed" and "cannot be pulled" in done["reason"] and msg in done["reason"], done
+    assert done["reason"] in [e["message"] for e in done["events"] if e["status"] == "failed"]
+    # waiting for its container: not running, and the reason says so; its devices are held meanwhile
+    got = wait(lambda: (j := admin.ok("GET", f"/jobs/{slow['id']}"))["reason"].startswith(
+        "starting: its container is being created") and j, what="the starting reason")
+    assert got["status"] == "scheduling"
+    assert got["reason"].startswith("starting: its container is being created on a100-"), got
+    assert "running" not in [e["status"] for e in got["events"]]
+    admin.ok("POST", f"/jobs/{slow['id']}/kill")
+    assert admin.wait_job(slow["id"], timeout=60)["status"] == "killed"
+
+
+def test_a_jobs_credential_pulls_its_image_and_its_clone_keeps_it(plans, k8s_cluster):
+    admin = plans.admin
+    cred = admin.ok("POST", "/credentials", json={"name": "k8s-reg", "registry": "registry.example.org",
+                                                   "username": "bot", "password": "k8s-pull-pw"})
+    j = admin.ok("POST", "/jobs", json={"name": "private-img", "plan": "a100-2", "image": "python-cpu",
+                                        "command": "true", "credential": "k8s-reg"})
+
+    def pull_secrets(job_id):
+        pods = objects_of(k8s_cluster, job_id, "pods")
+        return pods and [s["name"] for s in pods[0]["spec"].get("imagePullSecrets", [])]
+    names = wait(lambda: pull_secrets(j["id"]), what="its pod")
+    secret = json.loads(k8s_cluster.kubectl("get", "secret", names[-1], "-n", NS, "-o", "json").stdout)
+    auths = json.loads(base64.b64decode(secret["data"][".dockerconfigjson"]))["auths"]
+    assert auths["registry.example.org"]["username"] == "bot"
+    assert auths["registry.example.org"]["password"] == "k8s-pull-pw"
+    finish_pods(k8s_cluster, j["id"])
+    assert admin.wait_job(j["id"], timeout=60)["status"] == "completed"
+    clone = admin.ok("POST", f"/jobs/{j['id']}/clone", json={})
+    assert clone["credential_id"] == cred["id"]
+    names = wait(lambda: pull_secrets(clone["id"]), what="the clone's pod")
+    secret = json.loads(k8s_cluster.kubectl("get", "secret", names[-1], "-n", NS, "-o", "json").stdout)
+    assert json.loads(base64.b64decode(secret["data"][".dockerconfigjson"]))["auths"]["registry.example.org"][
+        "password"] == "k8s-pull-pw"
+    admin.ok("POST", f"/jobs/{clone['id']}/kill")

@@ -96,3 +96,24 @@ def test_a_killed_workspace_pod_goes_and_ssh_only_is_refused_here(whub, k8s_clus
     wait(lambda: not pod_exists(), timeout=60, what="the pod to go")
     wait(lambda: admin.ok("GET", f"/jobs/{ws['id']}")["status"] == "killed", what="the workspace killed")
     assert not admin.hub_api("GET", f"/users/{admin.name}").json()["servers"].get("kill-box")
+
+
+def test_a_workspace_of_an_rdma_plan_asks_for_the_rdma_device(whub, k8s_cluster, rdma_node):
+    from .conftest import RDMA
+
+    admin = whub.admin
+    admin.ok("POST", "/plans", json={"name": "ws-ib", "kinds": ["workspace"], "device_type": "H100",
+                                     "device_count": 1, "cpu": 2, "memory_mib": 4096, "rdma": True})
+    r = admin.hub_api("POST", f"/users/{admin.name}/servers/ib-box", json={"plan": "ws-ib"})
+    assert r.status_code in (201, 202), r.text
+    pod_name = safe_name("ti-ws", admin.name, "ib-box")
+
+    def pod():
+        out = k8s_cluster.kubectl("get", "pod", pod_name, "-n", NS, "-o", "json", check=False)
+        return json.loads(out.stdout) if out.returncode == 0 else None
+    p = wait(lambda: (x := pod()) and x["status"].get("phase") == "Running" and x, timeout=60, what="workspace pod")
+    c = next(c for c in p["spec"]["containers"] if c["name"] == "notebook")
+    assert c["resources"]["limits"][RDMA] == c["resources"]["requests"][RDMA] == "1"
+    assert c["resources"]["limits"]["nvidia.com/gpu"] == "1" and p["spec"]["nodeName"] == rdma_node
+    admin.hub_api("DELETE", f"/users/{admin.name}/servers/ib-box")
+    wait(lambda: pod() is None, timeout=60, what="the pod to go")

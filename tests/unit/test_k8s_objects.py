@@ -158,6 +158,43 @@ def test_quantities_and_pod_requests():
     assert (cpu, mem, dev) == (4, 1 << 30, 2)  # init containers run alone: their max counts if larger
 
 
+@pytest.mark.parametrize("strategy,workers,ps", [("allreduce", 3, 0), ("ps", 2, 1), (None, 1, 0)])
+def test_every_pod_of_an_rdma_plan_asks_for_the_rdma_device_and_no_other_does(strategy, workers, ps):
+    rdma = dataclasses.replace(launch(strategy, workers, ps), rdma=True)
+    for s, name in ((ob.KubeSettings(namespace="users"), "rdma/hca_shared_devices_a"),
+                    (ob.KubeSettings(namespace="users", rdma_resource="rdma/roce_a"), "rdma/roce_a")):
+        jobs = [o for o in ob.job_objects(s, rdma) if o["kind"] == "Job"]
+        assert len(jobs) == (2 if ps else 1)
+        for j in jobs:  # parameter servers too: they exchange the gradients
+            res = j["spec"]["template"]["spec"]["containers"][0]["resources"]
+            assert res["limits"][name] == res["requests"][name] == "1"
+        plain = [o for o in ob.job_objects(s, launch(strategy, workers, ps)) if o["kind"] == "Job"]
+        assert not any(name in j["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] for j in plain)
+
+
+def test_a_jobs_registry_credential_is_a_pull_secret_of_its_own_that_its_pods_use():
+    import base64
+    import json
+
+    spec = dataclasses.replace(launch("ps", 2, 1), registry_auth=("registry.example.org:5000", "bot", "pw:1"))
+    s = ob.KubeSettings(namespace="users", image_pull_secrets=("site-mirror",))
+    sec = ob.pull_secret(s, spec)
+    assert sec["type"] == "kubernetes.io/dockerconfigjson" and sec["metadata"]["name"] == ob.pull_secret_name(spec)
+    assert sec["metadata"]["labels"] == ob.labels(s, spec.job_id, spec.owner)
+    auths = json.loads(sec["stringData"][".dockerconfigjson"])["auths"]
+    assert auths == {"registry.example.org:5000": {"username": "bot", "password": "pw:1",
+                                                   "auth": base64.b64encode(b"bot:pw:1").decode()}}
+    objs = ob.job_objects(s, spec)
+    for j in (o for o in objs if o["kind"] == "Job"):
+        assert j["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "site-mirror"},
+                                                                     {"name": ob.pull_secret_name(spec)}]
+    assert "pw:1" not in json.dumps(objs) and "pw:1" not in repr(spec) and "pw:1" not in json.dumps(spec.to_json())
+    plain = launch("ps", 2, 1)
+    assert ob.pull_secret(s, plain) is None
+    assert all(j["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "site-mirror"}]
+               for j in ob.job_objects(s, plain) if j["kind"] == "Job")
+
+
 def selects(selector: dict, labels: dict) -> bool:
     """A LabelSelector's meaning (matchLabels only: TiHub's selectors use nothing else)."""
     assert set(selector) <= {"matchLabels"}, selector

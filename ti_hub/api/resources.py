@@ -17,13 +17,14 @@ class PlansHandler(APIHandler):
                                      args.get("all") in ("1", "true")), ("kind", "all"))
 
     async def post(self):
-        self.send(await self.op(plans.create, self.actor, self.body(), self.ti.ops_settings.device_rules), 201)
+        self.send(await self.op(plans.create, self.actor, self.body(), self.ti.ops_settings.device_rules,
+                                self.ti.ops_settings.rdma), 201)
 
 
 class PlanHandler(APIHandler):
     async def patch(self, plan_id: str):
         self.send(await self.op(plans.update, self.actor, v.db_id(plan_id), self.body(),
-                                self.ti.ops_settings.device_rules))
+                                self.ti.ops_settings.device_rules, self.ti.ops_settings.rdma))
 
     async def delete(self, plan_id: str):
         await self.op(plans.delete, self.actor, v.db_id(plan_id))

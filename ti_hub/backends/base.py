@@ -71,20 +71,25 @@ class LaunchSpec:
     device_type: str = "cpu"
     pool: str = "default"
     uid: int | None = None  # the owner's Unix uid (the embedded platform runs their code as it)
+    rdma: bool = False  # the plan's rdma: each pod asks for the RDMA device resource (Kubernetes only)
     # the job's secret environment entries, opened for this launch only (ops/secretenv.py): a backend puts them
     # where nobody reads them back (a per-job Secret on Kubernetes), never into anything it logs or returns
     secret_env: dict[str, str] = field(default_factory=dict, repr=False)
+    # the job's registry credential (server, username, password), opened for this launch only like secret_env:
+    # Kubernetes pulls the image with it (a Secret of the job's own); the embedded platform runs no image
+    registry_auth: tuple[str, str, str] | None = field(default=None, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out["secret_env"] = sorted(self.secret_env)  # names only: this is for logs and state
+        out["registry_auth"] = self.registry_auth[0] if self.registry_auth else None  # the registry only
         return out
 
 
 @dataclass(frozen=True)
 class InstanceStatus:
     index: int
-    state: str  # "running" | "exited" | "lost"
+    state: str  # "starting" (reason: why it waits) | "running" | "exited" | "lost"
     exit_code: int | None = None
     reason: str = ""  # plain language: "out of memory", "killed by signal 9", ...
 
@@ -98,6 +103,12 @@ class JobObservation:
 
 class ExecutionBackend(LoggingConfigurable):
     """Base class: launch, watch, logs, stop, capacity, re-adoption."""
+
+    # True where a launched job's instances start later (pods wait for a node, an image): the job stays
+    # "scheduling" until observe_job shows them all running, with the reason they wait meanwhile
+    reports_start = False
+    # whether plans with rdma mean something here (the backend gives pods an RDMA device); else they are refused
+    supports_rdma = False
 
     async def capacity(self) -> list[NodeCapacity]:
         raise NotImplementedError

@@ -111,3 +111,16 @@ def job_outcome(strategy: str | None, roles: list[str],
         first = min(failures, key=lambda st: (_cause_rank(st), st.index))
         return "failed", first.exit_code, describe_failure(instance_name(roles, first.index), first)
     return None
+
+
+def starting_reason(roles: list[str], observation: JobObservation) -> str | None:
+    """None once every instance runs; else why the job has not started yet, for its status reason: the first
+    waiting instance's reason (named, in a gang), e.g. ``starting: worker 1: image 'x' cannot be pulled ...``."""
+    waiting = [st for st in observation.instances if st.state == "starting"]
+    if not waiting:
+        return None
+    first = waiting[0]
+    n = len(observation.instances)
+    if n == 1:
+        return f"starting: {first.reason}"
+    return f"starting ({n - len(waiting)} of {n} running): {instance_name(roles, first.index)}: {first.reason}"

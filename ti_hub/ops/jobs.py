@@ -38,7 +38,8 @@ PLAIN = ("id", "name", "display_name", "owner", "kind", "strategy", "status", "r
          "device_type", "devices_per_instance", "cpu_per_instance", "memory_mib_per_instance", "workers", "ps",
          "shm_mib", "image", "command", "description", "preemptible", "priority", "exit_code", "placement")
 SPEC_FIELDS = (("env", dict), ("volumes", list), ("ports", list), ("endpoints", list),
-               ("estimated_duration", lambda: None), ("warnings", list), ("on_overrun", lambda: None))
+               ("estimated_duration", lambda: None), ("warnings", list), ("on_overrun", lambda: None),
+               ("credential_id", lambda: None))
 TIMES = ("created_at", "queued_at", "started_at", "finished_at")
 QUEUE = ("queue_position", "estimated_start", "pinned_at")
 # what others with jobs:view-all see of a waiting job (JOB5): who, what state, how much, where in the queue --
@@ -347,6 +348,9 @@ def clone(session: Session, actor: Actor, ref: Any, data: dict[str, Any], settin
     if sealed and job.owner != actor.name:
         raise Forbidden(f"job {job.id} has secret environment entries ({', '.join(sorted(sealed))}); only its "
                         f"owner ({job.owner}) can clone it", field="id")
+    if job.spec.get("credential_id") and job.owner != actor.name:  # a login is its owner's alone, as secrets are
+        raise Forbidden(f"job {job.id} pulls its image with {job.owner}'s registry credential; only its owner can "
+                        f"clone it", field="id")
     spec = submission_of(job)
     spec["name"] = data.get("name") or _free_name(session, actor.name, job.name)
     return submit(session, actor, spec, settings, sealed=sealed)
@@ -369,6 +373,8 @@ def submission_of(job: m.Job) -> dict[str, Any]:
         out["estimated_duration"] = job.spec["estimated_duration"]
     if job.spec.get("on_overrun"):
         out["on_overrun"] = job.spec["on_overrun"]
+    if job.spec.get("credential_id"):
+        out["credential"] = job.spec["credential_id"]
     return out
 
 

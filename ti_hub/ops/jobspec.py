@@ -95,6 +95,14 @@ def _plan_fields(session: Session, data: dict[str, Any], kind: str) -> tuple[m.P
                   "memory_mib_per_instance": plan.memory_mib, "shm_mib": plan.shm_mib}
 
 
+def _with_rdma(spec: dict[str, Any], plan: m.Plan | None) -> dict[str, Any]:
+    """The plan's rdma goes with the job as its shm does (kept in its spec: a later change of the plan does not
+    change what a submitted job asks for)."""
+    if plan is not None and plan.rdma:
+        spec["rdma"] = True
+    return spec
+
+
 def _check_plan_runs(plan: m.Plan, settings: OpsSettings) -> None:
     if not plans.fits_somewhere(plan, settings.nodes):
         raise v.ValidationError(f"plan {plan.name!r} cannot run on this cluster: no machine in pool {plan.pool!r} "
@@ -169,7 +177,7 @@ def parse_job(session: Session, actor: Actor, raw: dict[str, Any], settings: Ops
     spec["on_overrun"] = v.choice(data.get("on_overrun", "alert"), "on_overrun", ("alert", "stop"))
     if secret:  # sealed at once: the value is never stored, logged or shown in clear
         spec[secretenv.FIELD] = secretenv.seal(settings.secret_key, secret)
-    out["spec"] = spec
+    out["spec"] = _with_rdma(spec, plan)
     out["preemptible"] = v.boolean(data.get("preemptible", False), "preemptible")
     if data.get("priority") is not None:
         # JOB8: priorities are set by admins
@@ -209,6 +217,7 @@ def parse_workspace(session: Session, actor: Actor, data: dict[str, Any], settin
     if not (out["spec"]["jupyter"] or out["spec"]["ssh"]):
         raise v.ValidationError("jupyter: a workspace without Jupyter is reached by SSH only: it needs ssh true",
                                 field="jupyter")
+    _with_rdma(out["spec"], plan)
     return out
 
 

@@ -45,7 +45,9 @@ def fits_somewhere(plan: m.Plan, nodes: Sequence[NodeCapacity]) -> bool:
     return False
 
 
-def parse(data: dict[str, Any], device_rules: dict[str, list[int]], partial: bool = False) -> dict[str, Any]:
+def parse(data: dict[str, Any], device_rules: dict[str, list[int]], partial: bool = False,
+          rdma: bool = False) -> dict[str, Any]:
+    """``rdma``: whether this platform gives pods an RDMA device (else a plan with rdma is refused)."""
     v.check_fields(data, PLAN_FIELDS)
     out: dict[str, Any] = {}
     if not partial or "name" in data:
@@ -74,6 +76,10 @@ def parse(data: dict[str, Any], device_rules: dict[str, list[int]], partial: boo
         out["shm_mib"] = v.integer(data["shm_mib"], "shm_mib", 0, 1024 * 1024)
     if "rdma" in data:
         out["rdma"] = v.boolean(data["rdma"], "rdma")
+        if out["rdma"] and not rdma:
+            raise v.ValidationError("rdma: this platform has no RDMA devices to give (the embedded platform runs "
+                                    "jobs as processes on its own machine); plans with rdma need the Kubernetes "
+                                    "backend and an RDMA device plugin", field="rdma")
     if "pool" in data:
         out["pool"] = v.name(data["pool"], "pool")
     return out
@@ -108,9 +114,9 @@ def find(session: Session, ref: Any, field: str = "plan") -> m.Plan:
     return plan
 
 
-def create(session: Session, actor: Actor, data: dict[str, Any], device_rules) -> dict[str, Any]:
+def create(session: Session, actor: Actor, data: dict[str, Any], device_rules, rdma: bool = False) -> dict[str, Any]:
     actor.need(S.MANAGE_VC, "defining plans")
-    fields = parse(data, device_rules)
+    fields = parse(data, device_rules, rdma=rdma)
     if session.scalar(select(m.Plan).where(m.Plan.name == fields["name"])):
         raise Conflict(f"a plan named {fields['name']!r} exists already", field="name")
     plan = m.Plan(created_at=utcnow(), **{"description": "", "shm_mib": 64, "rdma": False, "pool": "default",
@@ -120,10 +126,11 @@ def create(session: Session, actor: Actor, data: dict[str, Any], device_rules) -
     return render(plan)
 
 
-def update(session: Session, actor: Actor, plan_id: int, data: dict[str, Any], device_rules) -> dict[str, Any]:
+def update(session: Session, actor: Actor, plan_id: int, data: dict[str, Any], device_rules,
+           rdma: bool = False) -> dict[str, Any]:
     actor.need(S.MANAGE_VC, "changing plans")
     plan = get_or_404(session, m.Plan, plan_id, "plan")
-    fields = parse(data, device_rules, partial=True)
+    fields = parse(data, device_rules, partial=True, rdma=rdma)
     if "device_type" in fields and "device_count" not in data:
         v.device_count(plan.device_count, fields["device_type"], device_rules, "device_count")
     for k, val in fields.items():

@@ -20,6 +20,7 @@ class OpsSettings:
     uids: UidPolicy = field(default_factory=UidPolicy)
     # the service's Fernet (TiService.fernet): seals jobs' secret environment entries (ops/secretenv.py)
     secret_key: Any = None
+    rdma: bool = False  # the backend gives pods of plans with rdma an RDMA device (ExecutionBackend.supports_rdma)
 
     @property
     def device_types(self) -> list[str]:

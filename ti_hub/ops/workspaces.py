@@ -77,6 +77,7 @@ def get(session: Session, caller: Actor, owner: str, name: str) -> dict[str, Any
 
     out = render(job, queue_position(session, job))
     out["jupyter"] = job.spec.get("jupyter", True)
+    out["rdma"] = bool(job.spec.get("rdma"))  # the plan's, as submitted
     out["unix_uid"] = session.scalar(select(m.User.unix_uid).where(m.User.name == owner))
     return out
 

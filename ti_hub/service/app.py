@@ -25,6 +25,7 @@ from tornado.httpserver import HTTPServer
 from tornado.netutil import bind_sockets
 from traitlets import Bool, Dict, Float, Instance, Integer, List, TraitError, Type, Unicode, default, validate
 from traitlets.config import Application
+from traitlets.utils.importstring import import_item
 
 from .. import __version__
 from ..backends.base import ExecutionBackend
@@ -65,6 +66,19 @@ DEFAULT_IMAGES = [
     {"name": "pytorch-gpu", "address": "quay.io/jupyter/pytorch-notebook:cuda12-latest", "accelerator": "gpu",
      "description": "PyTorch with CUDA 12"},
 ]
+
+
+class ImportedType(Type):
+    """A Type whose error, when its class cannot be imported, says why (traitlets' own says only that it could
+    not): a missing optional dependency names the extra to install."""
+
+    def validate(self, obj, value):
+        if isinstance(value, str):
+            try:
+                import_item(value)
+            except ImportError as e:
+                raise TraitError(f"{self.name}: {value} could not be imported ({e})") from e
+        return super().validate(obj, value)
 
 
 class TiService(Application):
@@ -172,7 +186,7 @@ class TiService(Application):
              "found over its capacity takes no new read-write mount of a job, and the work writing it gets an "
              "alert (service/volumeusage.py). 0: never measured; capacity is then a quota on requests only.")
     config_file = Unicode("", config=True, help="Config file (the hub's jupyterhub_config.py) to load.")
-    backend_class = Type(
+    backend_class = ImportedType(
         "ti_hub.backends.local.LocalBackend", klass=ExecutionBackend, config=True,
         help="Execution backend: local processes (embedded default) or Kubernetes.",
     )
@@ -282,7 +296,8 @@ class TiService(Application):
         self.volume_driver = self.volume_driver_class(parent=self, log=self.log, **driver_kw)
         self.ops_settings = OpsSettings(dict(self.compute_quota_defaults), dict(self.storage_quota_defaults),
                                         {k: list(v) for k, v in self.device_count_rules.items()}, self.max_workers,
-                                        self.max_ps, uids=self._uid_policy(), secret_key=self.fernet)
+                                        self.max_ps, uids=self._uid_policy(), secret_key=self.fernet,
+                                        rdma=self.backend.supports_rdma)
         self.render_cache = RenderCache(self.list_cache_size)
         self.hub_names = HubNames(self.hub_lookup_ttl)
         self.tensorboards = self._tensorboards()

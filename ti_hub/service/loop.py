@@ -280,15 +280,18 @@ class JobRunner:
                 record(s, j, st.STOPPED, why)
 
     async def watch_running(self) -> int:
-        """Observe every running job; returns how many ended."""
-        from ..backends.outcome import job_outcome
+        """Observe every launched job; returns how many ended. A job whose instances start later (Kubernetes) is
+        "scheduling" until they all run, its reason saying why they wait; "running" from then on."""
+        from ..backends.outcome import job_outcome, starting_reason
 
         jobs = await self.svc.db(lambda s: s.execute(
-            select(m.Job.id, m.Job.strategy, m.Job.workers, m.Job.ps, m.Job.backend_state).where(
-                m.Job.kind != "workspace", m.Job.status == st.RUNNING, m.Job.backend_state.is_not(None),
-                m.Job.preempted_by.is_(None))).all(),
+            select(m.Job.id, m.Job.status, m.Job.reason, m.Job.strategy, m.Job.workers, m.Job.ps,
+                   m.Job.backend_state).where(
+                m.Job.kind != "workspace", m.Job.status.in_((st.SCHEDULING, st.RUNNING)),
+                m.Job.backend_state.is_not(None), m.Job.preempted_by.is_(None))).all(),
             readonly=True, scheduler=True)
         ended: list[tuple[int, str, int | None, str]] = []
+        started: list[tuple[int, str, str]] = []
         for j in jobs:
             if not j.backend_state:
                 continue
@@ -296,20 +299,31 @@ class JobRunner:
             roles = ["ps"] * j.ps + ["worker"] * j.workers if j.strategy == "ps" else ["worker"] * (j.workers + j.ps)
             outcome = job_outcome(j.strategy, roles, obs)
             if outcome is None:
+                if j.status == st.SCHEDULING:
+                    why = starting_reason(roles, obs)
+                    if why is None:
+                        started.append((j.id, st.RUNNING, "running"))
+                    elif why != j.reason:
+                        started.append((j.id, st.SCHEDULING, why))
                 continue
             # ps instances never exit by themselves; a failed gang leaves survivors: stop them all
             await self.svc.backend.stop(j.id, j.backend_state, grace_seconds=2.0)
             await self.svc.backend.cleanup(j.id, j.backend_state)
             ended.append((j.id, *outcome))
-        if ended:  # one transaction for every end seen this cycle
-            await self.svc.db(self._finish_runs, ended, scheduler=True)
+        if ended or started:  # one transaction for every change seen this cycle
+            await self.svc.db(self._finish_runs, ended, started, scheduler=True)
         return len(ended)
 
     @staticmethod
-    def _finish_runs(s: Session, ended: list[tuple[int, str, int | None, str]]) -> None:
+    def _finish_runs(s: Session, ended: list[tuple[int, str, int | None, str]],
+                     started: Sequence[tuple[int, str, str]] = ()) -> None:
+        for job_id, status, reason in started:
+            j = s.get(m.Job, job_id)
+            if j.status == st.SCHEDULING and j.preempted_by is None:  # a kill or pause raced us otherwise
+                record(s, j, status, reason)
         for job_id, status, code, reason in ended:
             j = s.get(m.Job, job_id)
-            if j.status != st.RUNNING:
+            if j.status not in (st.RUNNING, st.SCHEDULING):
                 continue  # a kill or pause raced us; that path records the end
             j.exit_code = code
             record(s, j, status, reason)
@@ -361,7 +375,10 @@ class JobRunner:
         if save:
             self.scores.save(s, now)
 
-    def launch_spec(self, job: m.Job, placement: Sequence[core.Allocation], uid: int | None = None) -> LaunchSpec:
+    def launch_spec(self, job: m.Job, placement: Sequence[core.Allocation], uid: int | None = None,
+                    credentials: dict[int, tuple[str, str, bytes]] | None = None) -> LaunchSpec:
+        """``credentials``: registry credentials by id (server, username, encrypted password), as
+        ``registry_credentials`` loads them; the job's is opened here, for the backend only."""
         from ..backends.envs import instance_envs
 
         n = job.workers + job.ps
@@ -386,10 +403,16 @@ class JobRunner:
                                     vol["read_only"], vol["kind"], vol["volume_id"], vol.get("volume", "")))
         # opened here, for the backend only: the values live in memory for the launch and nowhere in clear after
         secret_env = secretenv.unseal(self.svc.ops_settings.secret_key, job.spec.get(secretenv.FIELD) or {})
+        auth = None
+        if job.spec.get("credential_id"):
+            cred = (credentials or {}).get(int(job.spec["credential_id"]))
+            if cred is None:
+                raise LookupError(f"its registry credential {job.spec['credential_id']} was deleted")
+            auth = (cred[0], cred[1], self.svc.fernet.decrypt(cred[2]).decode())
         return LaunchSpec(job.id, job.owner, job.name, job.kind, job.strategy, job.command, job.image,
                           {**job.spec.get("env", {}), **personal.env(mounts)}, tuple(instances), tuple(mounts),
-                          tuple(scratch),
-                          job.shm_mib, job.device_type, job.pool, uid, secret_env=secret_env)
+                          tuple(scratch), job.shm_mib, job.device_type, job.pool, uid,
+                          rdma=bool(job.spec.get("rdma")), secret_env=secret_env, registry_auth=auth)
 
     async def launch_all(self, todo: Sequence[tuple[m.Job, Sequence[core.Allocation]]]) -> None:
         """Launch admitted jobs, up to ``launch_concurrency`` at once (a Kubernetes create is mostly waiting
@@ -397,34 +420,37 @@ class JobRunner:
         gate = asyncio.Semaphore(max(1, self.svc.launch_concurrency))
         uids = await self.svc.db(unixids.ensure, {j.owner for j, _ in todo}, self.svc.ops_settings.uids,
                                  scheduler=True)
+        cred_ids = {int(j.spec["credential_id"]) for j, _ in todo if j.spec.get("credential_id")}
+        creds = await self.svc.db(registry_credentials, cred_ids, readonly=True, scheduler=True) if cred_ids else {}
 
         async def one(job: m.Job, placement: Sequence[core.Allocation]) -> tuple[int, Any, str | None]:
             async with gate:
                 try:
                     # STO8: the owner's personal directories exist before anything mounts them
                     await asyncio.to_thread(self.svc.volume_driver.ensure_personal, job.owner)
-                    spec = self.launch_spec(job, placement, uids.get(job.owner))
+                    spec = self.launch_spec(job, placement, uids.get(job.owner), creds)
                     return job.id, await self.svc.backend.launch(spec), None
                 except Exception as e:  # a launch failure is the job's error, never the loop's
                     self.log.exception("launching job %d failed", job.id)
                     return job.id, None, f"could not start: {e}"
 
         results = await asyncio.gather(*(one(j, p) for j, p in todo))
-        await self.svc.db(self._launched_all, results, scheduler=True)
+        await self.svc.db(self._launched_all, results, self.svc.backend.reports_start, scheduler=True)
 
     @classmethod
-    def _launched_all(cls, s: Session, results: Sequence[tuple[int, Any, str | None]]) -> None:
+    def _launched_all(cls, s: Session, results: Sequence[tuple[int, Any, str | None]], later: bool) -> None:
         for job_id, state, error in results:
             if error is None:
-                cls._launched(s, job_id, state)
+                cls._launched(s, job_id, state, later)
             else:
                 cls._launch_failed(s, job_id, error)
 
     @staticmethod
-    def _launched(s: Session, job_id: int, state: dict[str, Any]) -> None:
+    def _launched(s: Session, job_id: int, state: dict[str, Any], later: bool = False) -> None:
+        """``later``: its instances start later (watch_running records them running when they do)."""
         j = s.get(m.Job, job_id)
         j.backend_state = state
-        if j.status == st.SCHEDULING:
+        if j.status == st.SCHEDULING and not later:
             record(s, j, st.RUNNING, "running")
 
     @staticmethod
@@ -432,3 +458,10 @@ class JobRunner:
         j = s.get(m.Job, job_id)
         j.placement = None
         record(s, j, st.ERROR, reason)
+
+
+def registry_credentials(s: Session, ids: set[int]) -> dict[int, tuple[str, str, bytes]]:
+    """The registry credentials ``ids`` (server, username, encrypted password)."""
+    rows = s.execute(select(m.RegistryCredential.id, m.RegistryCredential.server, m.RegistryCredential.username,
+                            m.RegistryCredential.password_encrypted).where(m.RegistryCredential.id.in_(ids)))
+    return {r.id: (r.server, r.username, r.password_encrypted) for r in rows}

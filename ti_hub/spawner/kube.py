@@ -30,6 +30,9 @@ class TiKubeSpawner(TiSpawnerMixin, KubeSpawner):
     pool_label = Unicode("ti-hub.io/pool", config=True, help="Node label naming the resource pool.")
     run_as_uid = Integer(1000, config=True, help="User id of the workspace container (never 0).")
     run_as_gid = Integer(100, config=True, help="Group id of the workspace container and its volumes (fsGroup).")
+    rdma_resource = Unicode("rdma/hca_shared_devices_a", config=True,
+                            help="Extended resource a workspace whose plan has rdma asks one of (the same as "
+                                 "KubernetesBackend.rdma_resource: the RDMA shared device plugin's).")
 
     @default("options_form")
     def _default_options_form(self):
@@ -38,7 +41,8 @@ class TiKubeSpawner(TiSpawnerMixin, KubeSpawner):
     def settings(self) -> ob.KubeSettings:
         return ob.KubeSettings(namespace=self.namespace, installation=self.installation,
                                device_resource=self.device_resource, device_type_label=self.device_type_label,
-                               pool_label=self.pool_label, uid=self.run_as_uid, gid=self.run_as_gid)
+                               pool_label=self.pool_label, uid=self.run_as_uid, gid=self.run_as_gid,
+                               rdma_resource=self.rdma_resource)
 
     def apply_admission(self, ws: dict[str, Any]) -> None:
         """Turn TiHub's admission (plan, placement, volumes, env) into KubeSpawner's settings: pure, no I/O."""
@@ -53,7 +57,8 @@ class TiKubeSpawner(TiSpawnerMixin, KubeSpawner):
         devices = int(ws.get("devices_per_instance") or 0)
         self.cpu_limit = self.cpu_guarantee = cpu
         self.mem_limit = self.mem_guarantee = f"{mem}M"  # KubeSpawner's M is MiB
-        extra = {s.device_resource: str(devices)} if devices else {}
+        extra = {k: q for k, q in ob.resources(s, cpu, mem, devices, bool(ws.get("rdma")))["limits"].items()
+                 if k not in ("cpu", "memory")}  # devices, RDMA: KubeSpawner has cpu and memory traits of its own
         self.extra_resource_limits = dict(extra)
         self.extra_resource_guarantees = dict(extra)
         nodes = [i["node"] for i in (ws.get("placement") or {}).get("instances", [])]

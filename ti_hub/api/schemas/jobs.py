@@ -86,6 +86,7 @@ JOB_FIELDS = {
     "instances": COUNT, "env": obj({}, extra=STR), "secret_env_names": array(STR), "volumes": array(MOUNT), "ports": array(INT),
     "endpoints": array(STR), "estimated_duration": nullable(INT), "warnings": array(STR),
     "on_overrun": nullable(enum(("alert", "stop"))),
+    "credential_id": nullable(ID),
     "created_at": TIME, "queued_at": MAYBE_TIME, "started_at": MAYBE_TIME, "finished_at": MAYBE_TIME,
     "queue": QUEUE_PLACE,
     # the detail adds the history; for the owner, the endpoint URLs and TensorBoards (JOB6)

@@ -22,7 +22,8 @@ ADMIT = obj({"groups": nullable(array(string(255))), "options": nullable(WORKSPA
 RUNNING = obj({"state": nullable({"type": "object", "description": "where the workspace runs (backend state)"})})
 STOPPED = obj({"reason": nullable(string(500))})
 MOUNT_SOURCE = answer({"source": STR, "kind": STR, "mount_path": STR, "read_only": BOOL, "claim": STR})
-WORKSPACE = answer({**JOB_FIELDS, "jupyter": BOOL, "unix_uid": nullable(INT), "mounts": array(MOUNT_SOURCE)},
+WORKSPACE = answer({**JOB_FIELDS, "jupyter": BOOL, "rdma": BOOL, "unix_uid": nullable(INT),
+                    "mounts": array(MOUNT_SOURCE)},
                    ["queue", "events", "endpoint_urls", "tensorboards"], title="Workspace")
 FORM_CHOICES = answer({"plans": array(PLAN), "images": array(IMAGE), "volumes": array(VOLUME),
                        "image_note": IMAGE_NOTE}, title="FormChoices")

@@ -2,9 +2,9 @@
 
 The scheduler decides; this shell only creates, watches and deletes. Per admitted job: one Indexed Job
 (single-node, all-reduce) or one per role (parameter server), plus a headless Service and, where NetworkPolicies
-close user pods, the gang's own NetworkPolicy, and the job's Secret when it has secret environment entries -- all
-of a gang or none (a failed create rolls the others back; the Service, the policy and the Secret belong to the
-first Job). Status comes from shared
+close user pods, the gang's own NetworkPolicy, and the job's Secrets when it has secret environment entries or a
+registry credential -- all of a gang or none (a failed create rolls the others back; the Service, the policy and
+the Secrets belong to the first Job). Status comes from shared
 watches (``reflector.py``), never from polling; capacity is the nodes' allocatable minus what other
 workloads request. After a restart, objects are matched to TiHub's jobs by labels: the known ones are
 re-adopted, unfinished ones nobody knows are deleted.
@@ -19,20 +19,23 @@ from typing import Any
 
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio.client.exceptions import ApiException
-from traitlets import Bool, Dict, Integer, List, Unicode
+from traitlets import Bool, Dict, Float, Integer, List, Unicode
 
 from .. import metrics as metrics_mod
 from ..base import ExecutionBackend, InstanceStatus, JobObservation, LaunchSpec, NodeCapacity
-from ..outcome import exit_reason
 from . import objects as ob
+from . import podstate
 from .capacity import capacity
 from .client import checked, json_of, new_api_client
 from .reflector import Reflector
 
 FINISHED = ("Complete", "Failed", "SuccessCriteriaMet", "FailureTarget")
+POD_WARNINGS = "type=Warning,involvedObject.kind=Pod"
 
 
 class KubernetesBackend(ExecutionBackend):
+    reports_start = True  # a launched job is starting until its pods run (observe_job says why they wait)
+
     kubeconfig = Unicode("", config=True,
                          help="Kubeconfig file to use; empty: the in-cluster service account, else ~/.kube/config.")
     namespace = Unicode("default", config=True, help="Namespace where TiHub creates jobs' Jobs, Services and pods.")
@@ -76,6 +79,14 @@ class KubernetesBackend(ExecutionBackend):
                                         "cluster-wide pod list/watch); off: only pods in TiHub's namespace.")
     connection_limit = Integer(64, config=True, help="Most concurrent connections to the API server.")
     extra_pod_annotations = Dict(Unicode(), config=True, help="Annotations added to every job pod (admin-set).")
+    rdma_resource = Unicode("rdma/hca_shared_devices_a", config=True,
+                            help="Extended resource every pod of a job whose plan has rdma asks one of: the RDMA "
+                                 "shared device plugin's (k8s-rdma-shared-dev-plugin, resource prefix 'rdma' and "
+                                 "its configured resourceName). Empty: plans with rdma are refused.")
+    start_timeout = Float(900.0, config=True,
+                          help="Seconds a job's pod may wait to start (no room on its node yet, a volume that does "
+                               "not mount, an image pull still retrying) before the job fails with that reason; "
+                               "0: wait forever (the job shows why it waits).")
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -84,6 +95,7 @@ class KubernetesBackend(ExecutionBackend):
         self.nodes: Reflector | None = None
         self.pods: Reflector | None = None
         self.jobs: Reflector | None = None
+        self.events: Reflector | None = None  # Warning events of pods (why one waits: a volume that does not mount)
         self.pods_by_job: dict[int, dict[str, dict[str, Any]]] = defaultdict(dict)
         self.writes = 0  # API writes so far (create/delete), for tests and benchmarks
         self._ready: asyncio.Future | None = None  # the namespace checked, the pin policy installed (if asked), once
@@ -98,7 +110,12 @@ class KubernetesBackend(ExecutionBackend):
             gid=self.run_as_gid, termination_grace_seconds=self.termination_grace_seconds,
             pin_to_placement=self.pin_to_placement, tolerations=tuple(self.tolerations),
             image_pull_secrets=tuple(self.image_pull_secrets), scheduler_name=self.scheduler_name,
-            extra_pod_annotations=dict(self.extra_pod_annotations), network_policy=self.network_policy_per_job)
+            extra_pod_annotations=dict(self.extra_pod_annotations), network_policy=self.network_policy_per_job,
+            rdma_resource=self.rdma_resource)
+
+    @property
+    def supports_rdma(self) -> bool:
+        return bool(self.rdma_resource)
 
     # -- connection and watches ----------------------------------------------------------------------------
     async def api(self) -> k8s.ApiClient:
@@ -128,7 +145,22 @@ class KubernetesBackend(ExecutionBackend):
                 def list_jobs(**kw):
                     return batch.list_namespaced_job(self.namespace, label_selector=sel, **kw)
                 self.jobs = Reflector("jobs", list_jobs, log=self.log, on_event=self._job_event)
-                await self.jobs.start()
+
+                def list_events(**kw):
+                    return core.list_namespaced_event(self.namespace, field_selector=POD_WARNINGS, **kw)
+                self.events = Reflector("events", list_events, log=self.log, on_event=self._warning_event)
+                await asyncio.gather(self.jobs.start(), self._start_events())
+
+    async def _start_events(self) -> None:
+        """Events only add reasons (a volume that does not mount): without the right to read them, jobs still run."""
+        try:
+            await self.events.start()
+        except ApiException as e:
+            if e.status != 403:
+                raise
+            self.log.warning("may not watch events in namespace %s: jobs waiting on a volume mount will not say "
+                             "so (grant list and watch on events)", self.namespace)
+            self.events = None
 
     async def _install_pin_policy(self, api: k8s.ApiClient) -> None:
         adm = k8s.AdmissionregistrationV1Api(api)
@@ -223,7 +255,12 @@ class KubernetesBackend(ExecutionBackend):
                                      "sharing a node may take each other's room (see docs/kubernetes.md)", name)
             by[name] = pod
         phase, was = pod.get("status", {}).get("phase"), (old or {}).get("status", {}).get("phase")
-        if phase != was and phase in ("Succeeded", "Failed", "Running"):
+        if (phase != was and phase in ("Succeeded", "Failed", "Running")) or \
+                (phase == "Pending" and pod.get("status") != (old or {}).get("status")):
+            self._poke()  # an end, a start, or a new reason to wait
+
+    def _warning_event(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        if kind != "DELETED" and obj.get("reason") in podstate.MOUNT_EVENTS:
             self._poke()
 
     def _job_event(self, kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
@@ -231,7 +268,7 @@ class KubernetesBackend(ExecutionBackend):
             self._poke()
 
     async def close(self) -> None:
-        for r in (self.nodes, self.pods, self.jobs):
+        for r in (self.nodes, self.pods, self.jobs, self.events):
             if r:
                 await r.stop()
         if self._api:
@@ -263,21 +300,26 @@ class KubernetesBackend(ExecutionBackend):
         api = await self.api()
         batch, core, net = k8s.BatchV1Api(api), k8s.CoreV1Api(api), k8s.NetworkingV1Api(api)
         created: list[str] = []
+        # the Secrets come before the Job: a pod started without one fails (an image it cannot pull, a container
+        # it cannot create); each is owned by the first Job once that exists, so that no Secret outlives its job
+        early = [o for o in (ob.pull_secret(s, spec), secret) if o is not None]
         try:
+            for obj in early:
+                await self._create_owned(core.create_namespaced_secret, core.delete_namespaced_secret, obj)
             first = await self._create_job(batch, jobs[0], spec.job_id)
             created.append(jobs[0]["metadata"]["name"])
             # owned by the first Job: deleting the job's Jobs (kill, or their TTL) takes them along. The policy
             # comes first, right after the Job: its pods need it to talk, and they take seconds to start
             owner = [{"apiVersion": "batch/v1", "kind": "Job", "name": first["metadata"]["name"],
                       "uid": first["metadata"]["uid"], "controller": False, "blockOwnerDeletion": False}]
+            for obj in early:
+                self.writes += 1
+                await core.patch_namespaced_secret(obj["metadata"]["name"], self.namespace,
+                                                   {"metadata": {"ownerReferences": owner}})
             if policy is not None:
                 policy["metadata"]["ownerReferences"] = owner
                 await self._create_owned(net.create_namespaced_network_policy, net.delete_namespaced_network_policy,
                                          policy)
-            if secret is not None:
-                # its pods wait for it (the kubelet retries a missing Secret); no Secret outlives its job
-                secret["metadata"]["ownerReferences"] = owner
-                await self._create_owned(core.create_namespaced_secret, core.delete_namespaced_secret, secret)
             if service is not None:
                 service["metadata"]["ownerReferences"] = owner
                 await self._create_owned(core.create_namespaced_service, core.delete_namespaced_service, service)
@@ -288,6 +330,12 @@ class KubernetesBackend(ExecutionBackend):
             # all of a gang or none: take back what was created
             for name in created:
                 await self._delete_job(batch, name)
+            for obj in early:
+                try:
+                    await core.delete_namespaced_secret(obj["metadata"]["name"], self.namespace)
+                except ApiException as e:
+                    if e.status != 404:
+                        raise
             raise
         roles = [{"job": j["metadata"]["name"], "offset": int(j["metadata"]["annotations"][ob.ANN_ROLE_OFFSET]),
                   "count": j["spec"]["completions"]} for j in jobs]
@@ -366,20 +414,14 @@ class KubernetesBackend(ExecutionBackend):
     async def observe_job(self, job_id: int, state: dict[str, Any]) -> JobObservation:
         await self.start_watches()
         insts: list[InstanceStatus] = []
+        events = list(self.events.items.values()) if self.events else []
+        now = time.time()
         for role in state.get("roles", []):
             job = self.jobs.items.get(f"{state['namespace']}/{role['job']}")
             pods = self._pods_of(job_id, role["job"])
             for i in range(role["count"]):
-                index = role["offset"] + i
-                pod = pods.get(i)
-                if pod is not None:
-                    insts.append(pod_status(index, pod, state.get("memory_mib")))
-                elif job is None:
-                    insts.append(InstanceStatus(index, "lost", None, "its Kubernetes Job was deleted"))
-                elif job_finished(job) and job_condition(job, "Failed"):
-                    insts.append(InstanceStatus(index, "exited", None, job_condition(job, "Failed")))
-                else:
-                    insts.append(InstanceStatus(index, "running"))  # the Job controller is creating it
+                insts.append(podstate.instance_status(role["offset"] + i, pods.get(i), job, state.get("memory_mib"),
+                                                      events=events, now=now, start_timeout=self.start_timeout))
         return JobObservation(tuple(insts))
 
     async def stop(self, job_id: int, state: dict[str, Any], grace_seconds: float = 5.0) -> None:
@@ -389,7 +431,11 @@ class KubernetesBackend(ExecutionBackend):
         api = await self.api()
         batch = k8s.BatchV1Api(api)
         obs = await self.observe_job(job_id, state)
-        if obs.instances and all(i.state == "exited" for i in obs.instances) and \
+        # a pod TiHub gave up on (an image it cannot pull, a start that timed out) has not ended: it is Pending and
+        # holds its node's room until deleted
+        live = any(p.get("status", {}).get("phase") not in ("Succeeded", "Failed")
+                   for p in self.pods_by_job.get(job_id, {}).values())
+        if obs.instances and all(i.state == "exited" for i in obs.instances) and not live and \
                 all(f"{state['namespace']}/{r['job']}" in self.jobs.items for r in state.get("roles", [])):
             return
         for role in state.get("roles", []):
@@ -475,7 +521,7 @@ class KubernetesBackend(ExecutionBackend):
         alive: dict[int, bool] = {}
         for job_id, state in known.items():
             obs = await self.observe_job(job_id, state)
-            alive[job_id] = any(i.state == "running" for i in obs.instances)
+            alive[job_id] = any(i.state in ("running", "starting") for i in obs.instances)
         known_names = {r["job"] for st in known.values() for r in st.get("roles", [])}
         for job in list(self.jobs.items.values()):
             name = job["metadata"]["name"]
@@ -487,37 +533,8 @@ class KubernetesBackend(ExecutionBackend):
         return alive
 
 
-def job_condition(job: dict[str, Any], kind: str) -> str:
-    for c in (job.get("status") or {}).get("conditions") or []:
-        if c.get("type") == kind and c.get("status") == "True":
-            return c.get("message") or c.get("reason") or kind
-    return ""
-
-
 def job_finished(job: dict[str, Any]) -> bool:
-    return any(job_condition(job, k) for k in FINISHED)
-
-
-def pod_status(index: int, pod: dict[str, Any], memory_mib: int | None) -> InstanceStatus:
-    status = pod.get("status") or {}
-    phase = status.get("phase")
-    if phase not in ("Succeeded", "Failed"):
-        return InstanceStatus(index, "running")
-    term = {}
-    for cs in status.get("containerStatuses") or []:
-        if cs.get("name") == "main":
-            term = (cs.get("state") or {}).get("terminated") or {}
-    code = term.get("exitCode")
-    if term.get("reason") == "OOMKilled":
-        return InstanceStatus(index, "exited", code if code is not None else 137,
-                              exit_reason(oom=True, memory_limit_mib=memory_mib))
-    if code is None:
-        if phase == "Succeeded":
-            return InstanceStatus(index, "exited", 0, "")
-        why = status.get("reason") or "Failed"
-        msg = status.get("message") or ""
-        return InstanceStatus(index, "exited", None, f"{why.lower()}: {msg}" if msg else why.lower())
-    return InstanceStatus(index, "exited", int(code), "")
+    return any(podstate.job_condition(job, k) for k in FINISHED)
 
 
 def _instances(state: dict[str, Any]) -> list[int]:

@@ -21,6 +21,8 @@ No I/O here (kubespawner's ``objects.py`` habit), so every rule is tested withou
 
 from __future__ import annotations
 
+import base64
+import json
 import shlex
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,6 +75,7 @@ class KubeSettings:
     scheduler_name: str = ""
     extra_pod_annotations: dict[str, str] = field(default_factory=dict)
     network_policy: bool = False  # each gang gets its own NetworkPolicy (job_network_policy)
+    rdma_resource: str = "rdma/hca_shared_devices_a"  # what a pod of an RDMA plan asks one of
 
 
 # -- names ------------------------------------------------------------------------------------------------------
@@ -119,11 +122,14 @@ def quantity_cpu(cpu: float) -> str:
     return f"{int(round(cpu * 1000))}m"
 
 
-def resources(s: KubeSettings, cpu: float, memory_mib: int, devices: int) -> dict[str, Any]:
-    """Requests equal limits: the scheduler's accounting is exact and a pod never bursts into a neighbour."""
+def resources(s: KubeSettings, cpu: float, memory_mib: int, devices: int, rdma: bool = False) -> dict[str, Any]:
+    """Requests equal limits: the scheduler's accounting is exact and a pod never bursts into a neighbour.
+    ``rdma``: one of the RDMA device plugin's shared resource (the plan's rdma)."""
     limits = {"cpu": quantity_cpu(cpu), "memory": f"{int(memory_mib)}Mi"}
     if devices:
         limits[s.device_resource] = str(int(devices))
+    if rdma:
+        limits[s.rdma_resource] = "1"
     return {"requests": dict(limits), "limits": limits}
 
 
@@ -251,6 +257,25 @@ def env_secret(s: KubeSettings, spec: LaunchSpec) -> dict[str, Any] | None:
             "stringData": dict(spec.secret_env)}
 
 
+def pull_secret_name(spec: LaunchSpec) -> str:
+    return base_name(spec.job_id, spec.owner, spec.name) + "-pull"
+
+
+def pull_secret(s: KubeSettings, spec: LaunchSpec) -> dict[str, Any] | None:
+    """The job's registry credential as an image pull Secret (None without one): the job's own, so that no other
+    user's pod can name it, and owned by the job's first Job, so that it goes with the job."""
+    if not spec.registry_auth:
+        return None
+    server, user, password = spec.registry_auth
+    auth = base64.b64encode(f"{user}:{password}".encode()).decode()
+    config = {"auths": {server: {"username": user, "password": password, "auth": auth}}}
+    return {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+            "metadata": {"name": pull_secret_name(spec), "namespace": s.namespace,
+                         "labels": labels(s, spec.job_id, spec.owner),
+                         "annotations": {ANN_OWNER: spec.owner, ANN_NAME: spec.name}},
+            "stringData": {".dockerconfigjson": json.dumps(config)}}
+
+
 def container_env(plain: dict[str, str], secret_names: list[str], secret: str) -> list[dict[str, Any]]:
     """Plain values, then each secret entry by reference (a value the platform sets wins, as it does locally)."""
     return ([{"name": k, "value": v} for k, v in plain.items()]
@@ -301,7 +326,7 @@ def job_objects(s: KubeSettings, spec: LaunchSpec, extra_env: dict[str, str] | N
             "containers": [{
                 "name": "main", "image": spec.image, "command": ["/bin/sh", "-c", command],
                 "env": container_env(env, sorted(spec.secret_env), env_secret_name(spec)),
-                "resources": resources(s, head.cpu, head.memory_mib, len(head.devices)),
+                "resources": resources(s, head.cpu, head.memory_mib, len(head.devices), spec.rdma),
                 "securityContext": container_security_context(s),
                 "volumeMounts": vmounts,
             }],
@@ -310,8 +335,9 @@ def job_objects(s: KubeSettings, spec: LaunchSpec, extra_env: dict[str, str] | N
         }
         if gang:
             pod_spec["subdomain"] = base
-        if s.image_pull_secrets:
-            pod_spec["imagePullSecrets"] = [{"name": n_} for n_ in s.image_pull_secrets]
+        pulls = [*s.image_pull_secrets, *([pull_secret_name(spec)] if spec.registry_auth else [])]
+        if pulls:
+            pod_spec["imagePullSecrets"] = [{"name": n_} for n_ in pulls]
         if s.scheduler_name:
             pod_spec["schedulerName"] = s.scheduler_name
         template_annotations = {**annotations, ANN_ROLE_OFFSET: str(first), **s.extra_pod_annotations}

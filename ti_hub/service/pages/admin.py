@@ -78,7 +78,8 @@ class PlansPageHandler(PageHandler):
         shm = self.form_int("shm_mib", False)
         if shm is not None:
             data["shm_mib"] = shm
-        out = await self.ti.db(plans.create, self.actor, data, self.ti.ops_settings.device_rules)
+        out = await self.ti.db(plans.create, self.actor, data, self.ti.ops_settings.device_rules,
+                               self.ti.ops_settings.rdma)
         return f"Plan {out['name']} created."
 
     async def do_delete(self) -> str:
