@@ -113,3 +113,25 @@ def test_spawn_form_offers_only_runnable_plans_and_my_volumes(hub, new_user):
     assert not Path("/mnt/form-data").exists()  # the mount point exists only inside the sandbox
     u.hub_api("DELETE", f"/users/{u.name}/servers/form-box")
     u.wait_server("form-box", ready=False)
+
+
+def test_a_newcomers_workspace_and_two_instance_demo_job_run_at_once(hub, new_user):
+    """Issue 17, item 15: with `ti-hub start`'s defaults (demo devices, initial plans of 1 CPU each), a workspace
+    and a 2-instance job on demo devices run together on a 2-core machine: the demo machine offers 2 CPUs per
+    core (LocalBackend.cpu_overcommit)."""
+    import os
+
+    u = new_user("newbie")
+    r = u.hub_api("POST", f"/users/{u.name}/servers/desk", json={"plan": "demo-gpu-1"})
+    assert r.status_code in (201, 202), r.text
+    try:
+        u.wait_server("desk")
+        j = u.ok("POST", "/jobs", json={"name": "first-ddp", "kind": "distributed", "workers": 2, "plan": "demo-gpu-1",
+                                        "image": "python-cpu", "command": "sleep 30"})
+        running = u.wait_job(j["id"], states=("running",), timeout=60)
+        assert running["status"] == "running", running
+        node_cpu = sum(n["cpu"] for n in hub.admin.ok("GET", "/cluster")["nodes"])
+        assert node_cpu == 2 * os.cpu_count()
+        u.ok("POST", f"/jobs/{j['id']}/kill")
+    finally:
+        u.hub_api("DELETE", f"/users/{u.name}/servers/desk")

@@ -98,6 +98,10 @@ class JobObservation:
 class ExecutionBackend(LoggingConfigurable):
     """Base class: launch, watch, logs, stop, capacity, re-adoption."""
 
+    # whether jobs run in the image they name; a backend that runs them on its machine as they are says so here,
+    # and every submission is told (ops/jobspec.py)
+    image_note: str | None = None
+
     async def capacity(self) -> list[NodeCapacity]:
         raise NotImplementedError
 

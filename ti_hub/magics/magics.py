@@ -115,7 +115,7 @@ class TiMagics(Magics):
     def ti_submit(self, line: str, cell: str) -> Any:
         """Submit the cell as a training job (options of `ti job submit`, plus --python and --no-monitor).
 
-            %%ti_submit --name mnist --plan demo-gpu-1 --image pytorch --env EPOCHS=3
+            %%ti_submit --name mnist --plan demo-gpu-1 --image pytorch-gpu --env EPOCHS=3
             python3 /home/me/train.py --epochs $EPOCHS
 
         The cell is the job's command (a shell script run by /bin/sh -c); with --python it is Python code

@@ -20,6 +20,8 @@ class OpsSettings:
     uids: UidPolicy = field(default_factory=UidPolicy)
     # the service's Fernet (TiService.fernet): seals jobs' secret environment entries (ops/secretenv.py)
     secret_key: Any = None
+    # the backend's ExecutionBackend.image_note: images are not run (the embedded platform), told to every submitter
+    image_note: str | None = None
 
     @property
     def device_types(self) -> list[str]:
