@@ -14,6 +14,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
 from ..cli.client import quote
+from ..cli.common import JOB_HELP
 from ..cli.config import make_client
 from ..cli.submit import report_submitted
 from ..cli.watch import watch_job
@@ -84,7 +85,7 @@ class TiMagics(Magics):
     def ti_monitor(self, line: str) -> Any:
         """A live view of a job: %ti_monitor JOB [--instance N]."""
         p = commands.OneLineParser(prog="%ti_monitor", description="a live view of a job")
-        p.add_argument("job", metavar="ID|NAME")
+        p.add_argument("job", metavar="JOB", help=JOB_HELP)
         p.add_argument("--instance", type=int, metavar="N", help="whose log to show (distributed jobs)")
         try:
             args = p.parse_args(split_line(line))
