@@ -40,6 +40,8 @@ def keep_escaped_slashes() -> None:
         if url is None or not ESCAPED_SLASH.search(raw):
             return url
         sent = urllib.parse.quote(path)
+        if not path.startswith("/"):  # the port's route pattern takes the leading "/" off
+            raw = raw[1:]
         kept = "%2F".join(urllib.parse.quote(urllib.parse.unquote(part)) for part in ESCAPED_SLASH.split(raw))
         if not self.proxy.include_prefix:  # the route's prefix (no escapes in it) is not forwarded
             cut = len(urllib.parse.quote(self.target["prefix"]))
