@@ -44,13 +44,13 @@ EXEMPT = {
            "commands, port forwarding and job instances against the gateway",
     "scp": "the reader's own files and host; tests/e2e/test_ssh.py copies both ways",
     "kubectl": "needs a Kubernetes cluster (tests/k8s/ runs TiHub on a real control plane)",
-    "helm": "needs a Kubernetes cluster (tests/k8s/test_helm*.py install the chart)",
+    "helm": "needs a Kubernetes cluster (tests/k8s/test_helm_chart.py installs the chart)",
     "docker": "no Docker here; the images are not built by the tests",
     "tests/k8s/build-helm.sh": "builds helm from Go modules (minutes); tests/k8s/ uses it",
     "helm/fetch-deps.sh": "fetches the zero-to-jupyterhub chart; the chart tests use it",
     "python benchmarks/": "benchmarks take minutes each; docs/benchmarks.md records their runs",
-    "ti-hub simulate": "reads trace files (REPLAY of the Alibaba trace, jobs.csv) that are not in the repository; "
-                       "tests/unit/test_sim*.py and tests/integration run the simulator",
+    "ti-hub simulate": "reads trace files that are not in the repository (the Alibaba trace, the reader's jobs.csv); "
+                       "tests/unit/test_sim_*.py run the simulator on small traces",
 }
 # documents whose commands an administrator runs (outside a workspace, with an admin's token)
 ADMIN_DOCS = {"admin-guide.md", "kubernetes.md"}

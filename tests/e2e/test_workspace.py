@@ -135,3 +135,21 @@ def test_a_newcomers_workspace_and_two_instance_demo_job_run_at_once(hub, new_us
         u.ok("POST", f"/jobs/{j['id']}/kill")
     finally:
         u.hub_api("DELETE", f"/users/{u.name}/servers/desk")
+
+
+def test_a_workspace_queued_longer_than_the_slow_spawn_timeout_is_not_a_server_error(hub, new_user):
+    """A spawn that waits for admission longer than JupyterHub's slow_spawn_timeout (10 s) is answered 202 and
+    starts once admitted; the spawner's poll used to call the queued workspace dead (a 500 to the request)."""
+    u = new_user("patient")
+    free = int(sum(n["cpu"] - n["cpu_used"] for n in hub.admin.ok("GET", "/cluster")["nodes"]))
+    filler = u.ok("POST", "/jobs", json={"name": "cpu-filler", "kind": "distributed", "plan": "cpu-small",
+                                         "workers": max(2, free), "image": "python-cpu", "command": "sleep 120"})
+    u.wait_job(filler["id"], states=("running",), timeout=60)
+    try:
+        r = u.hub_api("POST", f"/users/{u.name}/servers/late-desk", json={"plan": "cpu-small"})
+        assert r.status_code == 202, r.text  # still queued after the 10 s JupyterHub waits
+        u.ok("POST", f"/jobs/{filler['id']}/kill")
+        u.wait_server("late-desk")
+    finally:
+        u.api("POST", f"/jobs/{filler['id']}/kill")
+        u.hub_api("DELETE", f"/users/{u.name}/servers/late-desk")
