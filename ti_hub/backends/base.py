@@ -98,8 +98,8 @@ class JobObservation:
 class ExecutionBackend(LoggingConfigurable):
     """Base class: launch, watch, logs, stop, capacity, re-adoption."""
 
-    # whether jobs run in the image they name; a backend that runs them on its machine as they are says so here,
-    # and every submission is told (ops/jobspec.py)
+    # None where jobs run in the image they name; a backend that runs them on its own machine as it is says so
+    # here, and every submission that picks an image is told (ops/jobspec.py)
     image_note: str | None = None
 
     async def capacity(self) -> list[NodeCapacity]:
