@@ -59,7 +59,9 @@ def start_hub(data_dir: Path, extra_env: dict[str, str] | None = None, config: s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"ti-hub exited with {proc.returncode}; see {log.name}")
-        if hub.ready():
+        # what `ti-hub start` says once its ti service answers through the proxy (probing the proxy before it
+        # routes the service would fill the log with 404 errors, as it did before issue 17)
+        if b"TiHub is ready at" in Path(log.name).read_bytes() and hub.ready():
             break
         time.sleep(0.2)
     else:

@@ -83,6 +83,18 @@ class Session:
         assert r.status_code < 300, f"{method} {path}: {r.status_code} {r.text}"
         return r.json() if r.content else None
 
+    def ti(self, *args: str, timeout: float = 60):
+        """This checkout's `ti` CLI, logged in as this person through the environment (no config file)."""
+        import os
+        import subprocess
+        import sys
+
+        repo = str(Path(__file__).resolve().parents[1])
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/nonexistent", "TI_API_URL": self.hub.url,
+               "TI_TOKEN": self.token, "TI_CONFIG": "/nonexistent/ti.json", "PYTHONPATH": repo}
+        return subprocess.run([sys.executable, "-m", "ti_hub.cli.main", *args], env=env, capture_output=True,
+                              text=True, timeout=timeout)
+
     def hub_api(self, method: str, path: str, **kw) -> requests.Response:
         return self.http.request(method, self.hub.url + "/hub/api" + path, timeout=30, **kw)
 

@@ -35,14 +35,35 @@ def _answering_run(url: str) -> str | None:
         return None
 
 
-def _wait_ready(url: str, proc: subprocess.Popen, timeout: float, run_id: str) -> bool:
+def _proxy_routes_ti(proxy_api: str, token_file: Path) -> bool | None:
+    """Whether the hub's proxy routes the ti service yet; None when its REST API does not tell us."""
+    try:
+        req = urllib.request.Request(proxy_api + "/api/routes",
+                                     headers={"Authorization": f"token {token_file.read_text().strip()}"})
+        with urllib.request.urlopen(req, timeout=1) as r:
+            return any(path.rstrip("/") == "/services/ti" for path in json.loads(r.read()))
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _wait_ready(url: str, proc: subprocess.Popen, timeout: float, run_id: str, proxy_api: str,
+                token_file: Path) -> bool:
     """Ready once this run's own ti service answers through the proxy: an orphan of an earlier run, or
-    another platform on the same port, echoes another run id."""
+    another platform on the same port, echoes another run id.
+
+    Until the proxy routes the ti service, each probe through it is answered by the hub's 404 page, and both
+    log it as an error that a newcomer reads as a failure: probe once the route is there (or, when the proxy's
+    API does not answer, e.g. a config that moved it, after a few seconds)."""
     deadline = time.monotonic() + timeout
+    blind_after = time.monotonic() + 15
     told = False
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             return False
+        routed = _proxy_routes_ti(proxy_api, token_file)
+        if routed is False or (routed is None and time.monotonic() < blind_after):
+            time.sleep(0.1)
+            continue
         run = _answering_run(url)
         if run == run_id:
             return True
@@ -109,7 +130,8 @@ def _run_hub(args: argparse.Namespace, data: Path) -> int:
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
-    if _wait_ready(url, proc, args.start_timeout, run_id):
+    proxy_api = f"http://127.0.0.1:{env.get('TI_HUB_PROXY_API_PORT', '8001')}"  # as hub_config.py reads it
+    if _wait_ready(url, proc, args.start_timeout, run_id, proxy_api, data / "proxy_token"):
         admin = args.admin or "<admin>"
         how = ("log in with the password from TI_HUB_ADMIN_PASSWORD" if env.get("TI_HUB_ADMIN_PASSWORD")
                else f"sign up as '{admin}' at {url}/hub/signup (admins are authorized at once)")

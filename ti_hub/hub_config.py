@@ -170,4 +170,7 @@ def configure(c, data: str | os.PathLike | None = None) -> None:
     if demo > 0:
         # fake devices for a machine without GPUs: the flow works, the "GPU" is only CUDA_VISIBLE_DEVICES
         c.LocalBackend.devices = {"demo-gpu": demo}
+        # ... and 2 CPUs per core: the initial plans take 1 CPU each, and a newcomer's workspace plus a
+        # 2-instance job would otherwise not run together on a 2-core laptop (demo work is light)
+        c.LocalBackend.cpu_overcommit = 2.0
     c.LocalBackend.root_dir = str(d)

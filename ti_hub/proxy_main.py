@@ -11,7 +11,9 @@ Run as ``python -m ti_hub.proxy_main`` with configurable-http-proxy's own argume
 from __future__ import annotations
 
 import os
+import re
 import sys
+import urllib.parse
 
 from tornado.httpclient import AsyncHTTPClient
 
@@ -20,6 +22,36 @@ DEFAULT_MAX_CLIENTS = 1000
 # a forwarded request may last this long (event streams, downloads); connecting to the target stays quick
 REQUEST_TIMEOUT_S = 24 * 3600.0
 CONNECT_TIMEOUT_S = 20.0
+ESCAPED_SLASH = re.compile("%2F", re.IGNORECASE)
+
+
+def keep_escaped_slashes() -> None:
+    """Forward an escaped slash (``%2F``) as the client wrote it.
+
+    The port routes on the decoded path and quotes it again for the target, so ``/jobs/alice%2Fmnist`` (a job
+    named OWNER/NAME, docs/api.md) would reach the ti service as ``/jobs/alice/mnist``, another route."""
+    from configurable_http_proxy.handlers import ProxyHandler
+
+    original = ProxyHandler.get_target_url
+
+    async def get_target_url(self, path):
+        url = await original(self, path)
+        raw = self.request.path  # as received, still escaped
+        if url is None or not ESCAPED_SLASH.search(raw):
+            return url
+        sent = urllib.parse.quote(path)
+        if not path.startswith("/"):  # the port's route pattern takes the leading "/" off
+            raw = raw[1:]
+        kept = "%2F".join(urllib.parse.quote(urllib.parse.unquote(part)) for part in ESCAPED_SLASH.split(raw))
+        if not self.proxy.include_prefix:  # the route's prefix (no escapes in it) is not forwarded
+            cut = len(urllib.parse.quote(self.target["prefix"]))
+            sent, kept = sent[cut:], kept[cut:]
+        parts = urllib.parse.urlsplit(url)
+        if not parts.path.endswith(sent):
+            return url
+        return urllib.parse.urlunsplit(parts._replace(path=parts.path[:len(parts.path) - len(sent)] + kept))
+
+    ProxyHandler.get_target_url = get_target_url
 
 
 def main() -> None:
@@ -30,6 +62,7 @@ def main() -> None:
     from .service import accesslog
 
     accesslog.install()
+    keep_escaped_slashes()
     from configurable_http_proxy.cli import main as chp
 
     sys.argv[0] = "configurable-http-proxy"

@@ -114,7 +114,7 @@ def test_spawn_form_says_a_bad_name_before_start(qhub, page_for):
     assert form.locator("label[for=ti-desc]").inner_text() == "Description"
     for select in ("#ti-plan", "#ti-image"):  # drawn as selects (Bootstrap's arrow), not as text boxes
         assert "url(" in form.locator(select).evaluate("e => getComputedStyle(e).backgroundImage"), select
-    assert "the image you pick is recorded, not run" in form.locator("#ti-image-note").inner_text()
+    assert "the image you pick is recorded" in form.locator("#ti-image-note").inner_text()
     empty = form.locator("#ti-volumes-empty")
     assert "ti volume create" in empty.inner_text() and "Storage panel" in empty.inner_text()
     # a Start forced anyway is refused in the same plain words, not "HTTP 400: ... (...)"

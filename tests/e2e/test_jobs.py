@@ -99,7 +99,7 @@ DETAIL_ONLY = {"command", "env", "image", "description", "volumes", "ports", "en
                "placement", "events", "warnings", "exit_code"}
 
 
-def test_other_users_jobs_are_invisible_and_untouchable(hub, new_user):
+def test_others_see_a_waiting_jobs_summary_only_and_never_touch_it(hub, new_user):
     """JOB5: others (the User role holds jobs:view-all) see a waiting job's summary, never a running one, nor
     anyone's command, environment, logs or metrics; admins (manage-all) see and manage everything."""
     owner, other = new_user("owner"), new_user("other")
@@ -146,6 +146,60 @@ SECRET = "hunter2-e2e-s3cret"
 CHECK_SECRET = (f'test "$(printf %s "$API_KEY" | sha256sum | cut -c1-16)" = '
                 f'"{hashlib.sha256(SECRET.encode()).hexdigest()[:16]}" || {{ echo "no secret"; exit 3; }}; '
                 'echo "secret ok ${#API_KEY}"')
+
+
+def test_an_admin_names_another_users_job_as_owner_slash_name(hub, new_user):
+    """Issue 17, item 12: OWNER/NAME addresses a job in the API and the CLI, under the same rules as its id."""
+    owner, other = new_user("named"), new_user("nosy")
+    j = owner.ok("POST", "/jobs", json=job("named-job", "sleep 60"))
+    ref = f"{owner.name}%2Fnamed-job"
+    assert hub.admin.ok("GET", f"/jobs/{ref}")["id"] == j["id"]
+    r = hub.admin.api("GET", "/jobs/named-job")  # a bare name is the caller's own; the answer says how to reach others'
+    assert r.status_code == 404 and "OWNER/NAME" in r.json()["detail"], r.text
+    assert owner.ok("GET", f"/jobs/{ref}")["id"] == j["id"]  # the owner may write it too
+    owner.wait_job(j["id"], states=("running",))
+    assert other.api("GET", f"/jobs/{ref}").status_code == 404  # running: as hidden by name as by id
+    assert other.api("POST", f"/jobs/{ref}/kill").status_code == 404
+    shown = hub.admin.ti("job", "show", f"{owner.name}/named-job", "--json")
+    assert shown.returncode == 0 and json.loads(shown.stdout)["id"] == j["id"], shown.stderr
+    killed = hub.admin.ti("job", "kill", f"{owner.name}/named-job")
+    assert killed.returncode == 0, killed.stderr
+    owner.wait_job(j["id"], states=("killed",))
+    r = hub.admin.api("GET", f"/jobs/{owner.name}%2Fno-such-job")
+    assert r.status_code == 404 and "does not exist" in r.json()["detail"]
+    assert hub.admin.api("GET", "/jobs/a%2Fb%2Fcd").status_code == 400  # one slash, a user and a job name
+
+
+def test_job_list_name_filter_matches_a_part_as_its_help_says(hub, new_user):
+    """Issue 17, item 14: `ti job list --name` keeps the jobs whose name contains the text, and says so."""
+    u = new_user("filt")
+    for name in ("alpha-one", "alpha-two", "beta-one"):
+        u.ok("POST", "/jobs", json=job(name, "true"))
+    r = u.ti("job", "list", "--name", "alpha", "--json")
+    assert r.returncode == 0, r.stderr
+    assert sorted(i["name"] for i in json.loads(r.stdout)) == ["alpha-one", "alpha-two"]
+    r = u.ti("job", "list", "--name", "one", "--json")
+    assert sorted(i["name"] for i in json.loads(r.stdout)) == ["alpha-one", "beta-one"]
+    help_text = " ".join(u.ti("job", "list", "--help").stdout.split())
+    assert "--name TEXT only jobs whose name contains TEXT" in help_text, help_text
+
+
+def test_the_embedded_platform_says_where_an_image_is_picked_that_it_runs_none(hub, new_user):
+    """Issue 17, items 1 and 21: images are not run here; the submission's answer, the CLI and the workspace say so."""
+    u = new_user("imgnote")
+    j = u.ok("POST", "/jobs", json=job("img-note", "true", image="no-such/image:1"))
+    assert any("Images are not run on this embedded platform" in w for w in j["warnings"]), j
+    assert any("not a public image" in w for w in j["warnings"]), j
+    r = u.ti("job", "submit", "--name", "img-note-cli", "--plan", "cpu-small", "--image", "python-cpu", "--", "true")
+    assert r.returncode == 0, r.stderr
+    assert "note: Images are not run on this embedded platform" in r.stdout, r.stdout
+    r = u.hub_api("POST", f"/users/{u.name}/servers/img-desk", json={"plan": "cpu-small", "image": "python-cpu"})
+    assert r.status_code in (201, 202), r.text
+    try:
+        ws = u.ok("GET", "/jobs/img-desk")
+        assert any("Images are not run" in w for w in ws["warnings"]), ws
+    finally:
+        u.hub_api("DELETE", f"/users/{u.name}/servers/img-desk")
 
 
 def test_secret_env_reaches_the_job_and_nobody_else(hub, new_user, tmp_path):

@@ -155,3 +155,43 @@ def test_a_killed_workspace_stops_and_frees_its_devices(hub, new_user, tmp_path)
     start("kill-own")
     u.hub_api("DELETE", f"/users/{u.name}/servers/kill-own")
     u.wait_server("kill-own", ready=False)
+
+
+def test_a_newcomers_workspace_and_two_instance_demo_job_run_at_once(hub, new_user):
+    """Issue 17, item 15: with `ti-hub start`'s defaults (demo devices, initial plans of 1 CPU each), a workspace
+    and a 2-instance job on demo devices run together on a 2-core machine: the demo machine offers 2 CPUs per
+    core (LocalBackend.cpu_overcommit)."""
+    import os
+
+    u = new_user("newbie")
+    r = u.hub_api("POST", f"/users/{u.name}/servers/desk", json={"plan": "demo-gpu-1"})
+    assert r.status_code in (201, 202), r.text
+    try:
+        u.wait_server("desk")
+        j = u.ok("POST", "/jobs", json={"name": "first-ddp", "kind": "distributed", "workers": 2, "plan": "demo-gpu-1",
+                                        "image": "python-cpu", "command": "sleep 30"})
+        running = u.wait_job(j["id"], states=("running",), timeout=60)
+        assert running["status"] == "running", running
+        node_cpu = sum(n["cpu"] for n in hub.admin.ok("GET", "/cluster")["nodes"])
+        assert node_cpu == 2 * os.cpu_count()
+        u.ok("POST", f"/jobs/{j['id']}/kill")
+    finally:
+        u.hub_api("DELETE", f"/users/{u.name}/servers/desk")
+
+
+def test_a_workspace_queued_longer_than_the_slow_spawn_timeout_is_not_a_server_error(hub, new_user):
+    """A spawn that waits for admission longer than JupyterHub's slow_spawn_timeout (10 s) is answered 202 and
+    starts once admitted; the spawner's poll used to call the queued workspace dead (a 500 to the request)."""
+    u = new_user("patient")
+    free = int(sum(n["cpu"] - n["cpu_used"] for n in hub.admin.ok("GET", "/cluster")["nodes"]))
+    filler = u.ok("POST", "/jobs", json={"name": "cpu-filler", "kind": "distributed", "plan": "cpu-small",
+                                         "workers": max(2, free), "image": "python-cpu", "command": "sleep 120"})
+    u.wait_job(filler["id"], states=("running",), timeout=60)
+    try:
+        r = u.hub_api("POST", f"/users/{u.name}/servers/late-desk", json={"plan": "cpu-small"})
+        assert r.status_code == 202, r.text  # still queued after the 10 s JupyterHub waits
+        u.ok("POST", f"/jobs/{filler['id']}/kill")
+        u.wait_server("late-desk")
+    finally:
+        u.api("POST", f"/jobs/{filler['id']}/kill")
+        u.hub_api("DELETE", f"/users/{u.name}/servers/late-desk")

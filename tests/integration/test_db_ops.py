@@ -11,9 +11,10 @@ from ti_hub import scopes as S
 from ti_hub.db import models as m
 from ti_hub.domain.actor import Actor
 from ti_hub.domain.errors import Conflict, QuotaExceeded, TiError, ValidationError
-from ti_hub.ops import jobs, plans, quotas, templates, volumes
+from ti_hub.ops import jobs, plans, quotas, templates, volumes, workspaces
 
 ADMIN = Actor("root1", frozenset(S.ADMIN_SCOPES))
+SPAWNER = Actor("ti-spawner", frozenset({S.ADMIT_WORKSPACES}), kind="service")
 
 
 def user(name: str, groups=()) -> Actor:
@@ -138,11 +139,22 @@ def test_device_count_rules_per_device_type(seeded, settings):
 def test_names_are_unique_per_user_across_jobs_and_workspaces(seeded, settings):
     with seeded.begin() as s:
         jobs.submit(s, user("alice"), job("shared-name"), settings)
-    with pytest.raises(Conflict) as err, seeded.begin() as s:
+    with pytest.raises(Conflict) as err, seeded.begin() as s:  # job after job
         jobs.submit(s, user("alice"), job("shared-name"), settings)
     assert err.value.field == "name"
-    with seeded.begin() as s:  # another user may use the same name
+    ws = {"plan": "cpu-small", "image": "python-cpu"}
+    with pytest.raises(Conflict) as err, seeded.begin() as s:  # a workspace named like a job of hers
+        workspaces.start(s, SPAWNER, "alice", "shared-name", [], ws, settings, scopes=S.USER_SCOPES)
+    assert err.value.field == "name" and "training job" in err.value.detail
+    with seeded.begin() as s:
+        workspaces.start(s, SPAWNER, "alice", "her-desk", [], ws, settings, scopes=S.USER_SCOPES)
+    with pytest.raises(Conflict) as err, seeded.begin() as s:  # a job named like a workspace of hers
+        jobs.submit(s, user("alice"), job("her-desk"), settings)
+    assert err.value.field == "name"
+    with seeded.begin() as s:  # another user may use both names
         jobs.submit(s, user("bob"), job("shared-name"), settings)
+        jobs.submit(s, user("bob"), job("her-desk"), settings)
+        assert s.scalar(select(func.count()).where(m.Job.name.in_(("shared-name", "her-desk")))) == 4
 
 
 def test_quota_error_names_resource_request_usage_and_limit(seeded, settings):

@@ -679,3 +679,58 @@ def test_volume_size_says_when_a_volume_is_over_its_capacity():
 
     assert size_of({"capacity_gib": 1, "used_bytes": 3 << 29, "over_capacity": True}).endswith("/1G OVER")
     assert not size_of({"capacity_gib": 1, "over_capacity": False}).endswith("OVER")
+
+
+def _other_program(self):
+    data = b"<html><head><title>Directory listing for /</title></head></html>"
+    self.send_response(404)  # Server: BaseHTTP/... (Python's http.server, as on a wrong port)
+    self.send_header("Content-Type", "text/html; charset=utf-8")
+    self.send_header("Content-Length", str(len(data)))
+    self.end_headers()
+    self.wfile.write(data)
+
+
+def test_another_program_on_the_port_is_named_with_what_was_expected(env, capsys, monkeypatch):
+    """Issue 17, item 25: not a bare "HTTP 404 Not Found", but what answered and what was expected."""
+    monkeypatch.setattr(Handler, "do_GET", _other_program)
+    code, _, err = run(capsys, "job", "list")
+    assert code == 3, err
+    assert "HTTP 404" in err and "(BaseHTTP/" in err and "Directory listing for /" in err, err
+    assert "the TiHub API (/services/ti/api/v1, JSON) was expected" in err, err
+
+
+def _all_help(parser) -> str:
+    """The help of every command and subcommand of the CLI."""
+    import argparse
+
+    texts = [parser.format_help()]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            texts += [_all_help(p) for p in action.choices.values()]
+    return "\n".join(texts)
+
+
+def test_help_examples_name_plans_images_and_kinds_that_exist():
+    """Issue 17, item 21: every example of the help names a plan, image and volume kind a new TiHub has."""
+    import re
+
+    from ti_hub.domain.states import KINDS
+    from ti_hub.ops.quotas import STORAGE_KINDS
+    from ti_hub.service.app import DEFAULT_IMAGES, DEFAULT_PLANS
+
+    text = _all_help(cli.build_parser())
+    examples = [line.strip() for line in text.splitlines() if line.strip().startswith("ti ")]
+    assert len(examples) > 30
+    seen = {"plan": set(), "image": set(), "kind": set()}
+    for line in examples:
+        for flag, value in re.findall(r"--(plan|image|kind) ([^\s\\]+)", line):
+            seen[flag].add(value)
+            allowed = {"plan": {p["name"] for p in DEFAULT_PLANS}, "image": {i["name"] for i in DEFAULT_IMAGES},
+                       "kind": set(STORAGE_KINDS if line.startswith("ti volume") else KINDS)}[flag]
+            assert value in allowed or (flag == "image" and "/" in value), f"{value!r} does not exist: {line}"
+    assert all(seen.values()), seen
+
+
+def test_image_help_says_the_embedded_platform_does_not_run_images():
+    text = " ".join(_all_help(cli.build_parser()).split())
+    assert "records it but does not run images" in text

@@ -162,7 +162,7 @@ def test_line_magics_parse_with_the_cli_tree():
     args = commands.parse("ti_logs", "mnist -f --tail 5")
     assert (args.job, args.follow, args.tail) == ("mnist", True, 5)
     assert commands.parse("ti_jobs", "--all --json").all
-    with pytest.raises(commands.MagicError, match="the following arguments are required: ID|NAME"):
+    with pytest.raises(commands.MagicError, match="the following arguments are required: JOB"):
         commands.parse("ti_kill", "")
     with pytest.raises(commands.HelpShown):
         commands.parse("ti_quota", "--help")

@@ -109,6 +109,9 @@ class ExecutionBackend(LoggingConfigurable):
     reports_start = False
     # whether plans with rdma mean something here (the backend gives pods an RDMA device); else they are refused
     supports_rdma = False
+    # what this platform does with the image a user picks, said where they pick one (the panels, the spawn form,
+    # GET /images) and in every answer that names one (ops/jobspec.py); None where images are run
+    image_note: str | None = None
 
     async def capacity(self) -> list[NodeCapacity]:
         raise NotImplementedError
@@ -139,10 +142,6 @@ class ExecutionBackend(LoggingConfigurable):
         text, end = await self.logs(job_id, state, instance, 0, 64 << 20)
         lines = text.splitlines(keepends=True)
         return "".join(lines[-n:]), end
-
-    # what this platform does with the image a user picks, said where they pick one (the panels, the spawn form,
-    # GET /images); None where images are run
-    image_note: str | None = None
 
     # True where every job shares this machine's network (the embedded local backend): a port then belongs to
     # one running job at a time, and the endpoints proxy refuses a job that declared a port another holds

@@ -3,7 +3,7 @@
 Shared by every backend: the local backend passes ``127.0.0.1`` and local ports; a Kubernetes
 backend passes per-instance DNS names (``hosts=``) and one fixed port.
 
-Instances are numbered ``0..n-1``. For ``allreduce`` (PyTorch DDP, Horovod) and single-node jobs
+Instances are numbered ``0..n-1``. For ``allreduce`` (PyTorch DDP) and single-node jobs
 (strategy ``None``) every instance is a worker and gets the torchrun environment (one process per
 instance, so ``LOCAL_RANK=0`` and ``LOCAL_WORLD_SIZE=1``; a user who wants several processes per
 instance runs ``torchrun --nproc-per-node`` inside it). For ``ps`` (TensorFlow parameter server)

@@ -149,7 +149,12 @@ class TiClient:
             )
         if status in (502, 503, 504):
             return TiConnectionError(f"cannot reach TiHub at {self.url}: HTTP {status} {reason}")
-        return ApiError(status, "http_error", f"HTTP {status} {reason}".strip())
+        # not the API's error document: something else answers at this address (another program on that port,
+        # a hub without the ti service); say what answered and what was expected
+        return TiConnectionError(
+            f"cannot reach TiHub at {self.url}: HTTP {status} {reason} from {_who_answered(headers, raw)}, where "
+            f"the TiHub API ({SERVICE_PATH}, JSON) was expected; check the URL and port (`ti-hub start` prints "
+            "them; default http://127.0.0.1:8000)")
 
     def get(self, path: str, body: Any = None, params: Mapping[str, Any] | None = None) -> Any:
         return self.request("GET", path, body, params)
@@ -196,3 +201,14 @@ class TiClient:
 def quote(ref: Any) -> str:
     """One path segment: a job name or id, safely escaped."""
     return urllib.parse.quote(str(ref), safe="")
+
+
+def _who_answered(headers: Any, raw: bytes) -> str:
+    """A few words on what answered: its Server header, content type and page title when it has them."""
+    server = headers.get("Server") if headers is not None else None
+    kind = (headers.get("Content-Type") or "").split(";")[0] if headers is not None else ""
+    title = raw[:4096].decode("utf-8", "replace").partition("<title>")[2].partition("</title>")[0].strip()
+    words = [f"a server ({server})" if server else "a server", f"with {kind or 'no content type'}"]
+    if title:
+        words.append(f"titled {title[:80]!r}")
+    return " ".join(words)

@@ -13,6 +13,8 @@ from typing import Any
 from .client import ApiError, TiClient
 from .config import Aborted, UsageError
 
+JOB_HELP = "the job: its id, your job's name, or OWNER/NAME for another user's (as its id would reach it)"
+
 Handler = Callable[[argparse.Namespace], "int | None"]
 
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .client import TiClient, quote
-from .common import add_json, command, examples
+from .common import JOB_HELP, add_json, command, examples
 from .config import make_client
 from .output import err, out, print_json, table
 
@@ -92,7 +92,7 @@ def register(sub: Any) -> None:
                 "TensorBoard for a log directory of a job's volumes; prints its URL",
                 examples("ti job tensorboard mnist --logdir /mnt/out/tb", "ti job tensorboard mnist",
                          "ti job tensorboard mnist --stop"))
-    p.add_argument("job", metavar="ID|NAME")
+    p.add_argument("job", metavar="JOB", help=JOB_HELP)
     p.add_argument("--logdir", metavar="PATH", help="a directory inside one of the job's volume mounts; without it: "
                                                     "list the job's running TensorBoards")
     p.add_argument("--stop", action="store_true", help="stop the job's TensorBoard (of --logdir, else all)")
@@ -100,12 +100,12 @@ def register(sub: Any) -> None:
 
     p = command(sub, "port", cmd_port, "open one more interactive port (40000-49999) on a running job",
                 examples("ti job port mnist 40002"))
-    p.add_argument("job", metavar="ID|NAME")
+    p.add_argument("job", metavar="JOB", help=JOB_HELP)
     p.add_argument("port", type=int, metavar="PORT")
     add_json(p)
 
     p = command(sub, "metrics", cmd_metrics,
                 "a running job's resource use now, per instance: CPU cores busy, memory, GPU utilization and memory",
                 examples("ti job metrics mnist", "ti job metrics ddp --json"))
-    p.add_argument("job", metavar="ID|NAME")
+    p.add_argument("job", metavar="JOB", help=JOB_HELP)
     add_json(p)

@@ -9,7 +9,7 @@ from typing import Any
 
 from . import endpoints, submit
 from .client import quote
-from .common import add_json, command, examples, group
+from .common import JOB_HELP, add_json, command, examples, group
 from .config import make_client
 from .output import cell, details, err, fmt_duration, out, parse_time, pick, print_json, table
 from .watch import follow_logs, progress, queue_position, watch_job
@@ -173,7 +173,7 @@ def cmd_wait(args: argparse.Namespace) -> int:
 # -- parsers ------------------------------------------------------------------------------
 def register(root: Any) -> None:
     sub = group(root, "job", "submit and manage training jobs", examples(
-        "ti job submit --name mnist --plan demo-gpu-1 --image pytorch -- python train.py",
+        "ti job submit --name mnist --plan demo-gpu-1 --image pytorch-gpu -- python train.py",
         "ti job list --status running",
         "ti job logs mnist -f",
         "ti job wait mnist && echo done",
@@ -187,7 +187,7 @@ def register(root: Any) -> None:
     p.add_argument("--status", metavar="STATUS[,STATUS]",
                    help=f"only jobs in these states: {', '.join(STATUSES)}")
     p.add_argument("--kind", choices=["single", "distributed", "workspace"], help="only this kind")
-    p.add_argument("--name", help="only jobs with this name")
+    p.add_argument("--name", metavar="TEXT", help="only jobs whose name contains TEXT")
     p.add_argument("--owner", help="only this user's jobs (needs jobs:view-all: their waiting jobs, as summaries)")
     p.add_argument("--all", action="store_true",
                    help="everyone's jobs (needs jobs:view-all: others' waiting jobs, as summaries; all with "
@@ -197,13 +197,13 @@ def register(root: Any) -> None:
     add_json(p)
 
     p = command(sub, "show", cmd_show, "show a job's details", examples("ti job show mnist", "ti job show 42 --json"))
-    p.add_argument("job", metavar="ID|NAME")
+    p.add_argument("job", metavar="JOB", help=JOB_HELP)
     add_json(p)
 
     p = command(sub, "logs", cmd_logs, "print a job's log", examples(
         "ti job logs mnist", "ti job logs mnist -f", "ti job logs ddp --instance 1 --tail 100",
     ))
-    p.add_argument("job", metavar="ID|NAME")
+    p.add_argument("job", metavar="JOB", help=JOB_HELP)
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new output until the job ends")
     p.add_argument("--instance", type=int, metavar="N", help="which instance of a distributed job (default 0)")
     p.add_argument("--tail", type=int, metavar="N", help="start with only the last N lines")
@@ -211,12 +211,12 @@ def register(root: Any) -> None:
     for verb, what in (("kill", "stop a job for good"), ("pause", "pause a running job (frees its devices)"),
                        ("resume", "resume a paused job")):
         p = command(sub, verb, _action(verb), what, examples(f"ti job {verb} mnist", f"ti job {verb} 42"))
-        p.add_argument("job", metavar="ID|NAME")
+        p.add_argument("job", metavar="JOB", help=JOB_HELP)
         add_json(p)
 
     p = command(sub, "clone", cmd_clone, "submit a copy of a job under a new name",
                 examples("ti job clone mnist --name mnist-2"))
-    p.add_argument("job", metavar="ID|NAME")
+    p.add_argument("job", metavar="JOB", help=JOB_HELP)
     p.add_argument("--name", required=True, help="the new job's name")
     add_json(p)
 
@@ -226,6 +226,6 @@ def register(root: Any) -> None:
         "ti job wait mnist", "ti job wait 42 --timeout 2h || echo 'not completed'",
     ) + "\n\nexit codes: 0 completed; 4 failed, killed or error; 5 still running after --timeout",
                 timeout_option=False)
-    p.add_argument("job", metavar="ID|NAME")
+    p.add_argument("job", metavar="JOB", help=JOB_HELP)
     p.add_argument("--timeout", dest="wait_timeout", type=submit.duration, metavar="DURATION",
                    help="give up after this long (seconds, or 30m, 2h)")

@@ -23,7 +23,7 @@ EPILOG = wrap("""
     examples:
       ti login --url http://127.0.0.1:8000 --token TOKEN
       ti plan list
-      ti job submit --name mnist --plan demo-gpu-1 --image pytorch -- python train.py --epochs 3
+      ti job submit --name mnist --plan demo-gpu-1 --image pytorch-gpu -- python train.py --epochs 3
       ti job logs mnist -f
 
     configuration (first found wins):

@@ -178,7 +178,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 def register(root: Any) -> None:
     sub = group(root, "volume", "named storage volumes: create, share, browse", examples(
-        "ti volume create data --kind nfs --size 100",
+        "ti volume create data --kind filesystem --size 100",
         "ti volume share data --group lab --mode ro",
         "ti job submit ... --volume data:/mnt/data:ro -- python train.py",
     ))
@@ -187,11 +187,11 @@ def register(root: Any) -> None:
     add_json(p)
 
     p = command(sub, "create", cmd_create, "create a volume", examples(
-        "ti volume create data --kind nfs --size 100 --description 'ImageNet'",
-        "ti volume create data-copy --kind nfs --size 100 --source data",
+        "ti volume create data --kind filesystem --size 100 --description 'ImageNet'",
+        "ti volume create data-copy --kind filesystem --size 100 --source data",
     ))
     p.add_argument("name", metavar="NAME")
-    p.add_argument("--kind", required=True, help="storage kind (offered by this cluster)")
+    p.add_argument("--kind", required=True, help="storage kind: block, filesystem, local, bucket or dataset (those this cluster offers)")
     p.add_argument("--size", required=True, type=int, metavar="GIB", help="capacity in GiB")
     p.add_argument("--source", metavar="VOL", help="fill it from this volume or dataset (NAME, OWNER/NAME or id)")
     p.add_argument("--description", metavar="TEXT")

@@ -145,6 +145,8 @@ def report_submitted(args: argparse.Namespace, job: dict, body: dict):
     else:
         out(f"submitted job {job.get('id', '?')} {job.get('name', body.get('name', ''))} "
             f"({job.get('status', 'created')})")
+        for warning in job.get("warnings") or []:  # e.g. the image is not public, or not run at all here
+            out(f"note: {warning}")
     return job.get("id") or job.get("name") or body.get("name")
 
 
@@ -164,13 +166,13 @@ SUBMIT_EPILOG = wrap("""
     The command comes last, after `--`; several words are joined as a shell command line.
     --from-file reads a submission document (the JSON of POST /jobs); flags given here win.
     """) + "\n\n" + examples(
-    "ti job submit --name mnist --plan demo-gpu-1 --image pytorch -- python train.py --lr 0.1",
+    "ti job submit --name mnist --plan demo-gpu-1 --image pytorch-gpu -- python train.py --lr 0.1",
     "ti job submit --name ddp --kind distributed --workers 2 --plan demo-gpu-1 \\",
     "    --volume data:/mnt/data:ro --env EPOCHS=3 --port 40001 --endpoint tensorboard -- torchrun train.py",
     "ti job submit --from-file spec.json --name run-7 --wait",
     "ti job submit --template my-template --name run-8 -f -- python train.py",
-    "ti job submit --name long --plan p --estimated-duration 2h --preemptible -- ./run.sh",
-    "WANDB_API_KEY=... ti job submit --name logged --plan p --secret-env WANDB_API_KEY -- python train.py",
+    "ti job submit --name long --plan cpu-small --image python-cpu --estimated-duration 2h --preemptible -- ./run.sh",
+    "WANDB_API_KEY=... ti job submit --name logged --plan cpu-small --image python-cpu --secret-env WANDB_API_KEY -- python train.py",
 )
 
 
@@ -182,7 +184,10 @@ def register(sub: Any) -> None:
     p.add_argument("--workers", type=int, metavar="N", help="distributed: number of workers (at most 64)")
     p.add_argument("--ps", type=int, metavar="N", help="strategy ps: number of parameter servers")
     p.add_argument("--plan", metavar="PLAN", help="plan name or id (per-instance resources; see `ti plan list`)")
-    p.add_argument("--image", metavar="IMAGE", help="a public image name (`ti image list`) or an image address")
+    p.add_argument("--image", metavar="IMAGE",
+                   help="a public image name (`ti image list`) or an image address; the embedded platform (`ti-hub "
+                        "start`) records it but does not run images: the job runs with that machine's own system "
+                        "and Python")
     p.add_argument("--env", action="append", type=env_pair, metavar="KEY=VALUE",
                    help="environment variable (repeatable)")
     p.add_argument("--secret-env", action="append", type=secret_env_pair, metavar="NAME[=VALUE]",

@@ -2,7 +2,7 @@
 
     %load_ext ti_hub.magics      # automatic in TiHub workspaces (see autoload.py)
 
-    %%ti_submit --name mnist --plan demo-gpu-1 --image pytorch
+    %%ti_submit --name mnist --plan demo-gpu-1 --image pytorch-gpu
     python3 /home/me/train.py --epochs 3
 
     %ti_jobs [--all] [--json]    %ti_logs JOB [-f]    %ti_kill JOB    %ti_queue    %ti_quota

@@ -14,6 +14,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
 from ..cli.client import quote
+from ..cli.common import JOB_HELP
 from ..cli.config import make_client
 from ..cli.submit import report_submitted
 from ..cli.watch import watch_job
@@ -84,7 +85,7 @@ class TiMagics(Magics):
     def ti_monitor(self, line: str) -> Any:
         """A live view of a job: %ti_monitor JOB [--instance N]."""
         p = commands.OneLineParser(prog="%ti_monitor", description="a live view of a job")
-        p.add_argument("job", metavar="ID|NAME")
+        p.add_argument("job", metavar="JOB", help=JOB_HELP)
         p.add_argument("--instance", type=int, metavar="N", help="whose log to show (distributed jobs)")
         try:
             args = p.parse_args(split_line(line))
@@ -115,7 +116,7 @@ class TiMagics(Magics):
     def ti_submit(self, line: str, cell: str) -> Any:
         """Submit the cell as a training job (options of `ti job submit`, plus --python and --no-monitor).
 
-            %%ti_submit --name mnist --plan demo-gpu-1 --image pytorch --env EPOCHS=3
+            %%ti_submit --name mnist --plan demo-gpu-1 --image pytorch-gpu --env EPOCHS=3
             python3 /home/me/train.py --epochs $EPOCHS
 
         The cell is the job's command (a shell script run by /bin/sh -c); with --python it is Python code

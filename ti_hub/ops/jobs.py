@@ -97,20 +97,22 @@ def alert(session: Session, job_id: int, message: str, now: dt.datetime | None =
 
 
 def find(session: Session, actor: Actor, ref: Any, manage: bool = False, summary: bool = False) -> m.Job:
-    """The job ``ref`` (an id, or a name of the caller's) as this caller may reach it.
+    """The job ``ref`` (an id, a name of the caller's, or OWNER/NAME) as this caller may reach it.
 
     404 when the caller may not see it at all (its existence is not told); 403 when they see only its summary
     and want more (``summary``: the summary is enough) or want to manage it (``manage``) without the right."""
     job = None
+    owner, _, name = ref.rpartition("/") if isinstance(ref, str) else ("", "", ref)
     if (isinstance(ref, int) and not isinstance(ref, bool)) or (isinstance(ref, str) and v.is_digits(ref)):
         job = session.get(m.Job, v.db_id(ref))  # ASCII digits, within the id range (else 400, not a 500)
-    elif isinstance(ref, str) and v.NAME_RE.match(ref):
-        job = session.scalar(select(m.Job).where(m.Job.owner == actor.name, m.Job.name == ref))
+    elif isinstance(ref, str) and v.NAME_RE.match(name) and "/" not in owner:
+        job = session.scalar(select(m.Job).where(m.Job.owner == (owner or actor.name), m.Job.name == name))
     else:
-        raise v.ValidationError("a job is addressed by its id or its name", field="id")
+        raise v.ValidationError("a job is addressed by its id, its name (yours) or OWNER/NAME", field="id")
     view = actor.job_view(job.owner, job.status) if job is not None else None
     if view is None:
-        raise NotFound(f"job {ref!r} does not exist", field="id")
+        hint = "" if owner else " among your jobs (another user's job: OWNER/NAME, or its id)"
+        raise NotFound(f"job {ref!r} does not exist{hint}", field="id")
     if manage and not actor.may_manage_job(job.owner):
         raise Forbidden(f"job {job.id} belongs to {job.owner}; managing it needs {S.MANAGE_ALL_JOBS!r}", field="id")
     if view == SUMMARY and not summary:

@@ -167,7 +167,7 @@ def parse_job(session: Session, actor: Actor, raw: dict[str, Any], settings: Ops
         "volumes": parse_volumes(session, actor, data.get("volumes"), instances, plan),
         "ports": v.ports(data.get("ports")),
         "endpoints": _endpoints(data.get("endpoints")),
-        "warnings": [warning] if warning else [],
+        "warnings": image_warnings(out.get("image"), warning, settings),
     }
     if data.get("credential") is not None:
         cred = images.find_credential(session, actor, data["credential"])
@@ -212,13 +212,19 @@ def parse_workspace(session: Session, actor: Actor, data: dict[str, Any], settin
         "jupyter": v.boolean(data.get("jupyter", True), "jupyter"),
         "ssh": v.boolean(data.get("ssh", True), "ssh"),
         "ports": v.ports(data.get("ports")),
-        "warnings": [warning] if warning else [],
+        "warnings": image_warnings(out.get("image"), warning, settings),
     }
     if not (out["spec"]["jupyter"] or out["spec"]["ssh"]):
         raise v.ValidationError("jupyter: a workspace without Jupyter is reached by SSH only: it needs ssh true",
                                 field="jupyter")
     _with_rdma(out["spec"], plan)
     return out
+
+
+def image_warnings(image: str | None, warning: str | None, settings: OpsSettings) -> list[str]:
+    """What the submitter must know about the image picked: not a public one; not run at all (the embedded
+    platform)."""
+    return [w for w in (warning, settings.image_note if image else None) if w]
 
 
 def _list(value: Any, field: str) -> list[Any]:

@@ -21,6 +21,8 @@ class OpsSettings:
     # the service's Fernet (TiService.fernet): seals jobs' secret environment entries (ops/secretenv.py)
     secret_key: Any = None
     rdma: bool = False  # the backend gives pods of plans with rdma an RDMA device (ExecutionBackend.supports_rdma)
+    # the backend's ExecutionBackend.image_note: images are not run (the embedded platform), told to every submitter
+    image_note: str | None = None
 
     @property
     def device_types(self) -> list[str]:

@@ -297,7 +297,7 @@ class TiService(Application):
         self.ops_settings = OpsSettings(dict(self.compute_quota_defaults), dict(self.storage_quota_defaults),
                                         {k: list(v) for k, v in self.device_count_rules.items()}, self.max_workers,
                                         self.max_ps, uids=self._uid_policy(), secret_key=self.fernet,
-                                        rdma=self.backend.supports_rdma)
+                                        rdma=self.backend.supports_rdma, image_note=self.backend.image_note)
         self.render_cache = RenderCache(self.list_cache_size)
         self.hub_names = HubNames(self.hub_lookup_ttl)
         self.tensorboards = self._tensorboards()

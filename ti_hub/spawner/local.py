@@ -198,7 +198,9 @@ class TiLocalSpawner(TiSpawnerMixin, LocalProcessSpawner):
         if popen is not None:
             popen.poll()  # collect the supervisor once it has ended: no zombie
         if not rec:
-            return 0
+            # still waiting for admission: not dead. JupyterHub polls a start slower than slow_spawn_timeout, and
+            # a 0 here made it answer the spawn request 500 while the workspace was only queued
+            return None if self._spawn_pending else 0
         if procs.is_alive(rec.get("pid"), rec.get("start_time")):
             return None
         status = await asyncio.to_thread(jobdir.read_json, rec.get("status"))

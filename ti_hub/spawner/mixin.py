@@ -12,7 +12,7 @@ from urllib.parse import quote, urlencode
 
 from jupyterhub.spawner import LocalProcessSpawner
 from tornado import web
-from traitlets import Float, Unicode
+from traitlets import Float, Unicode, default
 from traitlets.config import Configurable
 
 from .. import scopes as S
@@ -40,6 +40,12 @@ class TiSpawnerMixin(Configurable):
 
     # whether ``launch`` starts an SSH-only workspace (jupyter: false) when asked; else such a start is refused
     runs_without_jupyter = False
+
+    @default("apply_user_options")
+    def _options_applied_at_admission(self):
+        # the ti service validates and applies the form's options at admission (admit()); without a hook,
+        # JupyterHub logs "Received unhandled user_options" at every spawn, which reads as an error
+        return lambda _spawner, _options: None
 
     # -- naming ---------------------------------------------------------------------------------------------
     @property

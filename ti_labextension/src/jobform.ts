@@ -51,7 +51,7 @@ export class JobForm {
     { value: 'distributed', label: 'Distributed' }
   ]);
   private strategy = select('strategy', [
-    { value: 'allreduce', label: 'All-reduce (DDP, Horovod)' },
+    { value: 'allreduce', label: 'All-reduce (PyTorch DDP)' },
     { value: 'ps', label: 'Parameter server' }
   ]);
   private workers = h('input', { name: 'workers', type: 'number', min: 1, value: 2 });

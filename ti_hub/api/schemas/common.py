@@ -149,8 +149,9 @@ def page(default: int = 50, most: int = 500) -> dict[str, Param]:
 
 
 REF_PATTERN = r"^([0-9]{1,19}|[A-Za-z0-9_-]{4,63})$"  # an id, or a name (NAME_PATTERN)
-JOB_REF = Param(string(63, 1, f"a job id ({v.ID_RULE}) or the name of one of mine", pattern=REF_PATTERN),
-                "the job: its id, or its name (mine)")
+JOB_REF = Param(string(320, 1, f"a job id ({v.ID_RULE}), the name of one of mine, or OWNER/NAME (the slash written "
+                                "%2F)", pattern=r"^([0-9]{1,19}|([^/]{1,255}/)?[A-Za-z0-9_-]{4,63})$"),
+                "the job: its id, its name (mine), or OWNER/NAME")
 ID_PARAM = Param(ID, "the id")
 NAME_OR_ID = Param(string(63, 1, f"a name ({v.NAME_RULE}) or an id", pattern=REF_PATTERN), "a name (mine) or an id")
 VOLUME_REF = Param(string(320, 1, "a volume id, my volume's name, or OWNER/NAME of one shared with me (the "

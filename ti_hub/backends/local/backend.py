@@ -43,6 +43,10 @@ METRICS_WINDOW = 0.25  # seconds between the two CPU samples of GET /jobs/{id}/m
 class LocalBackend(ExecutionBackend):
     """Runs every instance of a job as a supervised local process group on this machine."""
 
+    # said where a user picks an image (forms, GET /images) and in every answer that names one (warnings)
+    image_note = ("Images are not run on this embedded platform: the image you pick is recorded, and jobs and "
+                  "workspaces run as processes of this machine, with its own software (its Python, packages, GPUs).")
+
     root_dir = Unicode(help="Directory for job work dirs, logs, status files and scratch space "
                             "(default: ti-hub-local in the service's working directory).").tag(config=True)
     node_name = Unicode("", help="Name of this machine as a node (default: the host name).").tag(config=True)
@@ -54,7 +58,12 @@ class LocalBackend(ExecutionBackend):
              "with NVML, grouped by model (e.g. 'A100-SXM4-80GB'); none without GPUs or driver. Devices "
              "configured on a machine without GPUs are fake (demo) devices: a job only sees their "
              "indices in CUDA_VISIBLE_DEVICES.").tag(config=True)
-    cpu = Float(0.0, help="CPUs offered to jobs (default: os.cpu_count()).").tag(config=True)
+    cpu = Float(0.0, help="CPUs offered to jobs (default: os.cpu_count() times cpu_overcommit).").tag(config=True)
+    cpu_overcommit = Float(
+        1.0, help="With cpu unset: CPUs offered per core of this machine. Above 1, plans' CPU requests share the "
+                  "cores (each instance still gets its own CPU limit), so more runs at once than there are cores. "
+                  "`ti-hub start` sets 2 with its demo devices, so that a newcomer's workspace and a 2-instance "
+                  "job run together on a 2-core machine.").tag(config=True)
     memory_mib = Int(0, help="Memory offered to jobs in MiB (default: MemTotal of /proc/meminfo).").tag(config=True)
     extra_env = Dict(value_trait=Unicode(), help="Environment added to every job, before the job's own "
                                                  "environment (which may override it).").tag(config=True)
@@ -137,7 +146,7 @@ class LocalBackend(ExecutionBackend):
     async def capacity(self) -> list[NodeCapacity]:
         return [NodeCapacity(
             name=self.node_name or socket.gethostname(), pool=self.pool,
-            devices=await self.device_inventory(), cpu=float(self.cpu or os.cpu_count() or 1),
+            devices=await self.device_inventory(), cpu=float(self.cpu or (os.cpu_count() or 1) * self.cpu_overcommit),
             memory_mib=int(self.memory_mib or await asyncio.to_thread(procs.mem_total_mib)),
             labels=dict(self.labels))]
 
@@ -383,8 +392,6 @@ class LocalBackend(ExecutionBackend):
         return await asyncio.to_thread(logfiles.read_tail, self.log_path(job_id, state, instance), n)
 
     # ---- cleanup and re-adoption -------------------------------------------------------------
-    image_note = ("This embedded platform runs jobs and workspaces as processes of this machine, with its own "
-                  "software: the image you pick is recorded, not run.")
     shares_host_network = True  # jobs are processes of this machine (bubblewrap keeps the host's network)
 
     async def endpoint_address(self, job_id: int, state: dict[str, Any], instance: int, port: int | None = None
