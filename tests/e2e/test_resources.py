@@ -112,11 +112,17 @@ def test_a_workspace_takes_its_owners_registry_credential_and_no_one_elses(hub, 
                                                                                  "credential": cred["id"]})
     assert 400 <= r.status_code < 500 and "credential" in r.json()["message"], r.text
     assert not any(w["name"].startswith("steal-box") for w in other.ok("GET", "/jobs?kind=workspace")["items"])
-    # the owner's workspace pulls with it (on Kubernetes) and says so; a restart with the same options keeps it
+    # the owner's workspace pulls with it (on Kubernetes) and says so
     r = u.hub_api("POST", f"/users/{u.name}/servers/cred-box", json={"plan": "cpu-small", "credential": "ws-reg"})
     assert r.status_code in (201, 202), r.text
     u.wait_server("cred-box")
     assert u.ok("GET", "/jobs/cred-box")["credential_id"] == cred["id"]
     u.hub_api("DELETE", f"/users/{u.name}/servers/cred-box")
     u.wait_server("cred-box", ready=False)
+    # a restart without options is a restart with the last ones (the hub keeps them): the credential stays
+    r = u.hub_api("POST", f"/users/{u.name}/servers/cred-box")
+    assert r.status_code in (201, 202), r.text
+    u.wait_server("cred-box")
     assert u.ok("GET", "/jobs/cred-box")["credential_id"] == cred["id"]
+    u.hub_api("DELETE", f"/users/{u.name}/servers/cred-box")
+    u.wait_server("cred-box", ready=False)
