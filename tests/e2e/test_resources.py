@@ -94,3 +94,35 @@ def test_lists_paginate(hub, new_user):
                                     "command": "echo mine"})
     assert j["command"] == "echo mine" and j["plan_id"] is not None
     u.ok("POST", f"/jobs/{j['id']}/kill")
+
+
+def test_a_workspace_takes_its_owners_registry_credential_and_no_one_elses(hub, new_user):
+    u, other = new_user("wscred"), new_user("wscredother")
+    cred = u.ok("POST", "/credentials", json={"name": "ws-reg", "registry": "registry.example.org",
+                                              "username": "bot", "password": "pw-for-workspace"})
+    # the spawn form offers it (id, name, registry; never the login's secret)
+    page = u.browser.get(f"{hub.url}/hub/spawn/{u.name}/cred-box").text
+    assert 'name="credential"' in page and "ws-reg (registry.example.org)" in page
+    assert "pw-for-workspace" not in page
+    # another user cannot name it: refused before anything is stored
+    r = other.hub_api("POST", f"/users/{other.name}/servers/steal-box", json={"plan": "cpu-small",
+                                                                                "credential": "ws-reg"})
+    assert 400 <= r.status_code < 500 and "credential" in r.json()["message"], r.text
+    r = other.hub_api("POST", f"/users/{other.name}/servers/steal-box2", json={"plan": "cpu-small",
+                                                                                 "credential": cred["id"]})
+    assert 400 <= r.status_code < 500 and "credential" in r.json()["message"], r.text
+    assert not any(w["name"].startswith("steal-box") for w in other.ok("GET", "/jobs?kind=workspace")["items"])
+    # the owner's workspace pulls with it (on Kubernetes) and says so
+    r = u.hub_api("POST", f"/users/{u.name}/servers/cred-box", json={"plan": "cpu-small", "credential": "ws-reg"})
+    assert r.status_code in (201, 202), r.text
+    u.wait_server("cred-box")
+    assert u.ok("GET", "/jobs/cred-box")["credential_id"] == cred["id"]
+    u.hub_api("DELETE", f"/users/{u.name}/servers/cred-box")
+    u.wait_server("cred-box", ready=False)
+    # a restart without options is a restart with the last ones (the hub keeps them): the credential stays
+    r = u.hub_api("POST", f"/users/{u.name}/servers/cred-box")
+    assert r.status_code in (201, 202), r.text
+    u.wait_server("cred-box")
+    assert u.ok("GET", "/jobs/cred-box")["credential_id"] == cred["id"]
+    u.hub_api("DELETE", f"/users/{u.name}/servers/cred-box")
+    u.wait_server("cred-box", ready=False)

@@ -360,7 +360,7 @@ async def test_a_jobs_registry_credential_becomes_its_pods_pull_secret_and_goes_
     before = backend.writes
     state = await backend.launch(sp)
     assert backend.writes - before == 3  # the Secret, the Job, the Secret's owner
-    name = ob.pull_secret_name(sp)
+    name = ob.pull_secret_name(sp.job_id, sp.owner, sp.name)
     secret = json.loads(k8s_cluster.kubectl("get", "secret", name, "-n", NS, "-o", "json").stdout)
     assert secret["type"] == "kubernetes.io/dockerconfigjson"
     config = json.loads(base64.b64decode(secret["data"][".dockerconfigjson"]))

@@ -98,6 +98,38 @@ def test_a_killed_workspace_pod_goes_and_ssh_only_is_refused_here(whub, k8s_clus
     assert not admin.hub_api("GET", f"/users/{admin.name}").json()["servers"].get("kill-box")
 
 
+def test_a_workspaces_registry_credential_becomes_its_pods_pull_secret_and_goes_when_it_stops(whub, k8s_cluster):
+    import base64
+
+    admin = whub.admin
+    admin.ok("POST", "/plans", json={"name": "ws-pull", "kinds": ["workspace"], "device_type": "cpu",
+                                     "device_count": 0, "cpu": 1, "memory_mib": 1024})
+    admin.ok("POST", "/credentials", json={"name": "ws-pull-reg", "registry": "registry.example.org:5000",
+                                           "username": "bot", "password": "ws-pull-pw"})
+    r = admin.hub_api("POST", f"/users/{admin.name}/servers/pull-box", json={"plan": "ws-pull",
+                                                                            "credential": "ws-pull-reg"})
+    assert r.status_code in (201, 202), r.text
+    pod_name = safe_name("ti-ws", admin.name, "pull-box")
+
+    def get(kind: str, name: str):
+        out = k8s_cluster.kubectl("get", kind, name, "-n", NS, "-o", "json", check=False)
+        return json.loads(out.stdout) if out.returncode == 0 else None
+    p = wait(lambda: get("pod", pod_name), timeout=60, what="workspace pod")
+    ws = admin.ok("GET", "/jobs/pull-box")
+    secret_name = ob.pull_secret_name(ws["id"], admin.name, "pull-box")
+    assert {"name": secret_name} in p["spec"]["imagePullSecrets"] and "ws-pull-pw" not in json.dumps(p)
+    secret = get("secret", secret_name)
+    assert secret["type"] == "kubernetes.io/dockerconfigjson"
+    auths = json.loads(base64.b64decode(secret["data"][".dockerconfigjson"]))["auths"]
+    assert auths["registry.example.org:5000"]["username"] == "bot"
+    assert auths["registry.example.org:5000"]["password"] == "ws-pull-pw"
+    assert secret["metadata"]["labels"][ob.LABEL_KIND] == "workspace" and is_ours(secret, label_value("ti-hub"))
+
+    admin.hub_api("DELETE", f"/users/{admin.name}/servers/pull-box")
+    wait(lambda: get("pod", pod_name) is None, timeout=60, what="the pod to go")
+    wait(lambda: get("secret", secret_name) is None, timeout=30, what="the pull Secret to go")
+
+
 def test_a_workspace_of_an_rdma_plan_asks_for_the_rdma_device(whub, k8s_cluster, rdma_node):
     from .conftest import RDMA
 

@@ -179,7 +179,7 @@ def test_a_jobs_registry_credential_is_a_pull_secret_of_its_own_that_its_pods_us
     spec = dataclasses.replace(launch("ps", 2, 1), registry_auth=("registry.example.org:5000", "bot", "pw:1"))
     s = ob.KubeSettings(namespace="users", image_pull_secrets=("site-mirror",))
     sec = ob.pull_secret(s, spec)
-    assert sec["type"] == "kubernetes.io/dockerconfigjson" and sec["metadata"]["name"] == ob.pull_secret_name(spec)
+    assert sec["type"] == "kubernetes.io/dockerconfigjson" and sec["metadata"]["name"] == ob.pull_secret_name(spec.job_id, spec.owner, spec.name)
     assert sec["metadata"]["labels"] == ob.labels(s, spec.job_id, spec.owner)
     auths = json.loads(sec["stringData"][".dockerconfigjson"])["auths"]
     assert auths == {"registry.example.org:5000": {"username": "bot", "password": "pw:1",
@@ -187,12 +187,25 @@ def test_a_jobs_registry_credential_is_a_pull_secret_of_its_own_that_its_pods_us
     objs = ob.job_objects(s, spec)
     for j in (o for o in objs if o["kind"] == "Job"):
         assert j["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "site-mirror"},
-                                                                     {"name": ob.pull_secret_name(spec)}]
+                                                                     {"name": ob.pull_secret_name(spec.job_id, spec.owner, spec.name)}]
     assert "pw:1" not in json.dumps(objs) and "pw:1" not in repr(spec) and "pw:1" not in json.dumps(spec.to_json())
     plain = launch("ps", 2, 1)
     assert ob.pull_secret(s, plain) is None
     assert all(j["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "site-mirror"}]
                for j in ob.job_objects(s, plain) if j["kind"] == "Job")
+
+
+def test_a_workspaces_registry_credential_is_a_pull_secret_named_as_its_spawner_finds_it():
+    import base64
+    import json
+
+    s = ob.KubeSettings(namespace="users")
+    sec = ob.registry_secret(s, 42, "alice", "dev-box", ("reg.example.org", "bot", "pw:2"), kind="workspace")
+    assert sec["type"] == "kubernetes.io/dockerconfigjson" and sec["metadata"]["namespace"] == "users"
+    assert sec["metadata"]["name"] == ob.pull_secret_name(42, "alice", "dev-box")
+    assert sec["metadata"]["labels"] == ob.labels(s, 42, "alice", kind="workspace")
+    assert json.loads(sec["stringData"][".dockerconfigjson"])["auths"] == {
+        "reg.example.org": {"username": "bot", "password": "pw:2", "auth": base64.b64encode(b"bot:pw:2").decode()}}
 
 
 def selects(selector: dict, labels: dict) -> bool:

@@ -373,3 +373,18 @@ def test_the_spawn_form_offers_a_workspace_without_jupyter_where_the_spawner_can
     assert options_from_form({"plan": ["cpu-small"], "jupyter": ["off"]})["jupyter"] is False
     assert options_from_form({"plan": ["cpu-small"], "jupyter": ["off", "on"]})["jupyter"] is True
     assert "jupyter" not in options_from_form({"plan": ["cpu-small"]})
+
+
+def test_the_spawn_form_offers_my_registry_credentials_none_by_default():
+    from ti_hub.spawner.form import options_from_form, render_form
+
+    plans = [{"name": "cpu-small", "device_count": 0, "device_type": "cpu", "cpu": 1, "memory_mib": 512}]
+    page = render_form({"plans": plans, "credentials": [{"id": 7, "name": "my-reg", "registry": "reg.example.org"}]})
+    select = page[page.index('name="credential"'):]
+    select = select[:select.index("</select>")]
+    # "none" first (selected, being first); the credential by name, with its registry
+    assert select.index('<option value="">(none)</option>') < select.index('value="my-reg"')
+    assert "my-reg (reg.example.org)" in select
+    assert 'name="credential"' not in render_form({"plans": plans, "credentials": []})
+    assert options_from_form({"plan": ["cpu-small"], "credential": ["my-reg"]})["credential"] == "my-reg"
+    assert "credential" not in options_from_form({"plan": ["cpu-small"], "credential": [""]})

@@ -39,8 +39,24 @@ class WorkspaceHandler(APIHandler):
                             scopes=scopes)
         # admitted or queued: the owner's personal storage exists before the spawner mounts it
         await asyncio.to_thread(self.ti.volume_driver.ensure_personal, owner)
+        if out.get("credential_id"):
+            await self._pull_secret(out)
         self.ti.poke()
         self.send(out, 201)
+
+
+    async def _pull_secret(self, ws: dict) -> None:
+        """The workspace's registry credential as its image pull Secret (Kubernetes; TiKubeSpawner finds it by
+        name), made here because only the ti service can open the password. A failure fails the start: the spawner
+        reports it stopped, which deletes whatever was made."""
+        from ..service.loop import opened_login, registry_credentials
+
+        cid = int(ws["credential_id"])
+        cred = (await self.ti.db(registry_credentials, {cid}, readonly=True)).get(cid)
+        if cred is None:  # deleted since admission a moment ago
+            raise v.ValidationError(f"credential: registry credential {cid} was just deleted", field="credential")
+        await self.ti.backend.workspace_pull_secret(ws["id"], ws["owner"], ws["name"],
+                                                    opened_login(self.ti.fernet, cred))
 
 
 class WorkspaceRunningHandler(APIHandler):
@@ -55,6 +71,8 @@ class WorkspaceStopHandler(APIHandler):
         body = self.body()
         v.check_fields(body, ("reason",))
         out = await self.op(workspaces.stop, self.actor, owner, name, v.text(body.get("reason", ""), "reason", 500))
+        if out.get("credential_id"):  # its image pull Secret goes with it (a restart makes it again)
+            await self.ti.backend.drop_workspace_pull_secret(out["id"], owner, name)
         self.ti.poke()
         self.send(out)
 

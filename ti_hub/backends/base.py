@@ -164,6 +164,16 @@ class ExecutionBackend(LoggingConfigurable):
         or when the spawner, not this backend, watches it (Kubernetes: the hub polls its pod)."""
         return None
 
+    async def workspace_pull_secret(self, ws_id: int, owner: str, name: str, auth: tuple[str, str, str]
+                                    ) -> str | None:
+        """Make (or remake) the image pull Secret of a workspace from its registry credential ``auth`` (server,
+        username, password) and return its name; None where images are not pulled (the embedded platform)."""
+        return None
+
+    async def drop_workspace_pull_secret(self, ws_id: int, owner: str, name: str) -> None:
+        """Delete the workspace's image pull Secret, if it has one (its workspace stopped)."""
+        return None
+
     async def cleanup(self, job_id: int, state: dict[str, Any]) -> None:
         """Release what outlives the processes (scratch space, ...); logs are kept."""
         raise NotImplementedError

@@ -25,7 +25,7 @@ JOB_FIELDS = ("name", "description", "kind", "strategy", "workers", "ps", "plan"
               "secret_env", "volumes", "ports", "endpoints", "credential", "preemptible", "estimated_duration",
               "template", "priority", "on_overrun")
 WORKSPACE_FIELDS = ("name", "display_name", "description", "plan", "image", "volumes", "env", "jupyter", "ssh",
-                    "ports")
+                    "ports", "credential")
 ENDPOINTS = ("ssh", "tensorboard")
 # the job endpoint "jupyter" was accepted and did nothing; it is refused now, saying where Jupyter is
 NO_JUPYTER = ("endpoints: jupyter is not a job endpoint (it was removed): Jupyter runs in workspaces; a server of "
@@ -169,9 +169,7 @@ def parse_job(session: Session, actor: Actor, raw: dict[str, Any], settings: Ops
         "endpoints": _endpoints(data.get("endpoints")),
         "warnings": image_warnings(out.get("image"), warning, settings),
     }
-    if data.get("credential") is not None:
-        cred = images.find_credential(session, actor, data["credential"])
-        spec["credential_id"] = cred.id
+    _with_credential(session, actor, data, spec)
     if data.get("estimated_duration") is not None:
         spec["estimated_duration"] = v.integer(data["estimated_duration"], "estimated_duration", 1, MAX_DURATION)
     spec["on_overrun"] = v.choice(data.get("on_overrun", "alert"), "on_overrun", ("alert", "stop"))
@@ -218,7 +216,14 @@ def parse_workspace(session: Session, actor: Actor, data: dict[str, Any], settin
         raise v.ValidationError("jupyter: a workspace without Jupyter is reached by SSH only: it needs ssh true",
                                 field="jupyter")
     _with_rdma(out["spec"], plan)
+    _with_credential(session, actor, data, out["spec"])
     return out
+
+
+def _with_credential(session: Session, actor: Actor, data: dict[str, Any], spec: dict[str, Any]) -> None:
+    """The registry login the image is pulled with: one of the submitter's own (by name or id), never another's."""
+    if data.get("credential") is not None:
+        spec["credential_id"] = images.find_credential(session, actor, data["credential"]).id
 
 
 def image_warnings(image: str | None, warning: str | None, settings: OpsSettings) -> list[str]:

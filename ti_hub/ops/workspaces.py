@@ -108,8 +108,9 @@ def stop(session: Session, caller: Actor, owner: str, name: str, reason: str) ->
 
 def form_options(session: Session, caller: Actor, owner: str, groups: list[str], settings: OpsSettings,
                  scopes: Any = ()) -> dict[str, Any]:
-    """What the spawn form may offer this owner: runnable workspace plans, images, visible volumes (none of
-    these lists depends on permissions; starting does, and says so)."""
+    """What the spawn form may offer this owner: runnable workspace plans, images, visible volumes, their own
+    registry credentials (never a password; none of these lists depends on permissions; starting does, and says
+    so)."""
     from . import images, plans, volumes
 
     actor = owner_actor(caller, owner, groups, scopes)
@@ -117,4 +118,6 @@ def form_options(session: Session, caller: Actor, owner: str, groups: list[str],
         "plans": plans.list_plans(session, actor, settings.nodes, "workspace")["items"],
         "images": images.list_images(session, actor, 500, 0)["items"],
         "volumes": volumes.list_volumes(session, actor, 500, 0)["items"],
+        "credentials": [{k: c[k] for k in ("id", "name", "registry")}
+                        for c in images.list_credentials(session, actor)["items"]],
     }

@@ -408,7 +408,7 @@ class JobRunner:
             cred = (credentials or {}).get(int(job.spec["credential_id"]))
             if cred is None:
                 raise LookupError(f"its registry credential {job.spec['credential_id']} was deleted")
-            auth = (cred[0], cred[1], self.svc.fernet.decrypt(cred[2]).decode())
+            auth = opened_login(self.svc.fernet, cred)
         return LaunchSpec(job.id, job.owner, job.name, job.kind, job.strategy, job.command, job.image,
                           {**job.spec.get("env", {}), **personal.env(mounts)}, tuple(instances), tuple(mounts),
                           tuple(scratch), job.shm_mib, job.device_type, job.pool, uid,
@@ -465,3 +465,8 @@ def registry_credentials(s: Session, ids: set[int]) -> dict[int, tuple[str, str,
     rows = s.execute(select(m.RegistryCredential.id, m.RegistryCredential.server, m.RegistryCredential.username,
                             m.RegistryCredential.password_encrypted).where(m.RegistryCredential.id.in_(ids)))
     return {r.id: (r.server, r.username, r.password_encrypted) for r in rows}
+
+
+def opened_login(fernet: Any, cred: tuple[str, str, bytes]) -> tuple[str, str, str]:
+    """A credential as ``registry_credentials`` loads it, its password decrypted: for a backend only, never kept."""
+    return cred[0], cred[1], fernet.decrypt(cred[2]).decode()

@@ -1,4 +1,4 @@
-"""The spawn form (pure): offers only the plans, images and volumes this user may use."""
+"""The spawn form (pure): offers only the plans, images, volumes and registry credentials this user may use."""
 
 from __future__ import annotations
 
@@ -52,6 +52,15 @@ def render_form(options: dict[str, Any], name: str = "default", home_url: str = 
     if options.get("image_note"):
         rows.append(f'<p class="form-text" id="ti-image-note">{escape(options["image_note"])}</p>')
     rows.append("</div>")
+    creds = options.get("credentials", [])
+    if creds:  # the image's registry login (a private image); "none" pulls it anonymously
+        rows.append('<div class="form-group mb-3"><label class="form-label" for="ti-credential">Registry '
+                    'credential</label><select class="form-select" id="ti-credential" name="credential">'
+                    '<option value="">(none)</option>')
+        for c in creds:
+            rows.append(f'<option value="{escape(c["name"])}">{escape(c["name"])} ({escape(c["registry"])})'
+                        "</option>")
+        rows.append("</select></div>")
     rows.append('<fieldset class="mb-3" id="ti-volumes"><legend>Volumes (mounted at /mnt/NAME)</legend>')
     vols = options.get("volumes", [])
     for vol in vols:
@@ -84,8 +93,9 @@ def options_from_form(formdata: dict[str, list[str]]) -> dict[str, Any]:
         return (formdata.get(key) or [""])[0].strip()
 
     out: dict[str, Any] = {"plan": one("plan")}
-    if one("image"):
-        out["image"] = one("image")
+    for key in ("image", "credential"):
+        if one(key):
+            out[key] = one(key)
     if one("display_name"):
         out["display_name"] = one("display_name")
     vols = []

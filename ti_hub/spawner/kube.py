@@ -53,6 +53,11 @@ class TiKubeSpawner(TiSpawnerMixin, KubeSpawner):
         self.dns_name = self.dns_name_template.format(namespace=self.namespace, name=self.pod_name)
         if ws.get("image"):
             self.image = ws["image"]
+        # the workspace's registry credential: the Secret the ti service made at admission, after the configured
+        # ones (this spawner object lives on across restarts, with or without a credential)
+        own = ob.pull_secret_name(int(ws["id"]), self.user.name, self.ti_name)
+        pulls = [p for p in self.image_pull_secrets if (p.get("name") if isinstance(p, dict) else p) != own]
+        self.image_pull_secrets = pulls + ([own] if ws.get("credential_id") else [])
         cpu, mem = float(ws["cpu_per_instance"]), int(ws["memory_mib_per_instance"])
         devices = int(ws.get("devices_per_instance") or 0)
         self.cpu_limit = self.cpu_guarantee = cpu

@@ -343,10 +343,28 @@ class KubernetesBackend(ExecutionBackend):
                 "service": service["metadata"]["name"] if service else None,
                 "memory_mib": spec.instances[0].memory_mib}
 
+    async def workspace_pull_secret(self, ws_id: int, owner: str, name: str, auth: tuple[str, str, str]) -> str:
+        """Made at admission, before the spawner makes the pod (TiKubeSpawner names it by the same rule); a
+        leftover of the workspace's last start is replaced (the password may have changed). Not owned by the pod,
+        which does not exist yet: the workspace's stop deletes it (``drop_workspace_pull_secret``)."""
+        obj = ob.registry_secret(self.settings, ws_id, owner, name, auth, kind="workspace")
+        core = k8s.CoreV1Api(await self.api())
+        await self._create_owned(core.create_namespaced_secret, core.delete_namespaced_secret, obj)
+        return obj["metadata"]["name"]
+
+    async def drop_workspace_pull_secret(self, ws_id: int, owner: str, name: str) -> None:
+        core = k8s.CoreV1Api(await self.api())
+        self.writes += 1
+        try:
+            await core.delete_namespaced_secret(ob.pull_secret_name(ws_id, owner, name), self.namespace)
+        except ApiException as e:
+            if e.status != 404:
+                raise
+
     async def _create_owned(self, create, delete, obj: dict[str, Any]) -> None:
-        """Create a Service, NetworkPolicy or Secret of the job. Its name is the job's own, so a 409 is a leftover of
-        this very job whose old Job was just replaced (``_create_job``) and which the garbage collector has not
-        taken yet: it is deleted and made again, owned by the new Job."""
+        """Create a Service, NetworkPolicy or Secret of a job (or a workspace's pull Secret). Its name is the job's
+        own, so a 409 is a leftover of this very job whose old Job was just replaced (``_create_job``) and which the
+        garbage collector has not taken yet, or of the workspace's last start: it is deleted and made again."""
         name = obj["metadata"]["name"]
         for attempt in range(3):
             self.writes += 1

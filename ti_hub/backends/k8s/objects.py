@@ -257,8 +257,10 @@ def env_secret(s: KubeSettings, spec: LaunchSpec) -> dict[str, Any] | None:
             "stringData": dict(spec.secret_env)}
 
 
-def pull_secret_name(spec: LaunchSpec) -> str:
-    return base_name(spec.job_id, spec.owner, spec.name) + "-pull"
+def pull_secret_name(job_id: int, owner: str, name: str) -> str:
+    """The image pull Secret of one job or workspace (a workspace is a job row too: the spawner finds it by this
+    name, which the ti service made)."""
+    return base_name(job_id, owner, name) + "-pull"
 
 
 def pull_secret(s: KubeSettings, spec: LaunchSpec) -> dict[str, Any] | None:
@@ -266,13 +268,19 @@ def pull_secret(s: KubeSettings, spec: LaunchSpec) -> dict[str, Any] | None:
     user's pod can name it, and owned by the job's first Job, so that it goes with the job."""
     if not spec.registry_auth:
         return None
-    server, user, password = spec.registry_auth
-    auth = base64.b64encode(f"{user}:{password}".encode()).decode()
-    config = {"auths": {server: {"username": user, "password": password, "auth": auth}}}
+    return registry_secret(s, spec.job_id, spec.owner, spec.name, spec.registry_auth)
+
+
+def registry_secret(s: KubeSettings, job_id: int, owner: str, name: str, auth: tuple[str, str, str],
+                    kind: str = "job") -> dict[str, Any]:
+    """A registry login ``auth`` (server, username, password) as the image pull Secret of one job or workspace."""
+    server, user, password = auth
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    config = {"auths": {server: {"username": user, "password": password, "auth": token}}}
     return {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
-            "metadata": {"name": pull_secret_name(spec), "namespace": s.namespace,
-                         "labels": labels(s, spec.job_id, spec.owner),
-                         "annotations": {ANN_OWNER: spec.owner, ANN_NAME: spec.name}},
+            "metadata": {"name": pull_secret_name(job_id, owner, name), "namespace": s.namespace,
+                         "labels": labels(s, job_id, owner, kind=kind),
+                         "annotations": {ANN_OWNER: owner, ANN_NAME: name}},
             "stringData": {".dockerconfigjson": json.dumps(config)}}
 
 
@@ -335,7 +343,8 @@ def job_objects(s: KubeSettings, spec: LaunchSpec, extra_env: dict[str, str] | N
         }
         if gang:
             pod_spec["subdomain"] = base
-        pulls = [*s.image_pull_secrets, *([pull_secret_name(spec)] if spec.registry_auth else [])]
+        own = [pull_secret_name(spec.job_id, spec.owner, spec.name)] if spec.registry_auth else []
+        pulls = [*s.image_pull_secrets, *own]
         if pulls:
             pod_spec["imagePullSecrets"] = [{"name": n_} for n_ in pulls]
         if s.scheduler_name:
