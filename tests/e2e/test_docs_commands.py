@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hubproc import own_hub
 
 pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(not shutil.which("ssh"), reason="needs OpenSSH's client (scripts/test installs it)")]
@@ -129,6 +130,12 @@ def run(argv: list[str], timeout: float, env: dict | None = None) -> subprocess.
     except subprocess.TimeoutExpired as e:
         said = [x.decode(errors="replace") if isinstance(x, bytes) else (x or "") for x in (e.stdout, e.stderr)]
         return subprocess.CompletedProcess(argv, 124, said[0], said[1] + f"\n(killed after {timeout:g} s)")
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    """A hub of its own: the documents' commands add images, users and quotas that other tests must not see."""
+    yield from own_hub(tmp_path_factory, "docs")
 
 
 @pytest.fixture(scope="module")
