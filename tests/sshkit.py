@@ -19,10 +19,13 @@ async def pty_session(port: int, login: str, key: Path, first: str, until: str, 
         p.stdin.write(first)
         seen = ""
         while until not in seen:
-            seen += await asyncio.wait_for(p.stdout.read(1024), 20)
+            chunk = await asyncio.wait_for(p.stdout.read(1024), 20)
+            if not chunk:  # the session ended first: an empty read repeats forever, so say what it showed instead
+                raise AssertionError(f"the session ended before showing {until!r}: {seen!r}")
+            seen += chunk
         p.change_terminal_size(*resize)
         await asyncio.sleep(0.3)  # the size reaches the terminal before the next command reads it
         p.stdin.write(then)
         seen += await asyncio.wait_for(p.stdout.read(), 20)
-        await p.wait_closed()
+        await asyncio.wait_for(p.wait_closed(), 20)
         return seen + f"\nstatus={p.exit_status}"
