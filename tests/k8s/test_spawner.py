@@ -34,6 +34,17 @@ def whub(k8s_cluster, tmp_path_factory):
         "c.TiService.scheduler_interval = 0.3\n"))
 
 
+
+def get(k8s_cluster, kind: str, name: str):
+    """The object in the workspaces' namespace as JSON, or None when it does not exist."""
+    out = k8s_cluster.kubectl("get", kind, name, "-n", NS, "-o", "json", check=False)
+    return json.loads(out.stdout) if out.returncode == 0 else None
+
+
+def running_pod(k8s_cluster, name: str):
+    return wait(lambda: (x := get(k8s_cluster, "pod", name)) and x["status"].get("phase") == "Running" and x,
+                timeout=60, what="workspace pod")
+
 def test_a_workspace_pod_gets_its_plans_resources_placement_and_restrictions(whub, k8s_cluster):
     admin = whub.admin
     admin.ok("POST", "/plans", json={"name": "ws-t4", "kinds": ["workspace"], "device_type": "T4", "device_count": 1,
@@ -42,10 +53,7 @@ def test_a_workspace_pod_gets_its_plans_resources_placement_and_restrictions(whu
     assert r.status_code in (201, 202), r.text
     pod_name = safe_name("ti-ws", admin.name, "gpu-box")
 
-    def pod():
-        out = k8s_cluster.kubectl("get", "pod", pod_name, "-n", NS, "-o", "json", check=False)
-        return json.loads(out.stdout) if out.returncode == 0 else None
-    p = wait(lambda: (x := pod()) and x["status"].get("phase") == "Running" and x, timeout=60, what="workspace pod")
+    p = running_pod(k8s_cluster, pod_name)
     spec = p["spec"]
     c = next(c for c in spec["containers"] if c["name"] == "notebook")
     assert c["resources"]["limits"]["nvidia.com/gpu"] == "1"
@@ -69,7 +77,7 @@ def test_a_workspace_pod_gets_its_plans_resources_placement_and_restrictions(whu
     assert any(w["name"] == "gpu-box" and w["status"] in ("scheduling", "running") for w in ws)
 
     admin.hub_api("DELETE", f"/users/{admin.name}/servers/gpu-box")
-    wait(lambda: pod() is None, timeout=60, what="the pod to go")
+    wait(lambda: get(k8s_cluster, "pod", pod_name) is None, timeout=60, what="the pod to go")
     wait(lambda: any(w["name"] == "gpu-box" and w["status"] == "stopped"
                      for w in admin.ok("GET", "/jobs?kind=workspace")["items"]), what="the workspace to stop")
 
@@ -88,12 +96,10 @@ def test_a_killed_workspace_pod_goes_and_ssh_only_is_refused_here(whub, k8s_clus
     assert r.status_code in (201, 202), r.text
     pod_name = safe_name("ti-ws", admin.name, "kill-box")
 
-    def pod_exists() -> bool:
-        return k8s_cluster.kubectl("get", "pod", pod_name, "-n", NS, check=False).returncode == 0
-    wait(pod_exists, timeout=60, what="workspace pod")
+    wait(lambda: get(k8s_cluster, "pod", pod_name), timeout=60, what="workspace pod")
     ws = admin.ok("GET", "/jobs/kill-box")
     admin.ok("POST", f"/jobs/{ws['id']}/kill")
-    wait(lambda: not pod_exists(), timeout=60, what="the pod to go")
+    wait(lambda: get(k8s_cluster, "pod", pod_name) is None, timeout=60, what="the pod to go")
     wait(lambda: admin.ok("GET", f"/jobs/{ws['id']}")["status"] == "killed", what="the workspace killed")
     assert not admin.hub_api("GET", f"/users/{admin.name}").json()["servers"].get("kill-box")
 
@@ -111,14 +117,11 @@ def test_a_workspaces_registry_credential_becomes_its_pods_pull_secret_and_goes_
     assert r.status_code in (201, 202), r.text
     pod_name = safe_name("ti-ws", admin.name, "pull-box")
 
-    def get(kind: str, name: str):
-        out = k8s_cluster.kubectl("get", kind, name, "-n", NS, "-o", "json", check=False)
-        return json.loads(out.stdout) if out.returncode == 0 else None
-    p = wait(lambda: get("pod", pod_name), timeout=60, what="workspace pod")
+    p = wait(lambda: get(k8s_cluster, "pod", pod_name), timeout=60, what="workspace pod")
     ws = admin.ok("GET", "/jobs/pull-box")
     secret_name = ob.pull_secret_name(ws["id"], admin.name, "pull-box")
     assert {"name": secret_name} in p["spec"]["imagePullSecrets"] and "ws-pull-pw" not in json.dumps(p)
-    secret = get("secret", secret_name)
+    secret = get(k8s_cluster, "secret", secret_name)
     assert secret["type"] == "kubernetes.io/dockerconfigjson"
     auths = json.loads(base64.b64decode(secret["data"][".dockerconfigjson"]))["auths"]
     assert auths["registry.example.org:5000"]["username"] == "bot"
@@ -126,26 +129,26 @@ def test_a_workspaces_registry_credential_becomes_its_pods_pull_secret_and_goes_
     assert secret["metadata"]["labels"][ob.LABEL_KIND] == "workspace" and is_ours(secret, label_value("ti-hub"))
 
     admin.hub_api("DELETE", f"/users/{admin.name}/servers/pull-box")
-    wait(lambda: get("pod", pod_name) is None, timeout=60, what="the pod to go")
-    wait(lambda: get("secret", secret_name) is None, timeout=30, what="the pull Secret to go")
+    wait(lambda: get(k8s_cluster, "pod", pod_name) is None, timeout=60, what="the pod to go")
+    wait(lambda: get(k8s_cluster, "secret", secret_name) is None, timeout=30, what="the pull Secret to go")
 
 
 def test_a_workspace_of_an_rdma_plan_asks_for_the_rdma_device(whub, k8s_cluster, rdma_node):
     from .conftest import RDMA
 
     admin = whub.admin
+    # the node may be new to this run: a plan is accepted only once the service's capacity shows a machine for it
+    wait(lambda: any(n["name"] == rdma_node for n in admin.ok("GET", "/cluster")["nodes"]), timeout=30,
+         what="the service to see the RDMA node")
     admin.ok("POST", "/plans", json={"name": "ws-ib", "kinds": ["workspace"], "device_type": "H100",
                                      "device_count": 1, "cpu": 2, "memory_mib": 4096, "rdma": True})
     r = admin.hub_api("POST", f"/users/{admin.name}/servers/ib-box", json={"plan": "ws-ib"})
     assert r.status_code in (201, 202), r.text
     pod_name = safe_name("ti-ws", admin.name, "ib-box")
 
-    def pod():
-        out = k8s_cluster.kubectl("get", "pod", pod_name, "-n", NS, "-o", "json", check=False)
-        return json.loads(out.stdout) if out.returncode == 0 else None
-    p = wait(lambda: (x := pod()) and x["status"].get("phase") == "Running" and x, timeout=60, what="workspace pod")
+    p = running_pod(k8s_cluster, pod_name)
     c = next(c for c in p["spec"]["containers"] if c["name"] == "notebook")
     assert c["resources"]["limits"][RDMA] == c["resources"]["requests"][RDMA] == "1"
     assert c["resources"]["limits"]["nvidia.com/gpu"] == "1" and p["spec"]["nodeName"] == rdma_node
     admin.hub_api("DELETE", f"/users/{admin.name}/servers/ib-box")
-    wait(lambda: pod() is None, timeout=60, what="the pod to go")
+    wait(lambda: get(k8s_cluster, "pod", pod_name) is None, timeout=60, what="the pod to go")
