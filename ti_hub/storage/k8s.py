@@ -148,6 +148,9 @@ class KubernetesVolumeDriver(VolumeDriver):
         self._api: k8s.ApiClient | None = None
         self._api_lock: asyncio.Lock | None = None  # made on the private loop, used only there
         self._classes_ready = False
+        # owners whose personal claims exist: checked once per process, not with every launch (the claims are
+        # never deleted by TiHub, and two refused creates per job would double a launch's API writes)
+        self._personal_ready: set[str] = set()
 
     # -- defaults from the Kubernetes backend: one namespace and installation for pods and their claims ----------
     def _from_backend(self, name: str, fallback: str) -> str:
@@ -326,6 +329,8 @@ class KubernetesVolumeDriver(VolumeDriver):
         self._run(self._ensure_personal(owner))
 
     async def _ensure_personal(self, owner: str) -> None:
+        if owner in self._personal_ready:
+            return
         core = await self._core()
         await self._ensure_classes()
         for kind in personal.KINDS:
@@ -337,6 +342,7 @@ class KubernetesVolumeDriver(VolumeDriver):
                     raise
                 continue
             self.log.info("%s's %s: claim %s", owner, personal.WHAT[kind], body["metadata"]["name"])
+        self._personal_ready.add(owner)
 
     def create(self, volume_id: int, kind: str, source_id: int | None = None, *, volume: str = "",
                capacity_gib: int = 0, source: str = "") -> None:

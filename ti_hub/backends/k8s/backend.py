@@ -432,7 +432,8 @@ class KubernetesBackend(ExecutionBackend):
     async def observe_job(self, job_id: int, state: dict[str, Any]) -> JobObservation:
         await self.start_watches()
         insts: list[InstanceStatus] = []
-        events = list(self.events.items.values()) if self.events else []
+        # a view, not a copy: read only for a pod still waiting on its node, synchronously (no change under it)
+        events = self.events.items.values() if self.events else ()
         now = time.time()
         for role in state.get("roles", []):
             job = self.jobs.items.get(f"{state['namespace']}/{role['job']}")

@@ -11,6 +11,7 @@ room on the node yet, a volume still attaching, a first pull error) keeps it sta
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 from typing import Any
 
 from ..base import InstanceStatus
@@ -56,7 +57,7 @@ def job_failure(job: dict[str, Any]) -> str:
     return c.get("message") or c.get("reason") or "its Kubernetes Job failed"
 
 
-def _mount_warning(pod: dict[str, Any], events: list[dict[str, Any]]) -> str:
+def _mount_warning(pod: dict[str, Any], events: Iterable[dict[str, Any]]) -> str:
     uid = pod["metadata"].get("uid")
     newest, at = "", ""
     for ev in events:
@@ -70,7 +71,7 @@ def _mount_warning(pod: dict[str, Any], events: list[dict[str, Any]]) -> str:
     return newest
 
 
-def _waiting(pod: dict[str, Any], events: list[dict[str, Any]]) -> tuple[bool, str]:
+def _waiting(pod: dict[str, Any], events: Iterable[dict[str, Any]]) -> tuple[bool, str]:
     """(fatal, reason) of a pod that is not running yet."""
     status = pod.get("status") or {}
     images = {c.get("name"): c.get("image") for c in (pod.get("spec") or {}).get("initContainers") or []}
@@ -120,7 +121,7 @@ def _ended(index: int, status: dict[str, Any], memory_mib: int | None) -> Instan
 
 
 def instance_status(index: int, pod: dict[str, Any] | None, job: dict[str, Any] | None, memory_mib: int | None,
-                    *, events: list[dict[str, Any]] = (), now: float | None = None,
+                    *, events: Iterable[dict[str, Any]] = (), now: float | None = None,
                     start_timeout: float | None = None) -> InstanceStatus:
     """The instance ``index`` as its newest pod and its Kubernetes Job show it. ``events``: Warning events of the
     namespace (any pod's); ``now`` and ``start_timeout`` (seconds): how long a pod may stay starting."""
