@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 
 from ..domain import validation as v
-from ..ops import workspaces
+from ..ops import images, workspaces
 from .base import APIHandler
 
 
@@ -44,19 +44,16 @@ class WorkspaceHandler(APIHandler):
         self.ti.poke()
         self.send(out, 201)
 
-
     async def _pull_secret(self, ws: dict) -> None:
         """The workspace's registry credential as its image pull Secret (Kubernetes; TiKubeSpawner finds it by
         name), made here because only the ti service can open the password. A failure fails the start: the spawner
         reports it stopped, which deletes whatever was made."""
-        from ..service.loop import opened_login, registry_credentials
-
         cid = int(ws["credential_id"])
-        cred = (await self.ti.db(registry_credentials, {cid}, readonly=True)).get(cid)
+        cred = (await self.ti.db(images.registry_credentials, {cid}, readonly=True)).get(cid)
         if cred is None:  # deleted since admission a moment ago
             raise v.ValidationError(f"credential: registry credential {cid} was just deleted", field="credential")
         await self.ti.backend.workspace_pull_secret(ws["id"], ws["owner"], ws["name"],
-                                                    opened_login(self.ti.fernet, cred))
+                                                    images.opened_login(self.ti.fernet, cred))
 
 
 class WorkspaceRunningHandler(APIHandler):

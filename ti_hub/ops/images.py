@@ -120,3 +120,15 @@ def find_credential(session: Session, actor: Actor, ref: Any, field: str = "cred
 
 def delete_credential(session: Session, actor: Actor, ref: Any) -> None:
     session.delete(find_credential(session, actor, ref, "id"))
+
+
+def registry_credentials(s: Session, ids: set[int]) -> dict[int, tuple[str, str, bytes]]:
+    """The registry credentials ``ids`` (server, username, encrypted password)."""
+    rows = s.execute(select(m.RegistryCredential.id, m.RegistryCredential.server, m.RegistryCredential.username,
+                            m.RegistryCredential.password_encrypted).where(m.RegistryCredential.id.in_(ids)))
+    return {r.id: (r.server, r.username, r.password_encrypted) for r in rows}
+
+
+def opened_login(fernet: Fernet, cred: tuple[str, str, bytes]) -> tuple[str, str, str]:
+    """A credential as ``registry_credentials`` loads it, its password decrypted: for a backend only, never kept."""
+    return cred[0], cred[1], fernet.decrypt(cred[2]).decode()

@@ -16,7 +16,6 @@ from ..domain.actor import Actor
 from ..domain.errors import Forbidden
 from ..domain.mounts import MountRequest, check_capacity, check_request, over_capacity_reason
 from ..scheduler.capacity import machine_shapes, unfit
-from ..scheduler.model import Instance
 from ..storage import personal
 from . import images, plans, secretenv, volumes
 from .settings import OpsSettings
@@ -95,28 +94,25 @@ def _plan_fields(session: Session, data: dict[str, Any], kind: str) -> tuple[m.P
                   "memory_mib_per_instance": plan.memory_mib, "shm_mib": plan.shm_mib}
 
 
-def _with_rdma(spec: dict[str, Any], plan: m.Plan | None) -> dict[str, Any]:
+def _with_rdma(spec: dict[str, Any], plan: m.Plan | None) -> None:
     """The plan's rdma goes with the job as its shm does (kept in its spec: a later change of the plan does not
     change what a submitted job asks for)."""
     if plan is not None and plan.rdma:
         spec["rdma"] = True
-    return spec
 
 
-def _check_plan_runs(plan: m.Plan, settings: OpsSettings) -> None:
+def _check_plan_runs(plan: m.Plan, instances: int, settings: OpsSettings) -> None:
+    """One instance fits some machine of the plan's pool; and Q4: a gang runs all at once or not at all, so one
+    its pool can never hold at once would queue forever."""
     if not plans.fits_somewhere(plan, settings.nodes):
         raise v.ValidationError(f"plan {plan.name!r} cannot run on this cluster: no machine in pool {plan.pool!r} "
                                 f"has {plan.device_count} x {plan.device_type}, {plan.cpu:g} CPU and "
                                 f"{plan.memory_mib} MiB", field="plan")
-
-
-def _check_gang_fits(plan: m.Plan, instances: int, settings: OpsSettings) -> None:
-    """Q4: a gang runs all at once or not at all; one its pool can never hold at once would queue forever."""
-    inst = Instance(plan.device_count, plan.cpu, plan.memory_mib)
-    why = unfit(machine_shapes(settings.nodes), plan.pool, plan.device_type, inst, instances)
-    if instances > 1 and why is not None:
-        raise v.ValidationError(f"workers: {instances} instances of plan {plan.name!r} can never run at once: "
-                                f"{why}", field="workers")
+    if instances > 1:
+        why = unfit(machine_shapes(settings.nodes), plan.pool, plan.device_type, plans.instance_of(plan), instances)
+        if why is not None:
+            raise v.ValidationError(f"workers: {instances} instances of plan {plan.name!r} can never run at once: "
+                                    f"{why}", field="workers")
 
 
 def parse_job(session: Session, actor: Actor, raw: dict[str, Any], settings: OpsSettings,
@@ -149,8 +145,7 @@ def parse_job(session: Session, actor: Actor, raw: dict[str, Any], settings: Ops
     plan = None
     if not partial or "plan" in data:
         plan, fields = _plan_fields(session, data, kind)
-        _check_plan_runs(plan, settings)
-        _check_gang_fits(plan, out["workers"] + out["ps"], settings)
+        _check_plan_runs(plan, out["workers"] + out["ps"], settings)
         out.update(fields)
     warning = None
     if not partial or "image" in data:
@@ -175,7 +170,8 @@ def parse_job(session: Session, actor: Actor, raw: dict[str, Any], settings: Ops
     spec["on_overrun"] = v.choice(data.get("on_overrun", "alert"), "on_overrun", ("alert", "stop"))
     if secret:  # sealed at once: the value is never stored, logged or shown in clear
         spec[secretenv.FIELD] = secretenv.seal(settings.secret_key, secret)
-    out["spec"] = _with_rdma(spec, plan)
+    _with_rdma(spec, plan)
+    out["spec"] = spec
     out["preemptible"] = v.boolean(data.get("preemptible", False), "preemptible")
     if data.get("priority") is not None:
         # JOB8: priorities are set by admins
@@ -199,7 +195,7 @@ def parse_workspace(session: Session, actor: Actor, data: dict[str, Any], settin
     out["display_name"] = v.text(data.get("display_name", ""), "display_name", 255)
     out["description"] = v.text(data.get("description", ""), "description")
     plan, fields = _plan_fields(session, data, "workspace")
-    _check_plan_runs(plan, settings)
+    _check_plan_runs(plan, 1, settings)
     out.update(fields)
     image = data.get("image")
     out["image"], warning = images.resolve(session, image) if image else ("", None)

@@ -15,6 +15,8 @@ from ..domain import validation as v
 from ..domain.actor import Actor
 from ..domain.errors import Conflict, NotFound
 from ..domain.states import ACTIVE, KINDS
+from ..scheduler.capacity import machine_shapes, unfit
+from ..scheduler.model import Instance
 from .common import get_or_404, utcnow
 
 PLAN_FIELDS = ("name", "description", "kinds", "device_type", "device_count", "cpu", "memory_mib", "shm_mib",
@@ -32,17 +34,14 @@ def render(p: m.Plan, runnable: bool | None = None) -> dict[str, Any]:
     return out
 
 
+def instance_of(plan: m.Plan) -> Instance:
+    return Instance(plan.device_count, plan.cpu, plan.memory_mib)
+
+
 def fits_somewhere(plan: m.Plan, nodes: Sequence[NodeCapacity]) -> bool:
-    """A plan is offered only if some node of its pool can run one instance of it (the seed's defect)."""
-    for n in nodes:
-        if n.pool != plan.pool or not n.schedulable:
-            continue
-        if plan.cpu > n.cpu or plan.memory_mib > n.memory_mib:
-            continue
-        if plan.device_count and len(n.devices.get(plan.device_type, ())) < plan.device_count:
-            continue
-        return True
-    return False
+    """A plan is offered only if some node of its pool can run one instance of it (the seed's defect); the
+    scheduler's own rule (``unfit``), so that what is offered is what it can place."""
+    return unfit(machine_shapes(nodes), plan.pool, plan.device_type, instance_of(plan), 1) is None
 
 
 def parse(data: dict[str, Any], device_rules: dict[str, list[int]], partial: bool = False,

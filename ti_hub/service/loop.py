@@ -19,7 +19,7 @@ from ..backends.base import InstanceSpec, LaunchSpec, Mount, NodeCapacity
 from ..db import models as m
 from ..domain import states as st
 from ..domain.errors import HubUnavailable
-from ..ops import secretenv, unixids
+from ..ops import images, secretenv, unixids
 from ..ops.jobs import alert, killed, record
 from ..scheduler import core, overrun
 from ..scheduler.estimate import typical_durations
@@ -378,7 +378,7 @@ class JobRunner:
     def launch_spec(self, job: m.Job, placement: Sequence[core.Allocation], uid: int | None = None,
                     credentials: dict[int, tuple[str, str, bytes]] | None = None) -> LaunchSpec:
         """``credentials``: registry credentials by id (server, username, encrypted password), as
-        ``registry_credentials`` loads them; the job's is opened here, for the backend only."""
+        ``images.registry_credentials`` loads them; the job's is opened here, for the backend only."""
         from ..backends.envs import instance_envs
 
         n = job.workers + job.ps
@@ -408,7 +408,7 @@ class JobRunner:
             cred = (credentials or {}).get(int(job.spec["credential_id"]))
             if cred is None:
                 raise LookupError(f"its registry credential {job.spec['credential_id']} was deleted")
-            auth = opened_login(self.svc.fernet, cred)
+            auth = images.opened_login(self.svc.fernet, cred)
         return LaunchSpec(job.id, job.owner, job.name, job.kind, job.strategy, job.command, job.image,
                           {**job.spec.get("env", {}), **personal.env(mounts)}, tuple(instances), tuple(mounts),
                           tuple(scratch), job.shm_mib, job.device_type, job.pool, uid,
@@ -421,7 +421,7 @@ class JobRunner:
         uids = await self.svc.db(unixids.ensure, {j.owner for j, _ in todo}, self.svc.ops_settings.uids,
                                  scheduler=True)
         cred_ids = {int(j.spec["credential_id"]) for j, _ in todo if j.spec.get("credential_id")}
-        creds = await self.svc.db(registry_credentials, cred_ids, readonly=True, scheduler=True) if cred_ids else {}
+        creds = await self.svc.db(images.registry_credentials, cred_ids, readonly=True, scheduler=True) if cred_ids else {}
 
         async def one(job: m.Job, placement: Sequence[core.Allocation]) -> tuple[int, Any, str | None]:
             async with gate:
@@ -459,14 +459,3 @@ class JobRunner:
         j.placement = None
         record(s, j, st.ERROR, reason)
 
-
-def registry_credentials(s: Session, ids: set[int]) -> dict[int, tuple[str, str, bytes]]:
-    """The registry credentials ``ids`` (server, username, encrypted password)."""
-    rows = s.execute(select(m.RegistryCredential.id, m.RegistryCredential.server, m.RegistryCredential.username,
-                            m.RegistryCredential.password_encrypted).where(m.RegistryCredential.id.in_(ids)))
-    return {r.id: (r.server, r.username, r.password_encrypted) for r in rows}
-
-
-def opened_login(fernet: Any, cred: tuple[str, str, bytes]) -> tuple[str, str, str]:
-    """A credential as ``registry_credentials`` loads it, its password decrypted: for a backend only, never kept."""
-    return cred[0], cred[1], fernet.decrypt(cred[2]).decode()
