@@ -122,6 +122,7 @@ EXPECT: dict[tuple[str, str], Case] = {
     ("/templates/{id}", "get"): Case(OK, DENY, DENY, "template"),
     ("/templates/{id}", "delete"): Case(OK, DENY, DENY, "fresh_template"),
     ("/cluster", "get"): same(OK),
+    ("/audit", "get"): Case(DENY, DENY, OK),
     # the hub's own services only: the spawner (workspaces:admit) and the SSH gateway (ssh:gateway)
     ("/workspaces/{owner}/{name}", "get"): same(DENY),
     ("/workspaces/{owner}/{name}", "post"): same(DENY, body=lambda: {"groups": []}),

@@ -17,8 +17,9 @@ pytestmark = pytest.mark.e2e
 
 GPUS = 2
 PAGES = {"": "page-list", "queue": "queue-table", "cluster": "cluster-pools", "plans": "plans-table",
-         "pools": "pools-table", "quotas": "quotas-table", "people": "people-users", "account": "my-quota"}
-ADMIN_ONLY = ("quotas", "people")
+         "pools": "pools-table", "quotas": "quotas-table", "people": "people-users", "audit": "audit-table",
+         "account": "my-quota"}
+ADMIN_ONLY = ("quotas", "people", "audit")
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGp1c3QgYSB0ZXN0IGtleSBmb3IgdGhlIHBhZ2VzISEh page@test"
 
 
@@ -107,6 +108,10 @@ def test_admin_creates_and_deletes_a_plan_with_the_form(phub):
     assert 'class="notice error"' in bad and "name" in bad
     html = submit(admin, "plans", action="delete", plan=str(plan["id"]))
     assert "Plan deleted." in html and "<td>form-plan</td>" not in html
+    # both changes are in the audit log, newest first, and the page filters by object
+    log = page(admin, "audit?action=plan&target=form-plan")
+    rows = re.findall(r"<tr><td>[^<]+</td><td>([^<]+)</td><td>(plan\.\w+)</td><td>form-plan</td>", log)
+    assert rows == [(admin.name, "plan.delete"), (admin.name, "plan.create")], log[-2000:]
 
 
 def test_user_is_refused_admin_pages_and_does_not_see_them(phub):

@@ -294,3 +294,19 @@ class JobEvent(Base):
     at: Mapped[dt.datetime]
     status: Mapped[str] = mapped_column(String(16))
     message: Mapped[str] = mapped_column(Text, default="")
+
+
+class AuditEntry(Base):
+    """ADM1: one change an operator made (who, what, when), for the audit log admins read.
+
+    ``action`` is ``<object>.<verb>`` (``plan.create``, ``vc.change``, ``role.grant``); ``target`` names the
+    object; ``detail`` holds what changed, never a secret (no password, no token, no credential)."""
+
+    __tablename__ = "ti_audit"
+    __table_args__ = (Index("ix_ti_audit_at", "at"),)
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    at: Mapped[dt.datetime]
+    actor: Mapped[str] = mapped_column(String(255), index=True)
+    action: Mapped[str] = mapped_column(String(63), index=True)
+    target: Mapped[str] = mapped_column(String(255), default="")
+    detail: Mapped[dict[str, Any]]

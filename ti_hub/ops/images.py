@@ -14,6 +14,7 @@ from ..db import models as m
 from ..domain import validation as v
 from ..domain.actor import Actor
 from ..domain.errors import Conflict, NotFound
+from . import audit
 from .common import get_or_404, iso, page, utcnow
 
 # registry/path:tag@digest, loosely: what an OCI reference can contain, and nothing a shell would love
@@ -64,12 +65,15 @@ def add_image(session: Session, actor: Actor, data: dict[str, Any]) -> dict[str,
                   description=v.text(data.get("description", ""), "description"), created_at=utcnow())
     session.add(img)
     session.flush()
+    audit.record(session, actor, "image.add", img.name, {"address": img.address})
     return render(img)
 
 
 def delete_image(session: Session, actor: Actor, image_id: int) -> None:
     actor.need(S.MANAGE_VC, "deleting public images")
-    session.delete(get_or_404(session, m.Image, image_id, "image"))
+    img = get_or_404(session, m.Image, image_id, "image")
+    audit.record(session, actor, "image.delete", img.name, {"address": img.address})
+    session.delete(img)
 
 
 def render_credential(c: m.RegistryCredential) -> dict[str, Any]:

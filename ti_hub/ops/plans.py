@@ -17,6 +17,7 @@ from ..domain.errors import Conflict, NotFound
 from ..domain.states import ACTIVE, KINDS
 from ..scheduler.capacity import machine_shapes, unfit
 from ..scheduler.model import Instance
+from . import audit
 from .common import get_or_404, utcnow
 
 PLAN_FIELDS = ("name", "description", "kinds", "device_type", "device_count", "cpu", "memory_mib", "shm_mib",
@@ -122,6 +123,7 @@ def create(session: Session, actor: Actor, data: dict[str, Any], device_rules, r
                                          **fields})
     session.add(plan)
     session.flush()
+    audit.record(session, actor, "plan.create", plan.name, fields)
     return render(plan)
 
 
@@ -135,6 +137,7 @@ def update(session: Session, actor: Actor, plan_id: int, data: dict[str, Any], d
     for k, val in fields.items():
         setattr(plan, k, val)
     session.flush()
+    audit.record(session, actor, "plan.change", plan.name, fields)
     return render(plan)
 
 
@@ -144,4 +147,5 @@ def delete(session: Session, actor: Actor, plan_id: int) -> None:
     busy = session.scalar(select(m.Job.id).where(m.Job.plan_id == plan.id, m.Job.status.in_(ACTIVE)).limit(1))
     if busy:
         raise Conflict(f"plan {plan.name!r} is used by active job {busy}; stop it first", field="id")
+    audit.record(session, actor, "plan.delete", plan.name)
     session.delete(plan)

@@ -15,6 +15,7 @@ from ..domain.actor import Actor
 from ..domain.errors import QuotaExceeded
 from ..domain.states import ACTIVE, KINDS
 from ..storage import personal
+from . import audit
 
 STORAGE_KINDS = ("block", "filesystem", "local", "bucket", "dataset")
 
@@ -151,7 +152,9 @@ def set_quota(session: Session, actor: Actor, data: dict[str, Any]) -> dict[str,
             session.add(row)
         row.capacity_gib = gib
         session.flush()
-        return {"user": user, "kind": kind, "capacity_gib": gib}
+        out: dict[str, Any] = {"user": user, "kind": kind, "capacity_gib": gib}
+        audit.record(session, actor, "quota.set", f"{user}/{kind}", out)
+        return out
     dtype = v.text(data.get("device_type", "*"), "device_type", 63, required=True)
     devices = v.integer(data.get("devices"), "devices", 0, 1 << 20)
     cpu = v.number(data.get("cpu"), "cpu", 0, 1 << 20, allow_zero=True)
@@ -163,7 +166,9 @@ def set_quota(session: Session, actor: Actor, data: dict[str, Any]) -> dict[str,
         session.add(row)
     row.devices, row.cpu, row.memory_mib = devices, cpu, mem
     session.flush()
-    return {"user": user, "kind": kind, "device_type": dtype, "devices": devices, "cpu": cpu, "memory_mib": mem}
+    out = {"user": user, "kind": kind, "device_type": dtype, "devices": devices, "cpu": cpu, "memory_mib": mem}
+    audit.record(session, actor, "quota.set", f"{user}/{kind}/{dtype}", out)
+    return out
 
 
 def list_quotas(session: Session, actor: Actor, user: str | None) -> dict[str, Any]:

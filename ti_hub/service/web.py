@@ -6,10 +6,11 @@ from jupyterhub.services.auth import HubOAuthCallbackHandler
 from tornado import web
 
 from .. import __version__
-from ..api import account, endpoints, jobs, resources, ssh, workspaces
+from ..api import account, admin, endpoints, jobs, resources, ssh, workspaces
 from ..api.base import APIHandler
 from ..api.contract import Op, Param, Route, route_regex
 from ..api.schemas import account as A
+from ..api.schemas import admin as AD
 from ..api.schemas import common as C
 from ..api.schemas import jobs as J
 from ..api.schemas import resources as R
@@ -147,6 +148,9 @@ ROUTES: list[Route] = [
     Route("/templates/{id}", account.TemplateHandler, {
         "get": Op("A template of mine or of my groups", A.TEMPLATE, errors=(404,)),
         "delete": Op("Delete my template", None, 204, errors=(404,))}, {"id": C.NAME_OR_ID}),
+    Route("/audit", admin.AuditHandler, {
+        "get": Op("Changes operators made, newest first (custom:ti:users:manage)",
+                  AD.AUDIT_PAGE, query=AD.AUDIT_QUERY)}),
     Route("/cluster", resources.ClusterHandler, {
         "get": Op("Nodes, devices and usage (custom:ti:cluster:view)", R.CLUSTER)}),
     Route("/workspaces/{owner}/{name}", workspaces.WorkspaceHandler, {

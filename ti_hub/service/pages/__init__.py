@@ -8,6 +8,7 @@ and ``charts`` are the pure builders (escaping, SVG).
 from __future__ import annotations
 
 from .account import AccountPageHandler
+from .audit import AuditPageHandler
 from .admin import PlansPageHandler, PoolsPageHandler, QuotasPageHandler
 from .base import PAGES, PageHandler
 from .cluster import ClusterPageHandler
@@ -18,7 +19,7 @@ from .queue import QueuePageHandler
 HANDLERS: dict[str, type[PageHandler]] = {
     "": HomeHandler, "queue": QueuePageHandler, "cluster": ClusterPageHandler, "plans": PlansPageHandler,
     "pools": PoolsPageHandler, "quotas": QuotasPageHandler, "people": PeoplePageHandler,
-    "account": AccountPageHandler,
+    "audit": AuditPageHandler, "account": AccountPageHandler,
 }
 assert set(HANDLERS) == {p.name for p in PAGES}, "every page in the nav has a handler"
 

@@ -43,6 +43,7 @@ PAGES: tuple[Page, ...] = (
     Page("pools", "Pools", S.VIEW_VC),
     Page("quotas", "Quotas", S.MANAGE_USERS),
     Page("people", "People and permissions", S.MANAGE_USERS, "People"),
+    Page("audit", "Audit log", S.MANAGE_USERS, "Audit"),
     Page("account", "My account", None, "Account"),
 )
 PAGE = {p.name: p for p in PAGES}

@@ -14,6 +14,7 @@ ABOUT = {
     "pools": "pools of machines, their plans, queues and rules",
     "quotas": "compute and storage limits per user",
     "people": "users, groups, roles and the permissions they grant",
+    "audit": "who changed what, and when",
     "account": "my permissions, quota and usage, SSH keys and API tokens",
 }
 
