@@ -150,10 +150,82 @@ def _compat_login_handler():
     return LoginHandler
 
 
+def _accounts_handler():
+    """/hub/ti-users: the ti service's way to NativeAuthenticator's password accounts and approvals (people
+    created by an admin, users disabled and enabled: ti_hub/service/people.py), since it never writes the
+    hub's database itself. It needs admin:users (the ti service's role has it, as do hub admins): whoever may
+    create and delete the hub's users may create their passwords.
+
+    POST /hub/ti-users {"name", "password"}: a password account, approved (the hub's user is created through
+    the REST API); PATCH /hub/ti-users/NAME {"approved": bool}; DELETE /hub/ti-users/NAME."""
+    import json
+
+    from jupyterhub.apihandlers.base import APIHandler
+    from jupyterhub.scopes import needs_scope
+    from tornado import web
+
+    class TiAccountsHandler(APIHandler):
+        def _refuse(self, status: int, message: str, field: str | None = None) -> None:
+            self.set_status(status)
+            self.finish(json.dumps({"status": status, "message": message, "field": field}))
+
+        @needs_scope("admin:users")
+        def post(self, name: str = ""):
+            if name:
+                raise web.HTTPError(405)
+            data = self.get_json_body() or {}
+            name, password = data.get("name"), data.get("password")
+            auth = self.authenticator
+            if not isinstance(name, str) or not name or auth.normalize_username(name) != name or \
+                    not auth.validate_username(name):
+                return self._refuse(400, f"name {name!r} is not a valid user name here", "name")
+            if not isinstance(password, str) or not auth.is_password_strong(password):
+                return self._refuse(400, f"password is too weak: at least {auth.minimum_password_length} "
+                                         "characters" + (", and not a common password"
+                                                         if auth.check_common_password else ""), "password")
+            if auth.user_exists(name):
+                return self._refuse(409, f"{name!r} has a sign-up waiting at /hub/authorize: approve or "
+                                         "discard it there", "name")
+            hashed = bcrypt.hashpw(password.encode(), bcrypt.gensalt())
+            self.db.add(UserInfo(username=name, password=hashed, is_authorized=True))
+            self.db.commit()
+            self.log.info("TiHub: %s created the password account %r", self.current_user.name, name)
+            self.set_status(201)
+            self.finish(json.dumps({"name": name, "approved": True}))
+
+        @needs_scope("admin:users")
+        def patch(self, name: str = ""):
+            data = self.get_json_body() or {}
+            approved = data.get("approved")
+            if not isinstance(approved, bool):
+                return self._refuse(400, "approved must be true or false", "approved")
+            if not Approvals(self.db).set(name, approved):
+                return self._refuse(404, f"no password account {name!r}", "name")
+            user = self.users.get(name)
+            if user is not None and not approved:
+                user._auth_refreshed = None  # its next request asks refresh_user (now False): signed out
+            self.log.info("TiHub: %s %s %r", self.current_user.name, "approved" if approved else "disabled", name)
+            self.finish(json.dumps({"name": name, "approved": approved}))
+
+        @needs_scope("admin:users")
+        def delete(self, name: str = ""):
+            row = UserInfo.find(self.db, name)
+            if row is None:
+                return self._refuse(404, f"no password account {name!r}", "name")
+            self.db.delete(row)
+            self.db.commit()
+            self.set_status(204)
+            self.finish()
+
+    return TiAccountsHandler
+
+
 def _patched_handlers(self, app):
     handlers = NativeAuthenticator.get_handlers(self, app)
     login = _compat_login_handler()
-    return [(path, login if path == r"/login" else h) for path, h in handlers]
+    accounts = _accounts_handler()
+    return [*((path, login if path == r"/login" else h) for path, h in handlers),
+            (r"/ti-users", accounts), (r"/ti-users/([^/]+)", accounts)]
 
 
 TiAuthenticator.get_handlers = _patched_handlers

@@ -56,7 +56,12 @@ def preset_roles() -> list[dict]:
         {"name": "ti-service", "scopes": ["list:users", "read:users", "list:groups", "read:groups",
                                           "read:roles:users", "read:roles:groups",
                                           # an admin's kill of a running workspace stops its server
-                                          "servers"],
+                                          "servers",
+                                          # People (ti_hub/service/people.py): admins create, delete, demote
+                                          # users and create their password accounts at /hub/ti-users (the
+                                          # hub's POST/DELETE /users and PATCH admin need admin:users), and
+                                          # create, rename, delete groups and change members (admin:groups)
+                                          "admin:users", "admin:groups"],
          "services": [SERVICE]},
         {"name": "ti-spawner", "scopes": [S.ADMIT_WORKSPACES, f"access:services!service={SERVICE}"],
          "services": [SPAWNER_SERVICE]},

@@ -123,6 +123,23 @@ EXPECT: dict[tuple[str, str], Case] = {
     ("/templates/{id}", "delete"): Case(OK, DENY, DENY, "fresh_template"),
     ("/cluster", "get"): same(OK),
     ("/audit", "get"): Case(DENY, DENY, OK),
+    # people (ACC3-4): users:manage; disabling, enabling and deleting act on users made for the request
+    ("/users", "get"): Case(DENY, DENY, OK),
+    ("/users", "post"): Case(DENY, DENY, OK, body=lambda: {"name": unique("mxu"), "password": "pw-matrix-12345"}),
+    ("/user-imports", "post"): Case(DENY, DENY, OK,
+                                    body=lambda: {"csv": f"name,password\n{unique('mxi')},pw-mx-12345\n"}),
+    ("/users/{user}", "get"): Case(DENY, DENY, OK),
+    ("/users/{user}", "patch"): Case(DENY, DENY, OK, body=lambda: {"nickname": "Matrix"}),
+    ("/users/{user}", "delete"): Case(DENY, DENY, OK, "fresh_user"),
+    ("/users/{user}/(disable)", "post"): Case(DENY, DENY, OK, "fresh_user"),
+    ("/users/{user}/(enable)", "post"): Case(DENY, DENY, OK, "fresh_user"),
+    ("/groups", "get"): Case(DENY, DENY, OK),
+    ("/groups", "post"): Case(DENY, DENY, OK, body=lambda: {"name": unique("mx-group")}),
+    ("/groups/{group}", "get"): Case(DENY, DENY, OK, "fresh_group"),
+    ("/groups/{group}", "patch"): Case(DENY, DENY, OK, "fresh_group", body=lambda: {"description": "changed"}),
+    ("/groups/{group}", "delete"): Case(DENY, DENY, OK, "fresh_group"),
+    ("/groups/{group}/(add)", "post"): Case(DENY, DENY, OK, "fresh_group", body=lambda: {"users": ["{owner}"]}),
+    ("/groups/{group}/(remove)", "post"): Case(DENY, DENY, OK, "fresh_group", body=lambda: {"users": ["{owner}"]}),
     # the hub's own services only: the spawner (workspaces:admit) and the SSH gateway (ssh:gateway)
     ("/workspaces/{owner}/{name}", "get"): same(DENY),
     ("/workspaces/{owner}/{name}", "post"): same(DENY, body=lambda: {"groups": []}),
@@ -193,6 +210,10 @@ class World:
             return o.ok("POST", "/keys", json={"name": unique("mx-key"), "key": ssh_key()})["id"], None
         if what == "fresh_template":
             return o.ok("POST", "/templates", json={"name": unique("mx-tpl"), "spec": {"command": "true"}})["id"], None
+        if what == "fresh_user":
+            return a.ok("POST", "/users", json={"name": unique("mxu"), "password": "pw-matrix-12345"})["name"], None
+        if what == "fresh_group":
+            return a.ok("POST", "/groups", json={"name": unique("mx-group")})["name"], None
         raise AssertionError(what)
 
     def people(self, value: Any) -> Any:
@@ -200,6 +221,8 @@ class World:
             return value.replace("{owner}", self.owner.name).replace("{bystander}", self.bystander.name)
         if isinstance(value, dict):
             return {k: self.people(x) for k, x in value.items()}
+        if isinstance(value, list):
+            return [self.people(x) for x in value]
         return value
 
     def url(self, path: str, case: Case) -> str:
@@ -207,6 +230,9 @@ class World:
                       (self.objects.get(case.target), None))
         out = path.replace("{id}", str(obj)).replace("{share_id}", str(share))
         out = out.replace("{owner}", self.owner.name).replace("{name}", "mx-workspace")
+        if case.target == "fresh_user":
+            out = out.replace("{user}", str(obj))
+        out = out.replace("{group}", str(obj))
         out = out.replace("{user}", self.owner.name).replace("(", "").replace(")", "")
         assert "{" not in out, out
         return self.hub.api_url + out

@@ -12,7 +12,8 @@ from tornado import web
 from tornado.log import app_log
 
 from ..domain.actor import Actor
-from ..domain.errors import TiError
+from ..domain.errors import Forbidden, TiError
+from ..ops.people import is_disabled
 from .contract import Op, Route, check, check_path, check_query, path_names
 from .jsonbody import MAX_BODY, parse_object
 
@@ -133,6 +134,8 @@ class APIHandler(Refusals, HubOAuthenticated, web.RequestHandler):
         except UserNotAllowed:
             self._hub_auth_user_cache = None
             raise web.HTTPError(403, f"{model.get('name')} may not use the TiHub service") from None
+        if await self.ti.db(is_disabled, model["name"], readonly=True):  # ACC3: disabled by an admin
+            raise Forbidden(f"user {model['name']!r} is disabled: ask an administrator", field="user")
         if self.route is not None:
             op = self.contract
             if op is None:

@@ -310,3 +310,16 @@ class AuditEntry(Base):
     action: Mapped[str] = mapped_column(String(63), index=True)
     target: Mapped[str] = mapped_column(String(255), default="")
     detail: Mapped[dict[str, Any]]
+
+
+class UserProfile(Base):
+    """ACC3: what TiHub keeps about a person besides the hub's account: how to reach them, and whether they
+    may use TiHub (``enabled``; a disabled user's approval at the hub is withdrawn too, ops/people.py)."""
+
+    __tablename__ = "ti_user_profiles"
+    name: Mapped[str] = mapped_column(String(255), primary_key=True)
+    nickname: Mapped[str] = mapped_column(String(63), default="")
+    email: Mapped[str] = mapped_column(String(254), default="")
+    phone: Mapped[str] = mapped_column(String(32), default="")
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    changed_at: Mapped[dt.datetime]

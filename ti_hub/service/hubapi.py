@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from jupyterhub.utils import url_path_join
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
@@ -35,3 +36,36 @@ async def stop_server(hub_auth: Any, owner: str, workspace: str) -> None:
                              "scope servers")
     if code >= 400 and code != 404:
         raise HubUnavailable(f"the hub refused to stop workspace {owner}/{workspace}: HTTP {code}")
+
+
+PAGE_SIZE = 200
+MAX_PAGES = 50  # 10,000 users or groups: past that, the hub's admin page is the place
+
+
+async def hub_list(hub_auth: Any, what: str) -> tuple[list[dict[str, Any]], bool]:
+    """Every item of /users or /groups through the hub's pagination; returns (items, truncated)."""
+    client = AsyncHTTPClient()
+    items: list[dict[str, Any]] = []
+    offset = 0
+    for _ in range(MAX_PAGES):
+        url = url_path_join(hub_auth.api_url, what) + "?" + urlencode({"offset": offset, "limit": PAGE_SIZE})
+        try:
+            resp = await client.fetch(url, headers={"Authorization": f"token {hub_auth.api_token}",
+                                                    "Accept": "application/jupyterhub-pagination+json"},
+                                      request_timeout=20)
+        except HTTPClientError as e:
+            if e.code == 403:
+                raise HubUnavailable(f"the ti service's hub token may not list {what}: give its role 'ti-service' "
+                                     f"the scopes list:{what} and read:{what}") from None
+            raise HubUnavailable(f"the hub did not answer the list of {what}: {e}") from None
+        except OSError as e:
+            raise HubUnavailable(f"the hub did not answer the list of {what}: {e}") from None
+        data = json.loads(resp.body)
+        if isinstance(data, list):  # a hub without pagination answers the whole list
+            return data, False
+        items += data.get("items", [])
+        nxt = (data.get("_pagination") or {}).get("next")
+        if not nxt:
+            return items, False
+        offset = nxt["offset"]
+    return items, True

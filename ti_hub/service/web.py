@@ -6,13 +6,14 @@ from jupyterhub.services.auth import HubOAuthCallbackHandler
 from tornado import web
 
 from .. import __version__
-from ..api import account, admin, endpoints, jobs, resources, ssh, workspaces
+from ..api import account, admin, endpoints, jobs, people, resources, ssh, workspaces
 from ..api.base import APIHandler
 from ..api.contract import Op, Param, Route, route_regex
 from ..api.schemas import account as A
 from ..api.schemas import admin as AD
 from ..api.schemas import common as C
 from ..api.schemas import jobs as J
+from ..api.schemas import people as PE
 from ..api.schemas import resources as R
 from ..api.schemas import services as S
 from ..endpoints.proxy import EndpointHandler
@@ -151,6 +152,42 @@ ROUTES: list[Route] = [
     Route("/audit", admin.AuditHandler, {
         "get": Op("Changes operators made, newest first (custom:ti:users:manage)",
                   AD.AUDIT_PAGE, query=AD.AUDIT_QUERY)}),
+    # people (ACC3-4): every operation needs custom:ti:users:manage (service/people.py)
+    Route("/users", people.UsersHandler, {
+        "get": Op("Users with their profiles (custom:ti:users:manage)", PE.USER_PAGE, query=C.PAGE, errors=(502,)),
+        "post": Op("Create a user who logs in at once with the password given (custom:ti:users:manage)", PE.USER,
+                   201, body=PE.NEW_USER, errors=(409, 502))}),
+    Route("/user-imports", people.UserImportsHandler, {
+        "post": Op("Create users from a CSV file, all or nothing; a refused file answers 400 with every row's "
+                   "outcome in rows (custom:ti:users:manage)", PE.IMPORT_REPORT, 201, body=PE.IMPORT,
+                   errors=(409, 502))}),
+    Route("/users/{user}", people.UserHandler, {
+        "get": Op("A user with their profile (custom:ti:users:manage)", PE.USER, errors=(404, 502)),
+        "patch": Op("Change a user's profile, or make them an admin or demote them (never the last admin)",
+                    PE.USER, body=PE.USER_CHANGE, errors=(404, 409, 502)),
+        "delete": Op("Delete a user without work in progress, never the last admin (custom:ti:users:manage)",
+                     None, 204, errors=(404, 409, 502))}, {"user": PE.USER_PARAM}),
+    *(Route(f"/users/{{user}}/({action})", people.UserActionHandler, {"post": Op(
+        f"{action.capitalize()} a user: " + ("their login and the API are refused, never the last admin's"
+                                             if action == "disable" else "they may log in again") +
+        " (custom:ti:users:manage)", PE.USER, errors=(404, 409, 502))}, {"user": PE.USER_PARAM})
+      for action in ("disable", "enable")),
+    Route("/groups", people.GroupsHandler, {
+        "get": Op("Groups with their members (custom:ti:users:manage)", PE.GROUP_PAGE, query=C.PAGE,
+                  errors=(502,)),
+        "post": Op("Create a group (custom:ti:users:manage)", PE.GROUP, 201, body=PE.NEW_GROUP,
+                   errors=(409, 502))}),
+    Route("/groups/{group}", people.GroupHandler, {
+        "get": Op("A group (custom:ti:users:manage)", PE.GROUP, errors=(404, 502)),
+        "patch": Op("Rename a group (members, description, volume shares and team templates follow) or "
+                    "describe it (custom:ti:users:manage)", PE.GROUP, body=PE.GROUP_CHANGE,
+                    errors=(404, 409, 502)),
+        "delete": Op("Delete a group (custom:ti:users:manage)", None, 204, errors=(404, 409, 502))},
+        {"group": PE.GROUP_PARAM}),
+    *(Route(f"/groups/{{group}}/({action})", people.GroupMembersHandler, {"post": Op(
+        f"{'Add users to' if action == 'add' else 'Remove users from'} a group, all or nothing "
+        "(custom:ti:users:manage)", PE.GROUP, body=PE.MEMBERS_BODY, errors=(404, 409, 502))},
+        {"group": PE.GROUP_PARAM}) for action in ("add", "remove")),
     Route("/cluster", resources.ClusterHandler, {
         "get": Op("Nodes, devices and usage (custom:ti:cluster:view)", R.CLUSTER)}),
     Route("/workspaces/{owner}/{name}", workspaces.WorkspaceHandler, {

@@ -129,7 +129,9 @@ ERROR = obj({"error": string(description="a machine-readable code"),
              "field": nullable(string(description="the field, parameter or path part at fault")),
              # quota refusals name the resource, the request, the use and the limit (RES3)
              "resource": STR, "requested": NUM, "used": NUM, "limit": NUM,
-             "holders": array(STR)},
+             "holders": array(STR),
+             # a refused CSV import: every row's outcome (api/schemas/people.py IMPORT_ROW)
+             "rows": array(ANY_OBJECT)},
             ["error", "detail", "field"], title="Error",
             description="Every refusal: 4xx for the caller's mistakes and refusals, 5xx for the server's.")
 

@@ -21,6 +21,7 @@ from ... import scopes as S
 from ...domain import validation as v
 from ...domain.actor import Actor
 from ...domain.errors import Forbidden, TiError
+from ...ops.people import is_disabled
 from .html import Safe, el, fmt, join
 
 if TYPE_CHECKING:
@@ -84,6 +85,8 @@ class PageHandler(HubOAuthenticated, web.RequestHandler):
         except UserNotAllowed:
             self._hub_auth_user_cache = None
             raise web.HTTPError(403, f"{model.get('name')} may not use the TiHub service") from None
+        if await self.ti.db(is_disabled, model["name"], readonly=True):  # ACC3: disabled by an admin
+            raise Forbidden(f"user {model['name']!r} is disabled: ask an administrator", field="user")
         if self.page.scope and not self.actor.can(self.page.scope):
             raise Forbidden(f"this page needs the permission {self.page.scope!r}: "
                             f"{S.PERMISSIONS.get(self.page.scope, '')}", field="scope")

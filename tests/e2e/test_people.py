@@ -1,0 +1,263 @@
+"""People and groups (SPEC ACC3-4, ADM1): admins create users (one, or many from a CSV file), change their
+profiles, disable, enable and delete them, and manage groups, through the API and `ti`; the last system admin
+is never disabled, demoted or deleted; every change is audited."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+_n = itertools.count(1)
+REPO = str(Path(__file__).resolve().parents[2])
+
+
+def fresh(prefix: str) -> str:
+    return f"{prefix}{os.getpid() % 1000:03d}{next(_n):02d}"
+
+
+def ti(session, *args: str, stdin: str | None = None):
+    """`ti` as this person, with input on stdin (Session.ti passes none)."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/nonexistent", "TI_API_URL": session.hub.url,
+           "TI_TOKEN": session.token, "TI_CONFIG": "/nonexistent/ti.json", "PYTHONPATH": REPO}
+    return subprocess.run([sys.executable, "-m", "ti_hub.cli.main", *args], env=env, capture_output=True, text=True,
+                          input=stdin, timeout=60)
+
+
+def audit(admin, target: str) -> list[tuple[str, dict]]:
+    return [(e["action"], e["detail"]) for e in admin.ok("GET", "/audit", params={"target": target})["items"]]
+
+
+def test_admin_creates_a_user_who_logs_in_at_once(hub, new_user):
+    admin = hub.admin
+    team = fresh("ppteam")
+    admin.ok("POST", "/groups", json={"name": team, "description": "People test team"})
+    name, password = fresh("ppann"), "ann-password-123"
+    u = admin.ok("POST", "/users", json={"name": name, "password": password, "nickname": "Ann", "phone": "+1 555-0100",
+                                         "email": "ann@example.org", "groups": [team]})
+    assert (u["name"], u["nickname"], u["email"], u["phone"], u["enabled"], u["groups"]) == \
+        (name, "Ann", "ann@example.org", "+1 555-0100", True, [team])
+    # the hub's login form lets them in with the password given, at once (no sign-up, no approval)
+    ann = hub.login(name, password)
+    assert ann.ok("GET", "/me")["name"] == name
+    assert admin.ok("GET", f"/users/{name}")["nickname"] == "Ann"
+    assert any(x["name"] == name for x in admin.ok("GET", "/users", params={"limit": "500"})["items"])
+
+    # bad input: 4xx naming the field, nobody created
+    for body, field in (({"email": "not-an-address"}, "email"), ({"phone": "call me"}, "phone"),
+                        ({"nickname": "x" * 64}, "nickname"), ({"password": "short"}, "password"),
+                        ({"name": "Bad Name"}, "name"), ({"groups": ["no-such-group"]}, "groups")):
+        data = {"name": fresh("ppbad"), "password": "long-enough-123", **body}
+        r = admin.api("POST", "/users", json=data)
+        assert r.status_code == 400 and r.json()["field"] == field, (body, r.text)
+        if field != "name":
+            assert admin.api("GET", f"/users/{data['name']}").status_code == 404
+    r = admin.api("POST", "/users", json={"name": name, "password": "long-enough-123"})
+    assert r.status_code == 409 and r.json()["field"] == "name"
+
+    # change the profile; an empty value clears
+    r = admin.api("PATCH", f"/users/{name}", json={"email": "bad@"})
+    assert r.status_code == 400 and r.json()["field"] == "email"
+    changed = admin.ok("PATCH", f"/users/{name}", json={"nickname": "Annie", "phone": ""})
+    assert (changed["nickname"], changed["phone"], changed["email"]) == ("Annie", "", "ann@example.org")
+    entries = audit(admin, name)
+    assert [a for a, _ in entries] == ["user.change", "user.create"]
+    assert entries[0][1] == {"nickname": "Annie", "phone": ""}
+    assert "password" not in json.dumps(entries) and password not in json.dumps(entries)
+
+    # only users:manage
+    plain = new_user("ppplain")
+    assert plain.api("GET", "/users").status_code == 403
+    r = plain.api("POST", "/users", json={"name": fresh("ppsneak"), "password": "long-enough-123"})
+    assert r.status_code == 403 and "custom:ti:users:manage" in r.json()["detail"]
+
+    # the CLI: create (password on stdin), show, change, list --json
+    cli_name = fresh("ppcli")
+    r = ti(admin, "user", "create", cli_name, "--password-stdin", "--nickname", "Cli", "--email", "cli@example.org",
+           stdin="cli-password-123\n")
+    assert r.returncode == 0, r.stderr
+    assert hub.login(cli_name, "cli-password-123").ok("GET", "/me")["name"] == cli_name
+    r = ti(admin, "user", "change", cli_name, "--phone", "12345")
+    assert r.returncode == 0 and "12345" in r.stdout, r.stderr
+    r = ti(admin, "user", "change", cli_name, "--email", "nope")
+    assert r.returncode == 1 and "field: email" in r.stderr
+    listed = json.loads(ti(admin, "user", "list", "--json").stdout)
+    assert {"name": cli_name, "phone": "12345"}.items() <= next(x for x in listed if x["name"] == cli_name).items()
+    assert json.loads(ti(admin, "user", "show", cli_name, "--json").stdout)["nickname"] == "Cli"
+    r = ti(plain, "user", "list")
+    assert r.returncode == 1 and "users:manage" in r.stderr
+
+
+def test_disabled_user_cannot_log_in_nor_use_the_api(hub):
+    admin = hub.admin
+    name, password = fresh("ppdis"), "dis-password-123"
+    admin.ok("POST", "/users", json={"name": name, "password": password})
+    them = hub.login(name, password)
+    assert them.ok("GET", "/me")["name"] == name
+
+    assert admin.ok("POST", f"/users/{name}/disable")["enabled"] is False
+    r = them.api("GET", "/me")  # a token issued before: refused by the ti API at once
+    assert r.status_code == 403 and "disabled" in r.json()["detail"]
+    with pytest.raises(PermissionError):
+        hub.login(name, password)
+    assert admin.ok("GET", f"/users/{name}")["enabled"] is False
+
+    assert admin.ok("POST", f"/users/{name}/enable")["enabled"] is True
+    assert hub.login(name, password).ok("GET", "/me")["name"] == name
+    assert [a for a, _ in audit(admin, name)] == ["user.enable", "user.disable", "user.create"]
+
+    r = ti(admin, "user", "disable", name)
+    assert r.returncode == 0, r.stderr
+    with pytest.raises(PermissionError):
+        hub.login(name, password)
+    assert ti(admin, "user", "enable", name).returncode == 0
+    assert hub.login(name, password)
+    assert admin.api("POST", "/users/no-such-user-x/disable").status_code == 404
+
+
+def test_a_user_with_work_in_progress_is_not_deleted(hub):
+    admin = hub.admin
+    name, password = fresh("ppdel"), "del-password-123"
+    admin.ok("POST", "/users", json={"name": name, "password": password})
+    them = hub.login(name, password)
+    job = them.ok("POST", "/jobs", json={"name": "pp-long-job", "plan": "cpu-small", "image": "python-cpu",
+                                         "command": "sleep 600"})
+    r = admin.api("DELETE", f"/users/{name}")
+    assert r.status_code == 409 and "pp-long-job" in r.json()["detail"], r.text
+    assert any("pp-long-job" in h for h in r.json()["holders"])
+    r = ti(admin, "user", "delete", name)
+    assert r.returncode == 1 and "pp-long-job" in r.stderr
+    them.ok("POST", f"/jobs/{job['id']}/kill")
+    them.wait_job(job["id"])
+    assert admin.api("DELETE", f"/users/{name}").status_code == 204
+    assert admin.api("GET", f"/users/{name}").status_code == 404
+    with pytest.raises(PermissionError):
+        hub.login(name, password)
+    assert audit(admin, name)[0][0] == "user.delete"
+
+
+def test_the_last_admin_is_never_disabled_demoted_or_deleted(hub):
+    admin = hub.admin
+    admins = [u["name"] for u in admin.ok("GET", "/users", params={"limit": "500"})["items"] if u["admin"]]
+    assert admins == [admin.name], admins
+    for method, path, body in (("POST", f"/users/{admin.name}/disable", None),
+                               ("DELETE", f"/users/{admin.name}", None),
+                               ("PATCH", f"/users/{admin.name}", {"admin": False}),
+                               ("POST", "/groups/ti-admins/remove", {"users": [admin.name]})):
+        r = admin.api(method, path, json=body)
+        assert r.status_code == 409 and "no system admin" in r.json()["detail"], (method, path, r.text)
+    assert admin.ok("GET", "/me")["name"] == admin.name
+    r = ti(admin, "user", "change", admin.name, "--no-admin")
+    assert r.returncode == 1 and "no system admin" in r.stderr
+
+    # with a second admin, the first may be demoted; the second is then the last
+    name, password = fresh("ppadm"), "adm-password-123"
+    admin.ok("POST", "/users", json={"name": name, "password": password})
+    assert admin.ok("PATCH", f"/users/{name}", json={"admin": True})["admin"] is True
+    second = hub.login(name, password)
+    assert second.ok("GET", "/users", params={"limit": "1"})["limit"] == 1  # the new admin's token works
+    r = second.api("POST", f"/users/{name}/disable")
+    assert r.status_code == 200  # admin remains an admin: not the last
+    r = second.api("GET", "/me")
+    assert r.status_code == 403
+    admin.ok("POST", f"/users/{name}/enable")
+    assert admin.ok("PATCH", f"/users/{name}", json={"admin": False})["admin"] is False
+    assert [u["name"] for u in admin.ok("GET", "/users", params={"limit": "500"})["items"] if u["admin"]] == \
+        [admin.name]
+
+
+def test_csv_import_is_all_or_nothing_with_a_report_per_row(hub, tmp_path):
+    admin = hub.admin
+    team = fresh("ppcsv")
+    admin.ok("POST", "/groups", json={"name": team})
+    a, b, c = fresh("ppcsa"), fresh("ppcsb"), fresh("ppcsc")
+    bad = (f"name,password,nickname,email,phone,groups\n{a},pass-a-12345,A,a@example.org,,{team}\n"
+           f"{b},pass-b-12345,B,not-an-email,,\n{c},pass-c-12345,C,,123,{team};no-such-group\n")
+    r = admin.api("POST", "/user-imports", json={"csv": bad})
+    assert r.status_code == 400, r.text
+    doc = r.json()
+    assert doc["field"] == "rows[3].email" and "row 3" in doc["detail"]
+    assert [(x["row"], x["status"], x["field"]) for x in doc["rows"]] == \
+        [(2, "not created", None), (3, "refused", "email"), (4, "refused", "groups")]
+    for n in (a, b, c):
+        assert admin.api("GET", f"/users/{n}").status_code == 404  # nobody
+
+    f = tmp_path / "people.csv"
+    f.write_text(bad)
+    r = ti(admin, "user", "import", str(f))
+    assert r.returncode == 1 and "row 3" in r.stderr and "refused" in r.stdout and "email" in r.stdout, r
+    assert admin.api("GET", f"/users/{a}").status_code == 404
+
+    good = f"name,password,groups,email\n{a},pass-a-12345,{team},a@example.org\n\n{b},pass-b-12345,,\n"
+    f.write_text(good)
+    r = ti(admin, "user", "import", str(f), "--json")
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["created"] == 2 and [(x["row"], x["status"]) for x in report["rows"]] == [(2, "created"),
+                                                                                          (4, "created")]
+    assert hub.login(a, "pass-a-12345").ok("GET", "/me")["name"] == a
+    assert hub.login(b, "pass-b-12345")
+    assert admin.ok("GET", f"/users/{a}")["groups"] == [team]
+    assert admin.ok("GET", f"/groups/{team}")["users"] == [a]
+    # the same file again: every row exists now, nothing happens
+    r = admin.api("POST", "/user-imports", json={"csv": good})
+    assert r.status_code == 400 and [x["status"] for x in r.json()["rows"]] == ["refused", "refused"]
+    r = admin.api("POST", "/user-imports", json={"csv": "name,secret\nx,y\n"})
+    assert r.status_code == 400 and r.json()["field"] == "csv"
+
+
+def test_groups_create_rename_delete_and_members_in_bulk(hub, new_user):
+    admin = hub.admin
+    owner, member = new_user("ppown"), new_user("ppmem")
+    g = fresh("ppgrp")
+    r = ti(admin, "group", "create", g, "--description", "Vision team", "--users", member.name)
+    assert r.returncode == 0, r.stderr
+    listed = json.loads(ti(admin, "group", "list", "--json").stdout)
+    assert {"name": g, "description": "Vision team", "users": [member.name]}.items() <= \
+        next(x for x in listed if x["name"] == g).items()
+    r = admin.api("POST", "/groups", json={"name": g})
+    assert r.status_code == 409
+    r = admin.api("POST", "/groups", json={"name": "bad name!"})
+    assert r.status_code == 400 and r.json()["field"] == "name"
+
+    # members in bulk: all or nothing
+    r = admin.api("POST", f"/groups/{g}/add", json={"users": [owner.name, "nobody-here-x"]})
+    assert r.status_code == 400 and r.json()["field"] == "users[1]" and "nobody-here-x" in r.json()["detail"]
+    assert admin.ok("GET", f"/groups/{g}")["users"] == [member.name]
+    r = ti(admin, "group", "add", g, owner.name, "nobody-here-x")
+    assert r.returncode == 1 and "nobody-here-x" in r.stderr
+    assert sorted(admin.ok("POST", f"/groups/{g}/add", json={"users": [owner.name]})["users"]) == \
+        sorted([owner.name, member.name])
+    assert ti(admin, "group", "remove", g, owner.name).returncode == 0
+    assert admin.ok("GET", f"/groups/{g}")["users"] == [member.name]
+
+    # a volume shared with the group stays shared with it under its new name
+    vol = owner.ok("POST", "/volumes", json={"name": fresh("ppvol"), "kind": "filesystem", "capacity_gib": 1})
+    owner.ok("POST", f"/volumes/{vol['id']}/shares", json={"group": g, "mode": "ro"})
+    new = fresh("ppren")
+    r = ti(admin, "group", "rename", g, new)
+    assert r.returncode == 0, r.stderr
+    assert admin.api("GET", f"/groups/{g}").status_code == 404
+    renamed = admin.ok("GET", f"/groups/{new}")
+    assert (renamed["users"], renamed["description"]) == ([member.name], "Vision team")
+    shares = owner.ok("GET", f"/volumes/{vol['id']}")["shares"]
+    assert [(s["kind"], s["grantee"], s["mode"]) for s in shares] == [("group", new, "ro")]
+    again = hub.login(member.name, member.password)  # a new token: the hub tells the new group name
+    assert again.ok("GET", f"/volumes/{vol['id']}")["access"] == "ro"
+    assert audit(admin, g)[0] == ("group.rename", {"to": new, "members": 1, "volume_shares": 1,
+                                                   "team_templates": 0})
+    r = admin.api("PATCH", "/groups/ti-admins", json={"name": "ti-bosses"})
+    assert r.status_code == 409
+
+    assert admin.ok("PATCH", f"/groups/{new}", json={"description": "Vision"})["description"] == "Vision"
+    assert ti(admin, "group", "delete", new).returncode == 0
+    assert admin.api("GET", f"/groups/{new}").status_code == 404
+    assert owner.ok("GET", f"/volumes/{vol['id']}")["shares"] == []
+    assert [a for a, _ in audit(admin, new)][:2] == ["group.delete", "group.change"]
+    assert member.api("GET", "/groups").status_code == 403
