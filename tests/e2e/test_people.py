@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -261,3 +262,62 @@ def test_groups_create_rename_delete_and_members_in_bulk(hub, new_user):
     assert owner.ok("GET", f"/volumes/{vol['id']}")["shares"] == []
     assert [a for a, _ in audit(admin, new)][:2] == ["group.delete", "group.change"]
     assert member.api("GET", "/groups").status_code == 403
+
+
+def _page(who, status: int = 200) -> str:
+    r = who.browser.get(f"{who.hub.url}/services/ti/people", timeout=30)
+    assert r.status_code == status, (r.status_code, r.text[:500])
+    return r.text
+
+
+def _post(who, files=None, **fields) -> str:
+    """A People page form as a browser posts it: with the page's _xsrf value (and a file: multipart)."""
+    token = re.search(r'name="_xsrf" value="([^"]+)"', _page(who)).group(1)
+    r = who.browser.post(f"{who.hub.url}/services/ti/people", data={"_xsrf": token, **fields}, files=files,
+                         allow_redirects=True, timeout=60)
+    assert r.status_code == 200, (r.status_code, r.text[:500])
+    return r.text
+
+
+def test_the_people_page_forms(hub, new_user):
+    admin = hub.admin
+    name, g = fresh("pppage"), fresh("ppgpage")
+    html = _post(admin, action="create", name=name, password="page-password-123", nickname="Paged",
+                 email="paged@example.org", phone="", groups="")
+    assert f"Created user {name}" in html and f"<td>{name}</td>" in html and "<td>Paged</td>" in html
+    assert hub.login(name, "page-password-123")
+    html = _post(admin, action="create", name=fresh("ppbad"), password="page-password-123", email="nope")
+    assert "Not done: email must be" in html
+    html = _post(admin, action="change", user=name, phone="+86 10 1234", nickname="", email="", admin="")
+    assert "<td>+86 10 1234</td>" in html
+    html = _post(admin, action="disable", user=name)
+    assert f"Disabled {name}" in html
+    with pytest.raises(PermissionError):
+        hub.login(name, "page-password-123")
+    assert f"Enabled {name}" in _post(admin, action="enable", user=name)
+    assert "no system admin" in _post(admin, action="disable", user=admin.name)
+
+    html = _post(admin, action="group-create", name=g, description="Paged team", users=name)
+    assert f"Created group {g}" in html and "<td>Paged team</td>" in html
+    other = new_user("pppgm")
+    assert "nothing was changed" in _post(admin, action="group-add", group=g, users=f"{other.name} nobody-zz")
+    assert f"Added {other.name}" in _post(admin, action="group-add", group=g, users=other.name)
+    assert sorted(admin.ok("GET", f"/groups/{g}")["users"]) == sorted([name, other.name])
+    assert f"Removed {name}" in _post(admin, action="group-remove", group=g, users=name)
+    new = fresh("ppgren")
+    assert f"Group {g} is now {new}" in _post(admin, action="group-change", group=g, name=new, description="")
+    assert f"Deleted group {new}" in _post(admin, action="group-delete", group=new)
+
+    # the upload answers with the report of every row
+    a, b = fresh("ppupa"), fresh("ppupb")
+    bad = f"name,password,phone\n{a},upload-pass-123,\n{b},short,\n".encode()
+    html = _post(admin, files={"csv": ("people.csv", bad, "text/csv")}, action="import")
+    assert 'id="import-rows"' in html and "row 3" in html and "<td>refused</td>" in html
+    assert "<td>not created</td>" in html and admin.api("GET", f"/users/{a}").status_code == 404
+    good = f"name,password\n{a},upload-pass-123\n{b},upload-pass-456\n".encode()
+    html = _post(admin, files={"csv": ("people.csv", good, "text/csv")}, action="import")
+    assert "Created 2 user(s)." in html and html.count("<td>created</td>") == 2
+    assert hub.login(b, "upload-pass-456")
+    assert f"Deleted user {b}" in _post(admin, action="delete", user=b)
+    # a user without users:manage sees no page and changes nothing
+    assert "Permission needed" in _page(other, 403)

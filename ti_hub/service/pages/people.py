@@ -3,25 +3,22 @@
 Users, groups and role assignments are the hub's: they are read from its REST API with the ti service's
 own token (role "ti-service" in ti_hub/hub_config.py: list/read users and groups, read their role
 assignments). The hub has no endpoint for role *definitions*, so they come from the configuration the
-ti service loaded (the hub's own file), falling back to TiHub's preset roles. Changes are made in the
-hub's admin page; this page says where.
+ti service loaded (the hub's own file), falling back to TiHub's preset roles. Users and groups are changed
+with the forms (pages/peopleforms.py, through the hub: service/people.py).
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
-from urllib.parse import urlencode
 
-from jupyterhub.utils import url_path_join
 from tornado import web
-from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 
 from ... import scopes as S
 from ...hub_config import preset_roles
 from ..hubapi import hub_list
 from .base import PAGE, PageHandler, perm_list, permissions_legend
 from .html import el, join, table
+from .peopleforms import PeopleForms
 
 def role_definitions(config: Any) -> dict[str, dict[str, Any]]:
     """Role name -> definition, as the hub loads them: the config's load_roles, else TiHub's presets."""
@@ -46,23 +43,29 @@ def _names(values: Any, limit: int = 12) -> str:
     return ", ".join(values[:limit]) + (f" and {more} more" if more > 0 else "")
 
 
-class PeoplePageHandler(PageHandler):
+class PeoplePageHandler(PeopleForms, PageHandler):
     page = PAGE["people"]
 
     @web.authenticated
     async def get(self):
         users, more_users = await hub_list(self.hub_auth, "users")
         groups, more_groups = await hub_list(self.hub_auth, "groups")
+        listed = {u["name"]: u for u in await self.people.list_users(self.actor)}
         roles = role_definitions(self.ti.config)
         group_roles = {g["name"]: g.get("roles") or [] for g in groups}
         user_rows = []
         for u in sorted(users, key=lambda u: u["name"]):
             via_groups = [r for g in u.get("groups") or () for r in group_roles.get(g, ())]
             scopes = scopes_of([*(u.get("roles") or ()), *via_groups], roles)
-            user_rows.append([u["name"], "yes" if u.get("admin") else "", _names(u.get("groups")),
-                              _names(u.get("roles")), perm_list(scopes), u.get("last_activity") or "never"])
+            me = listed.get(u["name"]) or {"name": u["name"], "nickname": "", "email": "", "phone": "",
+                                           "enabled": True}
+            user_rows.append([u["name"], me["nickname"], me["email"], me["phone"],
+                              "yes" if me["enabled"] else "disabled", "yes" if u.get("admin") else "",
+                              _names(u.get("groups")), _names(u.get("roles")), perm_list(scopes),
+                              u.get("last_activity") or "never", self.user_actions(me)])
         group_rows = [[g["name"], (g.get("properties") or {}).get("description", ""), len(g.get("users") or ()),
-                       _names(g.get("users")), _names(g.get("roles")), perm_list(scopes_of(g.get("roles"), roles))]
+                       _names(g.get("users")), _names(g.get("roles")), perm_list(scopes_of(g.get("roles"), roles)),
+                       self.group_actions(g)]
                       for g in sorted(groups, key=lambda g: g["name"])]
         role_rows = []
         for name, r in sorted(roles.items()):
@@ -73,16 +76,18 @@ class PeoplePageHandler(PageHandler):
                               _names(given, 8) or ("every user" if name == "user" else "")])
         hub = self.hub_auth.hub_prefix
         body = [
-            el("p", "Users, groups and role assignments are the hub's. Add, rename or delete users and change "
-                    "group membership in the ", el("a", "hub's admin page", href=hub + "admin"),
-               "; authorize new sign-ups at ", el("a", "Authorize users", href=hub + "authorize"),
+            el("p", "Create, change, disable and delete users and manage groups with the forms below; every "
+                    "change is in the ", el("a", "audit log", href=self.url("audit")), ". Authorize sign-ups at ",
+               el("a", "Authorize users", href=hub + "authorize"),
                ". Roles are defined in the configuration (c.JupyterHub.load_roles) and given to groups."),
+            self.import_section(),
             el("h2", f"Users ({len(users)}{'+' if more_users else ''})"),
-            table("people-users", ["user", "hub admin", "groups", "roles", "TiHub permissions", "last activity"],
-                  user_rows, "No users."),
+            table("people-users", ["user", "nickname", "email", "phone", "enabled", "hub admin", "groups", "roles",
+                                   "TiHub permissions", "last activity", "actions"], user_rows, "No users."),
             el("h2", f"Groups ({len(groups)}{'+' if more_groups else ''})"),
-            table("people-groups", ["group", "description", "members", "who", "roles", "TiHub permissions"],
-                  group_rows, "No groups."),
+            table("people-groups", ["group", "description", "members", "who", "roles", "TiHub permissions",
+                                    "actions"], group_rows, "No groups."),
+            self.forms(list(listed.values()), groups),
             el("h2", "Roles"),
             table("people-roles", ["role", "description", "TiHub permissions", "other scopes", "given to"],
                   role_rows, "No roles."),
