@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hubproc import own_hub
 
 pytestmark = pytest.mark.e2e
 _n = itertools.count(1)
@@ -143,7 +144,14 @@ def test_a_user_with_work_in_progress_is_not_deleted(hub):
     assert audit(admin, name)[0][0] == "user.delete"
 
 
-def test_the_last_admin_is_never_disabled_demoted_or_deleted(hub):
+@pytest.fixture(scope="module")
+def one_admin_hub(tmp_path_factory):
+    """A hub of its own: its only admin is the one it starts with, whatever other tests do to the shared hub."""
+    yield from own_hub(tmp_path_factory, "pphub")
+
+
+def test_the_last_admin_is_never_disabled_demoted_or_deleted(one_admin_hub):
+    hub = one_admin_hub
     admin = hub.admin
     admins = [u["name"] for u in admin.ok("GET", "/users", params={"limit": "500"})["items"] if u["admin"]]
     assert admins == [admin.name], admins
