@@ -18,7 +18,8 @@ USER_COLUMNS = [("NAME", "name"), ("NICKNAME", "nickname"), ("EMAIL", "email"), 
                 ("ADMIN", lambda u: "yes" if u.get("admin") else ""),
                 ("GROUPS", lambda u: ",".join(u.get("groups") or ()))]
 GROUP_COLUMNS = [("NAME", "name"), ("DESCRIPTION", "description"), ("MEMBERS", lambda g: len(g.get("users") or ())),
-                 ("USERS", lambda g: ",".join(g.get("users") or ())), ("ROLES", lambda g: ",".join(g.get("roles") or ()))]
+                 ("USERS", lambda g: ",".join(g.get("users") or ())),
+                 ("ROLES", lambda g: ",".join(g.get("roles") or ()))]
 ROW_COLUMNS = [("ROW", "row"), ("NAME", "name"), ("STATUS", "status"), ("FIELD", "field"), ("DETAIL", "detail")]
 
 
