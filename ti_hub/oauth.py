@@ -29,7 +29,7 @@ from oauthenticator.oauth2 import OAuthLoginHandler
 from tornado import web
 from traitlets import Unicode, default
 
-from .auth import APPROVE, ASK, LET_IN, Approvals, decide
+from .auth import APPROVE, ASK, LET_IN, Approvals, accounts_handlers, decide
 from .oauth_pages import AwaitingApproval, approval_handlers, had_access, waiting_page
 
 NOT_ALLOW_CONFIG = {"allow_all"}  # skips check_allowed altogether upstream; never TiHub's
@@ -111,7 +111,8 @@ class TiApprovalMixin:
     def get_handlers(self, app):
         callback = waiting_page(self.callback_handler)
         handlers = [(path, callback if h is self.callback_handler else h) for path, h in super().get_handlers(app)]
-        return handlers + approval_handlers()
+        # /hub/ti-users: admins' approvals (disable, enable) and accounts made ahead by TiHub's People
+        return handlers + approval_handlers() + accounts_handlers()
 
 
 class TiGitHubOAuthenticator(TiApprovalMixin, GitHubOAuthenticator):
