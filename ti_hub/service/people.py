@@ -103,9 +103,14 @@ class Hub:
 
 
 # -- reading ------------------------------------------------------------------------------------------------
-def render_user(u: dict[str, Any], profile: dict[str, Any], admins: set[str]) -> dict[str, Any]:
+def is_admin(u: dict[str, Any], enabled: bool) -> bool:
+    """One user's side of ``admins_of``: a hub admin or in ti-admins, and not disabled."""
+    return enabled and (bool(u.get("admin")) or S.ADMIN_GROUP in (u.get("groups") or ()))
+
+
+def render_user(u: dict[str, Any], profile: dict[str, Any]) -> dict[str, Any]:
     return {"name": u["name"], **{k: profile[k] for k in ("nickname", "email", "phone", "enabled")},
-            "admin": u["name"] in admins, "hub_admin": bool(u.get("admin")),
+            "admin": is_admin(u, profile["enabled"]), "hub_admin": bool(u.get("admin")),
             "groups": sorted(u.get("groups") or ()), "roles": sorted(u.get("roles") or ()),
             "last_activity": u.get("last_activity"), "changed_at": profile["changed_at"]}
 
@@ -146,11 +151,10 @@ class People:
 
     async def list_users(self, actor: Actor) -> list[dict[str, Any]]:
         self.need(actor, "listing users")
-        users, groups, disabled = await self.everyone()
-        admins = admins_of(users, groups, disabled)
+        users, _ = await hub_list(self.hub.hub_auth, "users")
         profiles = await self.ti.db(P.profiles, readonly=True)
         blank = P.render_profile(None)
-        return [render_user(u, profiles.get(u["name"], blank), admins) for u in sorted(users, key=lambda u: u["name"])]
+        return [render_user(u, profiles.get(u["name"], blank)) for u in sorted(users, key=lambda u: u["name"])]
 
     async def existing(self, name: str) -> dict[str, Any]:
         u = await self.hub.user(name)
@@ -162,7 +166,7 @@ class People:
         self.need(actor, "reading a user")
         u = await self.existing(name)
         profile = (await self.ti.db(P.profiles, [name], readonly=True)).get(name, P.render_profile(None))
-        return render_user(u, profile, await self.admins())
+        return render_user(u, profile)
 
     # -- users ----------------------------------------------------------------------------------------------
     async def _check_new(self, rows: list[dict[str, Any]], known_users: set[str],
