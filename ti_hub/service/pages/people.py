@@ -3,8 +3,8 @@
 Users, groups and role assignments are the hub's: they are read from its REST API with the ti service's
 own token (role "ti-service" in ti_hub/hub_config.py: list/read users and groups, read their role
 assignments). The hub has no endpoint for role *definitions*, so they come from the configuration the
-ti service loaded (the hub's own file), falling back to TiHub's preset roles. Changes are made in the
-hub's admin page; this page says where.
+ti service loaded (the hub's own file), falling back to TiHub's preset roles. Beside them, each user's TiHub
+roles (ops/grants.py, the Roles page), which decide what they may do within the hub's ceiling.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 from ... import scopes as S
 from ...domain.errors import HubUnavailable
 from ...hub_config import preset_roles
+from ...ops import grants
 from .base import PAGE, PageHandler, perm_list, permissions_legend
 from .html import el, join, table
 
@@ -88,12 +89,18 @@ class PeoplePageHandler(PageHandler):
         groups, more_groups = await hub_list(self.hub_auth, "groups")
         roles = role_definitions(self.ti.config)
         group_roles = {g["name"]: g.get("roles") or [] for g in groups}
+        # TiHub's own roles decide within the hub's (ops/grants.py): both are shown, the effective permissions last
+        tihub = await self.ti.db(grants.snapshot, readonly=True)
+        default = self.ti.default_role
         user_rows = []
         for u in sorted(users, key=lambda u: u["name"]):
             via_groups = [r for g in u.get("groups") or () for r in group_roles.get(g, ())]
-            scopes = scopes_of([*(u.get("roles") or ()), *via_groups], roles)
+            ceiling = scopes_of([*(u.get("roles") or ()), *via_groups], roles)
+            held = tihub.roles_of(u["name"], u.get("groups") or (), default)
+            scopes = grants.effective_scopes(ceiling, grants.permissions_of_roles(held, tihub.roles))
             user_rows.append([u["name"], "yes" if u.get("admin") else "", _names(u.get("groups")),
-                              _names(u.get("roles")), perm_list(scopes), u.get("last_activity") or "never"])
+                              _names(u.get("roles")), _names(held), perm_list(scopes),
+                              u.get("last_activity") or "never"])
         group_rows = [[g["name"], (g.get("properties") or {}).get("description", ""), len(g.get("users") or ()),
                        _names(g.get("users")), _names(g.get("roles")), perm_list(scopes_of(g.get("roles"), roles))]
                       for g in sorted(groups, key=lambda g: g["name"])]
@@ -109,10 +116,12 @@ class PeoplePageHandler(PageHandler):
             el("p", "Users, groups and role assignments are the hub's. Add, rename or delete users and change "
                     "group membership in the ", el("a", "hub's admin page", href=hub + "admin"),
                "; authorize new sign-ups at ", el("a", "Authorize users", href=hub + "authorize"),
-               ". Roles are defined in the configuration (c.JupyterHub.load_roles) and given to groups."),
+               ". What users may do in TiHub is decided by TiHub's own roles, given to users and groups on the ",
+               el("a", "Roles page", href=self.url("roles")), " (at once, without a restart); the hub's roles "
+               "(c.JupyterHub.load_roles) are the ceiling."),
             el("h2", f"Users ({len(users)}{'+' if more_users else ''})"),
-            table("people-users", ["user", "hub admin", "groups", "roles", "TiHub permissions", "last activity"],
-                  user_rows, "No users."),
+            table("people-users", ["user", "hub admin", "groups", "hub roles", "TiHub roles", "TiHub permissions",
+                                   "last activity"], user_rows, "No users."),
             el("h2", f"Groups ({len(groups)}{'+' if more_groups else ''})"),
             table("people-groups", ["group", "description", "members", "who", "roles", "TiHub permissions"],
                   group_rows, "No groups."),
