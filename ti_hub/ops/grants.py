@@ -360,8 +360,7 @@ def render_grant(g: m.Grant) -> dict[str, Any]:
 
 
 def list_grants(session: Session, actor: Actor, filters: Mapping[str, str], limit: int, offset: int) -> dict[str, Any]:
-    """``user``: grants to this user directly and to the groups named in ``user_groups`` (the API passes the
-    user's hub groups so that an admin sees every grant that reaches them)."""
+    """``role``, ``user`` (grants to this user directly), ``group``: each narrows the list."""
     actor.need(S.MANAGE_USERS, "reading grants")
     stmt = select(m.Grant)
     if filters.get("role"):
