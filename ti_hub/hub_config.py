@@ -46,8 +46,10 @@ def data_dir() -> Path:
 def preset_roles() -> list[dict]:
     """The hub roles TiHub needs (also used by the Helm chart's hub configuration)."""
     return [
-        {"name": "user", "description": "TiHub preset role 'User'",
-         "scopes": ["self", f"access:services!service={SERVICE}", *S.USER_SCOPES]},
+        # all seven permissions as a CEILING: the hub cannot change role assignments while it runs, so TiHub's own
+        # roles and grants decide what each user may do within it (ti_hub/ops/grants.py; `ti role`)
+        {"name": "user", "description": "TiHub preset role 'User' (the ceiling: TiHub's roles decide)",
+         "scopes": ["self", f"access:services!service={SERVICE}", *S.PERMISSIONS]},
         {"name": "ti-admin", "description": "TiHub preset role 'System Admin'",
          "scopes": [*S.ADMIN_SCOPES, f"access:services!service={SERVICE}", "admin-ui", "admin:users",
                     "admin:servers", "admin:groups", "tokens"],

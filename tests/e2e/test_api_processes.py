@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+import requests
 from hubproc import ADMIN, ADMIN_PASSWORD, start_hub, stop_hub
 
 pytestmark = pytest.mark.e2e
@@ -71,6 +72,22 @@ def test_two_api_processes(tmp_path):
         for job_id in ids:  # whichever process took the submission, the leader admitted it
             assert admin.wait_job(job_id, timeout=60)["status"] == "completed"
         assert time.monotonic() - started < 30
+        # a grant counts at once in every API process (each keeps roles in memory under the stored stamp)
+        hub.admin = admin
+        user = hub.person("multi")
+
+        def permissions() -> set[str]:  # a new connection per request: both processes answer some
+            seen = set()
+            for _ in range(12):
+                r = requests.get(hub.api_url + "/me", headers={"Authorization": f"token {user.token}",
+                                                               "Connection": "close"}, timeout=30)
+                seen.add(tuple(r.json()["permissions"]))
+            return seen
+
+        assert permissions() == {tuple(user.ok("GET", "/me")["permissions"])}
+        admin.ok("POST", "/roles", json={"name": "multi-viewer", "permissions": ["vc:view"]})
+        admin.ok("POST", "/grants", json={"grants": [{"role": "multi-viewer", "user": user.name}]})
+        assert permissions() == {("custom:ti:vc:view",)}
         # the leader dies hard: its API processes follow, the hub restarts the service, the API answers again
         os.kill(leader, signal.SIGKILL)
         deadline = time.monotonic() + 60

@@ -140,6 +140,19 @@ EXPECT: dict[tuple[str, str], Case] = {
     ("/groups/{group}", "delete"): Case(DENY, DENY, OK, "fresh_group"),
     ("/groups/{group}/(add)", "post"): Case(DENY, DENY, OK, "fresh_group", body=lambda: {"users": ["{owner}"]}),
     ("/groups/{group}/(remove)", "post"): Case(DENY, DENY, OK, "fresh_group", body=lambda: {"users": ["{owner}"]}),
+    # TiHub's roles and grants: users:manage (ops/grants.py)
+    ("/roles", "get"): Case(DENY, DENY, OK),
+    ("/roles", "post"): Case(DENY, DENY, OK, body=lambda: {"name": unique("mx-role"), "permissions": ["vc:view"]}),
+    ("/roles/{id}", "get"): Case(DENY, DENY, OK, "role"),
+    ("/roles/{id}", "patch"): Case(DENY, DENY, OK, "role", body=lambda: {"description": "changed"}),
+    ("/roles/{id}", "delete"): Case(DENY, DENY, OK, "fresh_role"),
+    ("/grants", "get"): Case(DENY, DENY, OK),
+    ("/grants", "post"): Case(DENY, DENY, OK, body=lambda: {"grants": [{"role": "mx-role-kept",
+                                                                        "user": "{bystander}"}]}),
+    # the grant the admin made just before (sorted: POST /grants runs first)
+    ("/grants/(revoke)", "post"): Case(DENY, DENY, OK, body=lambda: {"grants": [{"role": "mx-role-kept",
+                                                                                 "user": "{bystander}"}]}),
+    ("/grants/{id}", "delete"): Case(DENY, DENY, OK, "fresh_grant"),
     # the hub's own services only: the spawner (workspaces:admit) and the SSH gateway (ssh:gateway)
     ("/workspaces/{owner}/{name}", "get"): same(DENY),
     ("/workspaces/{owner}/{name}", "post"): same(DENY, body=lambda: {"groups": []}),
@@ -184,6 +197,8 @@ class World:
             "volume": o.ok("POST", "/volumes", json={"name": "mx-data", "kind": "filesystem",
                                                      "capacity_gib": 1})["id"],
             "template": o.ok("POST", "/templates", json={"name": "mx-tpl-kept", "spec": {"command": "true"}})["id"],
+            "role": self.admin.ok("POST", "/roles", json={"name": "mx-role-kept",
+                                                          "permissions": ["vc:view"]})["name"],
         }
         o.wait_job(self.objects["job"], ("running",))  # what others may see of a job depends on its state
         done = o.ok("POST", "/jobs", json={**job_body(), "command": "echo done"})
@@ -208,6 +223,11 @@ class World:
                                                       "username": "me", "password": "pw-123456"})["id"], None
         if what == "fresh_key":
             return o.ok("POST", "/keys", json={"name": unique("mx-key"), "key": ssh_key()})["id"], None
+        if what == "fresh_role":
+            return a.ok("POST", "/roles", json={"name": unique("mx-role"), "permissions": []})["name"], None
+        if what == "fresh_grant":
+            return a.ok("POST", "/grants", json={"grants": [{"role": "mx-role-kept", "group": "ti-admins"}]}
+                        )["items"][0]["id"], None
         if what == "fresh_template":
             return o.ok("POST", "/templates", json={"name": unique("mx-tpl"), "spec": {"command": "true"}})["id"], None
         if what == "fresh_user":

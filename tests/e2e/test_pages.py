@@ -18,8 +18,8 @@ pytestmark = pytest.mark.e2e
 GPUS = 2
 PAGES = {"": "page-list", "queue": "queue-table", "cluster": "cluster-pools", "plans": "plans-table",
          "pools": "pools-table", "quotas": "quotas-table", "people": "people-users", "audit": "audit-table",
-         "account": "my-quota"}
-ADMIN_ONLY = ("quotas", "people", "audit")
+         "account": "my-quota", "roles": "roles-table"}
+ADMIN_ONLY = ("quotas", "people", "audit", "roles")
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGp1c3QgYSB0ZXN0IGtleSBmb3IgdGhlIHBhZ2VzISEh page@test"
 
 

@@ -260,7 +260,7 @@ def test_groups_create_rename_delete_and_members_in_bulk(hub, new_user):
     again = hub.login(member.name, member.password)  # a new token: the hub tells the new group name
     assert again.ok("GET", f"/volumes/{vol['id']}")["access"] == "ro"
     assert audit(admin, g)[0] == ("group.rename", {"to": new, "members": 1, "volume_shares": 1,
-                                                   "team_templates": 0})
+                                                   "team_templates": 0, "grants": 0})
     r = admin.api("PATCH", "/groups/ti-admins", json={"name": "ti-bosses"})
     assert r.status_code == 409
 

@@ -199,11 +199,13 @@ def test_workspaces_start_with_the_owners_real_permissions(seeded, settings):
     out = call(seeded, workspaces.start, SPAWNER, "custom", "dev-box", [], opts, settings,
                [S.SUBMIT, "read:users:name!user=custom", S.ADMIT_WORKSPACES, S.SSH_GATEWAY])
     assert out["status"] == "queued" and out["owner"] == "custom"
-    actor = workspaces.owner_actor(SPAWNER, "custom", [], [S.SUBMIT, S.ADMIT_WORKSPACES, S.SSH_GATEWAY, "self"])
-    assert actor.scopes == frozenset({S.SUBMIT})
-    with pytest.raises(Forbidden):
-        workspaces.owner_actor(ADMIN, "custom", [], [S.SUBMIT])
-    with pytest.raises(ValidationError):
-        workspaces.owner_actor(SPAWNER, "custom", [], "custom:ti:jobs:submit")
+    with seeded.begin() as s:
+        actor = workspaces.owner_actor(s, SPAWNER, "custom", [], [S.SUBMIT, S.ADMIT_WORKSPACES, S.SSH_GATEWAY,
+                                                                  "self"], settings)
+        assert actor.scopes == frozenset({S.SUBMIT})
+        with pytest.raises(Forbidden):
+            workspaces.owner_actor(s, ADMIN, "custom", [], [S.SUBMIT], settings)
+        with pytest.raises(ValidationError):
+            workspaces.owner_actor(s, SPAWNER, "custom", [], "custom:ti:jobs:submit", settings)
     with pytest.raises(NotFound):
         call(seeded, workspaces.get, SPAWNER, "nosub", "dev-box")  # the refused start stored nothing

@@ -61,10 +61,14 @@ def test_a_renamed_group_keeps_its_shares_and_team_templates(db):
         s.add_all([m.VolumeShare(volume_id=v1.id, grantee_kind="group", grantee="team-a", mode="ro"),
                    m.VolumeShare(volume_id=v2.id, grantee_kind="group", grantee="team-a", mode="rw"),
                    m.VolumeShare(volume_id=v2.id, grantee_kind="group", grantee="team-b", mode="ro"),
-                   m.Template(owner="ann", name="tpl1", scope="team", group="team-a", spec={}, created_at=now)])
+                   m.Template(owner="ann", name="tpl1", scope="team", group="team-a", spec={}, created_at=now),
+                   # TiHub's roles follow the group too (ops/grants.py)
+                   m.Grant(role="ti-admin", kind="group", principal="team-a", created_at=now)])
     with db.begin() as s:
         moved = P.rename_group_references(s, ADMIN, "team-a", "team-b", 3)
-    assert moved == {"volume_shares": 2, "team_templates": 1}
+    assert moved == {"volume_shares": 2, "team_templates": 1, "grants": 1}
+    with db.begin() as s:
+        assert s.query(m.Grant).filter_by(kind="group", principal="team-b").one().role == "ti-admin"
     with db.begin() as s:
         shares = sorted((x.volume_id, x.grantee, x.mode) for x in s.query(m.VolumeShare))
         assert [(g, mode) for _, g, mode in shares] == [("team-b", "ro"), ("team-b", "rw")]  # the wider mode kept
@@ -73,3 +77,4 @@ def test_a_renamed_group_keeps_its_shares_and_team_templates(db):
         P.forget_group(s, ADMIN, "team-b", 3)
     with db.begin() as s:
         assert s.query(m.VolumeShare).count() == 0
+        assert s.query(m.Grant).filter_by(kind="group", principal="team-b").count() == 0  # gone with the group

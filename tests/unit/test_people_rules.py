@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ti_hub.domain.errors import Conflict, ValidationError
+from ti_hub.domain.errors import ValidationError
 from ti_hub.ops import people as P
 
 
@@ -58,14 +58,3 @@ def test_unusable_csv_files_are_refused_whole(text):
     with pytest.raises(ValidationError) as e:
         P.parse_csv(text)
     assert e.value.field == "csv"
-
-
-def test_the_last_admin_is_kept():
-    P.check_not_last_admin({"root", "ann"}, {"root"}, "disabling 'root'")
-    P.check_not_last_admin({"root"}, {"bob"}, "disabling 'bob'")
-    P.check_not_last_admin(set(), {"bob"}, "deleting 'bob'")  # no admin to keep (a hub run by config)
-    with pytest.raises(Conflict) as e:
-        P.check_not_last_admin({"root"}, {"root"}, "deleting 'root'")
-    assert "no system admin" in e.value.detail and e.value.status == 409
-    with pytest.raises(Conflict):
-        P.check_not_last_admin({"root", "ann"}, {"root", "ann"}, "removing root, ann from 'ti-admins'")

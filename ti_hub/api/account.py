@@ -12,7 +12,7 @@ class MeHandler(APIHandler):
     async def get(self):
         a = self.actor
         self.send({"name": a.name, "kind": a.kind, "admin": a.is_admin, "groups": list(a.groups),
-                   "permissions": S.permissions_of(a.scopes)})
+                   "permissions": S.permissions_of(a.scopes), "roles": list(a.roles)})
 
 
 class KeysHandler(APIHandler):

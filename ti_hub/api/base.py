@@ -11,16 +11,16 @@ from jupyterhub.services.auth import HubOAuthenticated, UserNotAllowed
 from tornado import web
 from tornado.log import app_log
 
+from .. import scopes as S
 from ..domain.actor import Actor
-from ..domain.errors import Forbidden, TiError
-from ..ops.people import is_disabled
+from ..domain.errors import TiError
 from .contract import Op, Route, check, check_path, check_query, path_names
 from .jsonbody import MAX_BODY, parse_object
 
 if TYPE_CHECKING:
     from ..service.app import TiService
 
-__all__ = ["MAX_BODY", "APIHandler", "Refusals"]
+__all__ = ["MAX_BODY", "APIHandler", "Refusals", "actor_of"]
 log = logging.getLogger("ti_hub.api")
 
 
@@ -134,8 +134,6 @@ class APIHandler(Refusals, HubOAuthenticated, web.RequestHandler):
         except UserNotAllowed:
             self._hub_auth_user_cache = None
             raise web.HTTPError(403, f"{model.get('name')} may not use the TiHub service") from None
-        if await self.ti.db(is_disabled, model["name"], readonly=True):  # ACC3: disabled by an admin
-            raise Forbidden(f"user {model['name']!r} is disabled: ask an administrator", field="user")
         if self.route is not None:
             op = self.contract
             if op is None:
@@ -143,13 +141,17 @@ class APIHandler(Refusals, HubOAuthenticated, web.RequestHandler):
             names = path_names(self.route.path)
             check_path(self.route.params, {n: a for n, a in zip(names, self.path_args) if n})
             check_query(op.query, self.args())
+        self._actor = await actor_of(self.ti, model)
 
     @property
     def actor(self) -> Actor:
-        u = self.current_user
-        kind = u.get("kind", "user")
-        return Actor(name=u["name"], scopes=frozenset(u.get("scopes", ())), groups=tuple(u.get("groups") or ()),
-                     kind=kind)
+        """The caller with their effective TiHub permissions (ops/grants.py), found once in ``prepare``."""
+        found = getattr(self, "_actor", None)
+        if found is None:  # prepare() stopped before (an error page): no TiHub permission at all
+            u = self.current_user
+            return Actor(u["name"], frozenset(x for x in u.get("scopes", ()) if x not in S.PERMISSIONS),
+                         tuple(u.get("groups") or ()), kind=u.get("kind", "user"))
+        return found
 
     def body(self) -> dict[str, Any]:
         """The JSON body, strictly parsed (api/jsonbody.py) and checked against the operation's body schema."""
@@ -208,6 +210,18 @@ class APIHandler(Refusals, HubOAuthenticated, web.RequestHandler):
         GET requests never write, so they run as read-only transactions (no SQLite write lock)."""
         return await self.ti.db(fn, *args, readonly=self.request.method == "GET", **kwargs)
 
+
+
+async def actor_of(ti: TiService, model: dict[str, Any]) -> Actor:
+    """The Actor of a hub user model (HubAuth's): a user's permissions are their token's scopes narrowed to what
+    their TiHub roles grant (``grants.effective_actor``, the one place that decides); a service keeps its own."""
+    from ..ops import grants
+
+    name, scopes, groups = model["name"], tuple(model.get("scopes", ())), tuple(model.get("groups") or ())
+    kind = model.get("kind", "user")
+    if kind != "user":
+        return Actor(name=name, scopes=frozenset(scopes), groups=groups, kind=kind)
+    return await ti.db(grants.effective_actor, name, scopes, groups, "user", ti.default_role, readonly=True)
 
 
 def _default(o: Any) -> Any:

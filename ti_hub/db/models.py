@@ -323,3 +323,36 @@ class UserProfile(Base):
     phone: Mapped[str] = mapped_column(String(32), default="")
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     changed_at: Mapped[dt.datetime]
+class Role(Base):
+    """ACC5: a TiHub role -- a named set of the seven permissions (ti_hub/scopes.py PERMISSIONS).
+
+    JupyterHub's REST API cannot create roles or change role assignments while it runs, so TiHub keeps its
+    own roles and grants (ops/grants.py); ``preset`` roles ("user", "ti-admin") are never changed or deleted."""
+
+    __tablename__ = "ti_roles"
+    name: Mapped[str] = mapped_column(String(63), primary_key=True)
+    description: Mapped[str] = mapped_column(Text, default="")
+    permissions: Mapped[list[Any]]
+    preset: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[dt.datetime]
+
+
+class Grant(Base):
+    """A role held by a hub user or by every member of a hub group (``kind`` user | group)."""
+
+    __tablename__ = "ti_grants"
+    __table_args__ = (UniqueConstraint("role", "kind", "principal"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    role: Mapped[str] = mapped_column(String(63), ForeignKey("ti_roles.name", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(String(8))
+    principal: Mapped[str] = mapped_column(String(255), index=True)
+    created_at: Mapped[dt.datetime]
+
+
+class GrantStamp(Base):
+    """One row: a stamp that every change of roles or grants replaces. Each process keeps the roles and grants in
+    memory under the stamp it read them with; one small SELECT per request tells it whether they are current."""
+
+    __tablename__ = "ti_grant_stamp"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    stamp: Mapped[str] = mapped_column(String(32))

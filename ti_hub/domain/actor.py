@@ -18,6 +18,7 @@ class Actor:
     scopes: frozenset[str] = field(default_factory=frozenset)
     groups: tuple[str, ...] = ()
     kind: str = "user"  # user | service
+    roles: tuple[str, ...] = ()  # the TiHub roles a user holds (ops/grants.py effective_actor)
 
     def can(self, scope: str) -> bool:
         return S.has(self.scopes, scope)

@@ -18,12 +18,11 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from .. import scopes as S
 from ..db import models as m
 from ..domain import states as st
 from ..domain.actor import Actor
 from ..domain.errors import Conflict, ValidationError
-from . import audit
+from . import audit, grants
 from .common import Clock, iso, utcnow
 
 # a new account's name: JupyterHub lowercases names, and they become paths, Unix-ish names and URL parts
@@ -201,17 +200,6 @@ def parse_csv(text: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
 
 
 # -- the last admin (pure) -----------------------------------------------------------------------------------
-def check_not_last_admin(admins: Iterable[str], losing: Iterable[str], what: str) -> None:
-    """Refuse a change that leaves TiHub with no system admin. ``admins``: who is one now (today: members of
-    the ti-admins group and hub admins, less disabled users; ``service/people.admins_now``); ``losing``: who
-    stops being one by this change (disabled, demoted, deleted, removed from ti-admins)."""
-    now = set(admins)
-    if now and not (now - set(losing)):
-        names = ", ".join(sorted(now))
-        raise Conflict(f"{what} would leave no system admin ({names} is the last): make another user an admin "
-                       f"first (group {S.ADMIN_GROUP!r})", field="name")
-
-
 # -- the profile table ---------------------------------------------------------------------------------------
 def is_disabled(session: Session, name: str) -> bool:
     """Whether ``name`` was disabled by an admin (the API's and the pages' chokepoint ask this)."""
@@ -303,6 +291,7 @@ def forget_user(session: Session, actor: Actor, name: str, clock: Clock = utcnow
     for share in session.scalars(select(m.VolumeShare).where(m.VolumeShare.grantee_kind == "user",
                                                             m.VolumeShare.grantee == name)):
         session.delete(share)
+    grants.follow_principal(session, "user", name, None)
     audit.record(session, actor, "user.delete", name, {}, clock)
 
 
@@ -319,7 +308,7 @@ def rename_group_references(session: Session, actor: Actor, old: str, new: str, 
                             clock: Clock = utcnow) -> dict[str, int]:
     """Volume shares to the group and its team templates follow it to its new name. A share the volume
     already has for the new name (both existed) keeps the wider mode."""
-    moved = {"volume_shares": 0, "team_templates": 0}
+    moved = {"volume_shares": 0, "team_templates": 0, "grants": grants.follow_principal(session, "group", old, new)}
     for share in session.scalars(select(m.VolumeShare).where(m.VolumeShare.grantee_kind == "group",
                                                             m.VolumeShare.grantee == old)).all():
         twin = session.scalar(select(m.VolumeShare).where(m.VolumeShare.volume_id == share.volume_id,
@@ -349,5 +338,6 @@ def forget_group(session: Session, actor: Actor, name: str, members: int, clock:
     for share in session.scalars(select(m.VolumeShare).where(m.VolumeShare.grantee_kind == "group",
                                                             m.VolumeShare.grantee == name)).all():
         session.delete(share)
+    refs["grants"] = grants.follow_principal(session, "group", name, None)
     audit.record(session, actor, "group.delete", name, {"members": members, **refs}, clock)
     return refs

@@ -1,8 +1,8 @@
 """Workspaces (WS1-WS5) as the hub's spawner sees them: admission, placement, running, stopped.
 
 Only the spawner identity (scope custom:ti:workspaces:admit) calls these; it acts for the owner, with the
-owner's own TiHub permissions as the hub's RBAC grants them (their roles and their groups' roles, custom roles
-included): the spawner reads them inside the hub and sends them with each request (``owner_actor``).
+owner's own TiHub permissions: the hub's RBAC as the spawner reads it inside the hub and sends it with each request,
+narrowed to what the owner's TiHub roles grant (``owner_actor``, ops/grants.py).
 """
 
 from __future__ import annotations
@@ -18,21 +18,23 @@ from ..db import models as m
 from ..domain import states as st
 from ..domain.actor import Actor
 from ..domain.errors import Conflict, NotFound, ValidationError
-from . import jobspec, quotas, unixids
+from . import grants, jobspec, quotas, unixids
 from .common import lock_user, utcnow
 from .jobs import _insert, killed, record, render
 from .settings import OpsSettings
 
 
-def owner_actor(caller: Actor, owner: str, groups: list[str], scopes: Any) -> Actor:
+def owner_actor(session: Session, caller: Actor, owner: str, groups: list[str], scopes: Any,
+                settings: OpsSettings) -> Actor:
     """The workspace's owner as the spawner vouches for them. Only the spawner identity may speak for an owner,
-    and only TiHub's seven permissions pass (never the spawner's or the SSH gateway's own scopes)."""
+    and only TiHub's seven permissions pass (never the spawner's or the SSH gateway's own scopes), narrowed to
+    what the owner's TiHub roles grant (``grants.effective_actor``, as for the API)."""
     caller.need(S.ADMIT_WORKSPACES, "admitting workspaces")
     if isinstance(scopes, (str, bytes)) or not isinstance(scopes, Iterable) or \
             not all(isinstance(x, str) for x in scopes):
         raise ValidationError("scopes must be the list of the owner's scopes as the hub expands them (the spawner "
                               "sends them)", field="scopes")
-    return Actor(name=owner, scopes=frozenset(S.permissions_of(scopes)), groups=tuple(groups))
+    return grants.effective_actor(session, owner, S.permissions_of(scopes), groups, "user", settings.default_role)
 
 
 def _get(session: Session, owner: str, name: str) -> m.Job | None:
@@ -42,7 +44,7 @@ def _get(session: Session, owner: str, name: str) -> m.Job | None:
 def start(session: Session, caller: Actor, owner: str, name: str, groups: list[str], options: dict[str, Any],
           settings: OpsSettings, scopes: Any = None) -> dict[str, Any]:
     """``scopes``: the owner's expanded hub scopes (the spawner's ``owner_scopes``); starting needs submit."""
-    actor = owner_actor(caller, owner, groups, scopes)
+    actor = owner_actor(session, caller, owner, groups, scopes, settings)
     actor.need(S.SUBMIT, f"{owner} starting a workspace")
     fields = jobspec.parse_workspace(session, actor, {**options, "name": name}, settings)
     unixids.check_may_run(session, owner, settings.uids)
@@ -113,7 +115,7 @@ def form_options(session: Session, caller: Actor, owner: str, groups: list[str],
     so)."""
     from . import images, plans, volumes
 
-    actor = owner_actor(caller, owner, groups, scopes)
+    actor = owner_actor(session, caller, owner, groups, scopes, settings)
     return {
         "plans": plans.list_plans(session, actor, settings.nodes, "workspace")["items"],
         "images": images.list_images(session, actor, 500, 0)["items"],

@@ -264,6 +264,11 @@ class TiService(Application):
     def _check_responses(self):
         return os.environ.get("TI_HUB_CHECK_RESPONSES") == "1"
 
+    default_role = Unicode(
+        "user", config=True,
+        help="The TiHub role (ti role list) of a user who holds none, directly or through their groups. Preset "
+             "roles: 'user' (submit jobs, start workspaces, view pools, the cluster and everyone's waiting jobs) "
+             "and 'ti-admin'; '' gives such users no TiHub permission until an admin grants them a role.")
     hub_lookup_ttl = Float(
         60.0, config=True,
         help="Seconds the service remembers that a hub user or group exists (volume shares name only existing "
@@ -297,7 +302,8 @@ class TiService(Application):
         self.ops_settings = OpsSettings(dict(self.compute_quota_defaults), dict(self.storage_quota_defaults),
                                         {k: list(v) for k, v in self.device_count_rules.items()}, self.max_workers,
                                         self.max_ps, uids=self._uid_policy(), secret_key=self.fernet,
-                                        rdma=self.backend.supports_rdma, image_note=self.backend.image_note)
+                                        rdma=self.backend.supports_rdma, image_note=self.backend.image_note,
+                                        default_role=self.default_role)
         self.render_cache = RenderCache(self.list_cache_size)
         self.hub_names = HubNames(self.hub_lookup_ttl)
         self.tensorboards = self._tensorboards()
@@ -358,6 +364,12 @@ class TiService(Application):
             if not s.scalar(select(func.count()).select_from(m.Image)):
                 for img in self.initial_images:
                     s.add(m.Image(created_at=utcnow(), **{"version": "", "description": "", **img}))
+            from ..ops import grants
+
+            grants.ensure_presets(s)
+            if self.default_role and s.get(m.Role, self.default_role) is None:
+                self.log.warning("TiService.default_role %r is no TiHub role: users who hold no role get no TiHub "
+                                 "permission (ti role list shows the roles)", self.default_role)
 
     async def db(self, fn, *args, readonly: bool = False, scheduler: bool = False, **kwargs) -> Any:
         """Run ``fn(session, ...)`` in a worker thread inside one transaction (committed on success).

@@ -25,6 +25,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 from .. import scopes as S
 from ..domain.actor import Actor
 from ..domain.errors import Conflict, HubUnavailable, NotFound, ValidationError
+from ..ops import grants
 from ..ops import people as P
 from .hubapi import hub_list
 
@@ -103,14 +104,10 @@ class Hub:
 
 
 # -- reading ------------------------------------------------------------------------------------------------
-def is_admin(u: dict[str, Any], enabled: bool) -> bool:
-    """One user's side of ``admins_of``: a hub admin or in ti-admins, and not disabled."""
-    return enabled and (bool(u.get("admin")) or S.ADMIN_GROUP in (u.get("groups") or ()))
-
-
-def render_user(u: dict[str, Any], profile: dict[str, Any]) -> dict[str, Any]:
+def render_user(u: dict[str, Any], profile: dict[str, Any], admins: set[str]) -> dict[str, Any]:
+    """``admin``: a system admin now (both admin permissions through TiHub's roles, not disabled)."""
     return {"name": u["name"], **{k: profile[k] for k in ("nickname", "email", "phone", "enabled")},
-            "admin": is_admin(u, profile["enabled"]), "hub_admin": bool(u.get("admin")),
+            "admin": u["name"] in admins, "hub_admin": bool(u.get("admin")),
             "groups": sorted(u.get("groups") or ()), "roles": sorted(u.get("roles") or ()),
             "last_activity": u.get("last_activity"), "changed_at": profile["changed_at"]}
 
@@ -120,14 +117,23 @@ def render_group(g: dict[str, Any]) -> dict[str, Any]:
             "users": sorted(g.get("users") or ()), "roles": sorted(g.get("roles") or ())}
 
 
-def admins_of(users: list[dict[str, Any]], groups: list[dict[str, Any]], disabled: set[str]) -> set[str]:
-    """Today's system admins: hub admins and members of the ti-admins group, less disabled users (the lead
-    points this at the roles' grants when they are TiHub's)."""
-    out = {u["name"] for u in users if u.get("admin")}
-    for g in groups:
-        if g["name"] == S.ADMIN_GROUP:
-            out |= set(g.get("users") or ())
-    return out - disabled
+def people_of(users: list[dict[str, Any]], groups: list[dict[str, Any]], disabled: set[str]) -> grants.People:
+    """The hub's users and groups as TiHub's roles see them: disabled users hold nothing."""
+    return grants.People(frozenset(u["name"] for u in users) - disabled,
+                         {g["name"]: frozenset(g.get("users") or ()) - disabled for g in groups})
+
+
+def system_admins(session: Any, people: grants.People, default_role: str) -> set[str]:
+    return set(grants.system_admins(grants.snapshot(session), people, default_role))
+
+
+def admins_among(session: Any, users: list[dict[str, Any]], profiles: dict[str, dict[str, Any]],
+                 default_role: str) -> set[str]:
+    """Which of these hub user models are system admins (their own groups say it: nobody else is listed)."""
+    snap = grants.snapshot(session)
+    return {u["name"] for u in users if profiles.get(u["name"], {}).get("enabled", True) and
+            grants.ADMIN_PERMISSIONS <= grants.permissions_of_roles(
+                snap.roles_of(u["name"], tuple(u.get("groups") or ()), default_role), snap.roles)}
 
 
 class People:
@@ -147,14 +153,24 @@ class People:
 
     async def admins(self) -> set[str]:
         users, groups, disabled = await self.everyone()
-        return admins_of(users, groups, disabled)
+        return await self.ti.db(system_admins, people_of(users, groups, disabled), self.ti.default_role,
+                                readonly=True)
+
+    async def keep_an_admin(self, **change: Any) -> None:
+        """The last system admin is never disabled, demoted, deleted or taken out of the group that makes them one:
+        the one check of ops/grants.py (``check_not_last_admin``) with this change."""
+        users, groups, disabled = await self.everyone()
+        await self.ti.db(grants.check_not_last_admin, people_of(users, groups, disabled),
+                         default_role=self.ti.default_role, field="name", readonly=True, **change)
 
     async def list_users(self, actor: Actor) -> list[dict[str, Any]]:
         self.need(actor, "listing users")
         users, _ = await hub_list(self.hub.hub_auth, "users")
         profiles = await self.ti.db(P.profiles, readonly=True)
+        admins = await self.ti.db(admins_among, users, profiles, self.ti.default_role, readonly=True)
         blank = P.render_profile(None)
-        return [render_user(u, profiles.get(u["name"], blank)) for u in sorted(users, key=lambda u: u["name"])]
+        return [render_user(u, profiles.get(u["name"], blank), admins)
+                for u in sorted(users, key=lambda u: u["name"])]
 
     async def existing(self, name: str) -> dict[str, Any]:
         u = await self.hub.user(name)
@@ -165,8 +181,9 @@ class People:
     async def show_user(self, actor: Actor, name: str) -> dict[str, Any]:
         self.need(actor, "reading a user")
         u = await self.existing(name)
-        profile = (await self.ti.db(P.profiles, [name], readonly=True)).get(name, P.render_profile(None))
-        return render_user(u, profile)
+        profiles = await self.ti.db(P.profiles, [name], readonly=True)
+        admins = await self.ti.db(admins_among, [u], profiles, self.ti.default_role, readonly=True)
+        return render_user(u, profiles.get(name, P.render_profile(None)), admins)
 
     # -- users ----------------------------------------------------------------------------------------------
     async def _check_new(self, rows: list[dict[str, Any]], known_users: set[str],
@@ -265,8 +282,8 @@ class People:
             raise ValidationError("admin must be true or false", field="admin")
         u = await self.existing(name)
         if admin is False:
+            await self.keep_an_admin(leave_groups={S.ADMIN_GROUP: [name]})
             users, groups, disabled = await self.everyone()
-            P.check_not_last_admin(admins_of(users, groups, disabled), {name}, f"demoting {name!r}")
             if name in {m for g in groups if g["name"] == S.ADMIN_GROUP for m in g.get("users") or ()}:
                 await self.hub.must("DELETE", f"groups/{_q(S.ADMIN_GROUP)}/users", {"users": [name]},
                                     f"removing {name!r} from {S.ADMIN_GROUP!r}")
@@ -287,7 +304,7 @@ class People:
         self.need(actor, "enabling and disabling users")
         await self.existing(name)
         if not enabled:
-            P.check_not_last_admin(await self.admins(), {name}, f"disabling {name!r}")
+            await self.keep_an_admin(drop_users=[name])
         code, _ = await self.hub.call("PATCH", _q(name), {"approved": enabled},
                                       f"{'approving' if enabled else 'withdrawing the approval of'} {name!r}",
                                       accounts=True)
@@ -303,7 +320,7 @@ class People:
         self.need(actor, "deleting users")
         await self.existing(name)
         await self.ti.db(P.check_no_live_work, name, readonly=True)
-        P.check_not_last_admin(await self.admins(), {name}, f"deleting {name!r}")
+        await self.keep_an_admin(drop_users=[name])
         code, _ = await self.hub.call("DELETE", f"users/{_q(name)}", None, f"deleting user {name!r}")
         if code >= 400 and code != 404:
             raise HubUnavailable(f"the hub refused deleting user {name!r}: HTTP {code}")
@@ -399,6 +416,7 @@ class People:
         g = await self.existing_group(name)
         if name == S.ADMIN_GROUP:
             raise Conflict(f"group {name!r} is the system admins' group: it cannot be deleted", field="group")
+        await self.keep_an_admin(leave_groups={name: list(g.get("users") or ())})
         await self.hub.must("DELETE", f"groups/{_q(name)}", None, f"deleting group {name!r}")
         await self.ti.db(P.forget_group, actor, name, len(g.get("users") or ()))
 
@@ -409,12 +427,10 @@ class People:
             if key != "users":
                 raise ValidationError(f"unknown field {key!r}; allowed: users", field=key)
         names = P.member_list(data.get("users"))
-        g = await self.existing_group(name)
+        await self.existing_group(name)
         await self._known_users(names)
-        if not add and name == S.ADMIN_GROUP:
-            members = set(g.get("users") or ())
-            P.check_not_last_admin(await self.admins(), {n for n in names if n in members},
-                                   f"removing {', '.join(names)} from {name!r}")
+        if not add:  # any group may hold the admin role (ops/grants.py)
+            await self.keep_an_admin(leave_groups={name: names})
         await self.hub.must("POST" if add else "DELETE", f"groups/{_q(name)}/users", {"users": names},
                             f"{'adding users to' if add else 'removing users from'} group {name!r}")
         await self.ti.db(P.record_group, actor, "group.add" if add else "group.remove", name, {"users": names})

@@ -6,7 +6,7 @@ from jupyterhub.services.auth import HubOAuthCallbackHandler
 from tornado import web
 
 from .. import __version__
-from ..api import account, admin, endpoints, jobs, people, resources, ssh, workspaces
+from ..api import account, admin, endpoints, jobs, people, resources, roles, ssh, workspaces
 from ..api.base import APIHandler
 from ..api.contract import Op, Param, Route, route_regex
 from ..api.schemas import account as A
@@ -15,6 +15,7 @@ from ..api.schemas import common as C
 from ..api.schemas import jobs as J
 from ..api.schemas import people as PE
 from ..api.schemas import resources as R
+from ..api.schemas import roles as RO
 from ..api.schemas import services as S
 from ..endpoints.proxy import EndpointHandler
 from .health import HealthHandler
@@ -188,6 +189,28 @@ ROUTES: list[Route] = [
         f"{'Add users to' if action == 'add' else 'Remove users from'} a group, all or nothing "
         "(custom:ti:users:manage)", PE.GROUP, body=PE.MEMBERS_BODY, errors=(404, 409, 502))},
         {"group": PE.GROUP_PARAM}) for action in ("add", "remove")),
+    # TiHub's own roles and grants (the hub cannot change role assignments while it runs: ops/grants.py)
+    Route("/roles", roles.RolesHandler, {
+        "get": Op("Roles: the presets and custom ones, with who holds each (custom:ti:users:manage)", RO.ROLE_PAGE,
+                  query=C.PAGE),
+        "post": Op("Create a custom role from the seven permissions (custom:ti:users:manage)", RO.ROLE, 201,
+                   body=RO.NEW_ROLE, errors=(409,))}),
+    Route("/roles/{id}", roles.RoleHandler, {
+        "get": Op("A role with who holds it (custom:ti:users:manage)", RO.ROLE, errors=(404,)),
+        "patch": Op("Change a custom role; counts at once (custom:ti:users:manage). Presets: 409; the last system "
+                    "admin's: 409", RO.ROLE, body=RO.ROLE_CHANGE, errors=(404, 409, 502)),
+        "delete": Op("Delete a custom role and its grants (custom:ti:users:manage)", None, 204,
+                     errors=(404, 409, 502))}, {"id": RO.ROLE_PARAM}),
+    Route("/grants", roles.GrantsHandler, {
+        "get": Op("Who holds which role (custom:ti:users:manage)", RO.GRANT_PAGE, query=RO.GRANT_QUERY),
+        "post": Op("Grant roles to users and groups, all or nothing; counts at once (custom:ti:users:manage)",
+                   RO.GRANTS, 201, body=RO.GRANT_ROWS, errors=(502,))}),
+    Route("/grants/(revoke)", roles.GrantsRevokeHandler, {
+        "post": Op("Revoke grants by role and user or group, all or nothing (custom:ti:users:manage); never the "
+                   "last system admin's: 409", RO.GRANTS, body=RO.GRANT_ROWS, errors=(404, 409, 502))}),
+    Route("/grants/{id}", roles.GrantHandler, {
+        "delete": Op("Revoke one grant (custom:ti:users:manage); never the last system admin's: 409", None, 204,
+                     errors=(404, 409, 502))}, {"id": C.ID_PARAM}),
     Route("/cluster", resources.ClusterHandler, {
         "get": Op("Nodes, devices and usage (custom:ti:cluster:view)", R.CLUSTER)}),
     Route("/workspaces/{owner}/{name}", workspaces.WorkspaceHandler, {

@@ -7,8 +7,9 @@ from .common import (BOOL, ID, NAME, STR, TEXT, TIME, answer, array, enum, integ
                      string)
 from .jobs import SPEC_FIELDS
 
+# permissions: the effective ones (the token's scopes narrowed by the TiHub roles held: ops/grants.py)
 ME = answer({"name": STR, "kind": enum(("user", "service")), "admin": BOOL, "groups": array(STR),
-             "permissions": array(STR)}, title="Me")
+             "permissions": array(STR), "roles": array(STR)}, title="Me")
 
 IMAGE_ADDRESS = string(512, 1, "an image address like registry/name:tag (lowercase)", pattern=IMAGE_PATTERN)
 NEW_IMAGE = obj({"name": NAME, "address": IMAGE_ADDRESS, "version": string(128),

@@ -15,11 +15,12 @@ from .cluster import ClusterPageHandler
 from .home import HomeHandler
 from .people import PeoplePageHandler
 from .queue import QueuePageHandler
+from .roles import RolesPageHandler
 
 HANDLERS: dict[str, type[PageHandler]] = {
     "": HomeHandler, "queue": QueuePageHandler, "cluster": ClusterPageHandler, "plans": PlansPageHandler,
     "pools": PoolsPageHandler, "quotas": QuotasPageHandler, "people": PeoplePageHandler,
-    "audit": AuditPageHandler, "account": AccountPageHandler,
+    "audit": AuditPageHandler, "account": AccountPageHandler, "roles": RolesPageHandler,
 }
 assert set(HANDLERS) == {p.name for p in PAGES}, "every page in the nav has a handler"
 

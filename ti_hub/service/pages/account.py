@@ -42,6 +42,7 @@ class AccountPageHandler(PageHandler):
                                                  el("code", "$TI_ARCHIVE_DIR"), ")"), id="profile"),
             el("h2", "My permissions"),
             el("p", perm_list(a.scopes)),
+            el("p", "Through the TiHub roles: ", ", ".join(a.roles) or "none", id="my-roles"),
             table("my-permissions", ["permission", "what it allows"], [[short(p), S.PERMISSIONS[p]] for p in held],
                   "You hold no TiHub permission yet: ask an administrator for a role."),
             el("h2", "My quota and usage"),

@@ -21,7 +21,6 @@ from ... import scopes as S
 from ...domain import validation as v
 from ...domain.actor import Actor
 from ...domain.errors import Forbidden, TiError
-from ...ops.people import is_disabled
 from .html import Safe, el, fmt, join
 
 if TYPE_CHECKING:
@@ -44,6 +43,7 @@ PAGES: tuple[Page, ...] = (
     Page("pools", "Pools", S.VIEW_VC),
     Page("quotas", "Quotas", S.MANAGE_USERS),
     Page("people", "People and permissions", S.MANAGE_USERS, "People"),
+    Page("roles", "Roles", S.MANAGE_USERS, "Roles"),
     Page("audit", "Audit log", S.MANAGE_USERS, "Audit"),
     Page("account", "My account", None, "Account"),
 )
@@ -85,17 +85,22 @@ class PageHandler(HubOAuthenticated, web.RequestHandler):
         except UserNotAllowed:
             self._hub_auth_user_cache = None
             raise web.HTTPError(403, f"{model.get('name')} may not use the TiHub service") from None
-        if await self.ti.db(is_disabled, model["name"], readonly=True):  # ACC3: disabled by an admin
-            raise Forbidden(f"user {model['name']!r} is disabled: ask an administrator", field="user")
+        from ...api.base import actor_of
+
+        self._actor = await actor_of(self.ti, model)
         if self.page.scope and not self.actor.can(self.page.scope):
             raise Forbidden(f"this page needs the permission {self.page.scope!r}: "
                             f"{S.PERMISSIONS.get(self.page.scope, '')}", field="scope")
 
     @property
     def actor(self) -> Actor:
-        u = self.current_user
-        return Actor(u["name"], frozenset(u.get("scopes", ())), tuple(u.get("groups") or ()),
-                     kind=u.get("kind", "user"))
+        """The signed-in user with their effective TiHub permissions (ops/grants.py), found in ``prepare``."""
+        found = getattr(self, "_actor", None)
+        if found is None:  # prepare() stopped before (an error page): no TiHub permission at all
+            u = self.current_user
+            return Actor(u["name"], frozenset(x for x in u.get("scopes", ()) if x not in S.PERMISSIONS),
+                         tuple(u.get("groups") or ()), kind=u.get("kind", "user"))
+        return found
 
     def signed_in(self) -> dict[str, Any] | None:
         """The user if prepare() found one; never a second (blocking) look-up from an error page."""

@@ -3,8 +3,9 @@
 Users, groups and role assignments are the hub's: they are read from its REST API with the ti service's
 own token (role "ti-service" in ti_hub/hub_config.py: list/read users and groups, read their role
 assignments). The hub has no endpoint for role *definitions*, so they come from the configuration the
-ti service loaded (the hub's own file), falling back to TiHub's preset roles. Users and groups are changed
-with the forms (pages/peopleforms.py, through the hub: service/people.py).
+ti service loaded (the hub's own file), falling back to TiHub's preset roles. Beside them, each user's TiHub
+roles (ops/grants.py, the Roles page), which decide what they may do within the hub's ceiling. Users and groups
+are changed with the forms (pages/peopleforms.py, through the hub: service/people.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from tornado import web
 from ... import scopes as S
 from ...hub_config import preset_roles
 from ..hubapi import hub_list
+from ...ops import grants
 from .base import PAGE, PageHandler, perm_list, permissions_legend
 from .html import el, join, table
 from .peopleforms import PeopleForms
@@ -53,15 +55,20 @@ class PeoplePageHandler(PeopleForms, PageHandler):
         listed = {u["name"]: u for u in await self.people.list_users(self.actor)}
         roles = role_definitions(self.ti.config)
         group_roles = {g["name"]: g.get("roles") or [] for g in groups}
+        # TiHub's own roles decide within the hub's (ops/grants.py): both are shown, the effective permissions last
+        tihub = await self.ti.db(grants.snapshot, readonly=True)
+        default = self.ti.default_role
         user_rows = []
         for u in sorted(users, key=lambda u: u["name"]):
             via_groups = [r for g in u.get("groups") or () for r in group_roles.get(g, ())]
-            scopes = scopes_of([*(u.get("roles") or ()), *via_groups], roles)
+            ceiling = scopes_of([*(u.get("roles") or ()), *via_groups], roles)
+            held = tihub.roles_of(u["name"], u.get("groups") or (), default)
+            scopes = grants.effective_scopes(ceiling, grants.permissions_of_roles(held, tihub.roles))
             me = listed.get(u["name"]) or {"name": u["name"], "nickname": "", "email": "", "phone": "",
                                            "enabled": True}
             user_rows.append([u["name"], me["nickname"], me["email"], me["phone"],
                               "yes" if me["enabled"] else "disabled", "yes" if u.get("admin") else "",
-                              _names(u.get("groups")), _names(u.get("roles")), perm_list(scopes),
+                              _names(u.get("groups")), _names(u.get("roles")), _names(held), perm_list(scopes),
                               u.get("last_activity") or "never", self.user_actions(me)])
         group_rows = [[g["name"], (g.get("properties") or {}).get("description", ""), len(g.get("users") or ()),
                        _names(g.get("users")), _names(g.get("roles")), perm_list(scopes_of(g.get("roles"), roles)),
@@ -79,11 +86,14 @@ class PeoplePageHandler(PeopleForms, PageHandler):
             el("p", "Create, change, disable and delete users and manage groups with the forms below; every "
                     "change is in the ", el("a", "audit log", href=self.url("audit")), ". Authorize sign-ups at ",
                el("a", "Authorize users", href=hub + "authorize"),
-               ". Roles are defined in the configuration (c.JupyterHub.load_roles) and given to groups."),
+               ". What users may do in TiHub is decided by TiHub's own roles, given to users and groups on the ",
+               el("a", "Roles page", href=self.url("roles")), " (at once, without a restart); the hub's roles "
+               "(c.JupyterHub.load_roles) are the ceiling."),
             self.import_section(),
             el("h2", f"Users ({len(users)}{'+' if more_users else ''})"),
-            table("people-users", ["user", "nickname", "email", "phone", "enabled", "hub admin", "groups", "roles",
-                                   "TiHub permissions", "last activity", "actions"], user_rows, "No users."),
+            table("people-users", ["user", "nickname", "email", "phone", "enabled", "hub admin", "groups",
+                                   "hub roles", "TiHub roles", "TiHub permissions", "last activity", "actions"],
+                  user_rows, "No users."),
             el("h2", f"Groups ({len(groups)}{'+' if more_groups else ''})"),
             table("people-groups", ["group", "description", "members", "who", "roles", "TiHub permissions",
                                     "actions"], group_rows, "No groups."),
