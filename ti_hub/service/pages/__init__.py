@@ -13,13 +13,14 @@ from .admin import PlansPageHandler, PoolsPageHandler, QuotasPageHandler
 from .base import PAGES, PageHandler
 from .cluster import ClusterPageHandler
 from .home import HomeHandler
+from .jobs import JobsPageHandler
 from .people import PeoplePageHandler
 from .queue import QueuePageHandler
 
 HANDLERS: dict[str, type[PageHandler]] = {
     "": HomeHandler, "queue": QueuePageHandler, "cluster": ClusterPageHandler, "plans": PlansPageHandler,
     "pools": PoolsPageHandler, "quotas": QuotasPageHandler, "people": PeoplePageHandler,
-    "audit": AuditPageHandler, "account": AccountPageHandler,
+    "audit": AuditPageHandler, "account": AccountPageHandler, "jobs": JobsPageHandler,
 }
 assert set(HANDLERS) == {p.name for p in PAGES}, "every page in the nav has a handler"
 
