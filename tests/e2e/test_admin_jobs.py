@@ -15,7 +15,7 @@ from tihub_client import wait
 pytestmark = pytest.mark.e2e
 
 GRACE = 20  # the hub's stop grace: a job that honours SIGTERM ends long before it
-TERM_HANDLER = ("python3 -u -c 'import signal, sys, time\n"
+TERM_HANDLER = ("exec python3 -u -c 'import signal, sys, time\n"
                 "signal.signal(signal.SIGTERM, lambda *a: (print(\"got TERM\"), sys.exit(0)))\n"
                 "print(\"ready\")\nwhile True: time.sleep(0.2)'")
 
