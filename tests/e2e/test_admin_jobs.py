@@ -208,7 +208,9 @@ def test_home_dashboard_shows_my_work_quota_paths_and_free_devices(ahub):
         assert home["paths"] == {"work": f"/mnt/{u.name}", "archive": f"/archives/{u.name}"}
         assert {"device_type": "demo-gpu", "total": 1, "used": 1, "free": 0} in home["devices"]
         assert home["resources"]["pool"] == "default" and home["resources"]["cpu_used"] >= 1
-        assert any(c["device_type"] == "demo-gpu" and c["used"]["devices"] == 1 for c in home["quota"]["compute"])
+        # quota use counts what is asked for too: the running job's device and the queued one's
+        assert any(c["kind"] == "single" and c["device_type"] == "demo-gpu" and c["used"]["devices"] == 2
+                   for c in home["quota"]["compute"]), home["quota"]
         assert u.ok("GET", "/home", params={"pool": "elsewhere"})["running"] == []
         r = u.api("GET", "/home", params={"pool": "no pool"})
         assert r.status_code == 400 and r.json()["field"] == "pool"
