@@ -1,5 +1,5 @@
-"""ADM2: what the All jobs page shows of a job's pods (``ExecutionBackend.pods``): Kubernetes names the pods it
-watches, with their phase and node; the embedded platform has none."""
+"""ADM2: what the All jobs page shows of a job's pods (``ExecutionBackend.job_pods``): Kubernetes names the pods
+it watches, with their phase and node; the embedded platform has none."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ def test_kubernetes_lists_a_jobs_pods_with_phase_and_node():
         "ti-7-worker-0-xyz": {"metadata": {"name": "ti-7-worker-0-xyz"}, "status": {"phase": "Running"},
                               "spec": {"nodeName": "gpu-a"}},
     }
-    assert kube.pods(7) == [{"name": "ti-7-worker-0-xyz", "phase": "Running", "node": "gpu-a"},
+    assert kube.job_pods(7) == [{"name": "ti-7-worker-0-xyz", "phase": "Running", "node": "gpu-a"},
                             {"name": "ti-7-worker-1-abc", "phase": "Pending", "node": ""}]
-    assert kube.pods(8) == []
+    assert kube.job_pods(8) == []
 
 
 def test_local_jobs_have_no_pods(tmp_path):
-    assert LocalBackend(root_dir=str(tmp_path)).pods(7) == []
+    assert LocalBackend(root_dir=str(tmp_path)).job_pods(7) == []

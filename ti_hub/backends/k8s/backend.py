@@ -416,7 +416,7 @@ class KubernetesBackend(ExecutionBackend):
             await asyncio.sleep(0.05)
 
     # -- observation ----------------------------------------------------------------------------------------
-    def pods(self, job_id: int) -> list[dict[str, str]]:
+    def job_pods(self, job_id: int) -> list[dict[str, str]]:
         return sorted(({"name": p["metadata"]["name"], "phase": str(p.get("status", {}).get("phase", "")),
                         "node": str(p.get("spec", {}).get("nodeName") or "")}
                        for p in self.pods_by_job.get(int(job_id), {}).values()), key=lambda p: p["name"])

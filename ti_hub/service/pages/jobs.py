@@ -120,7 +120,7 @@ class JobsPageHandler(PageHandler):
                       [[i, a.get("node"), ", ".join(str(d) for d in a.get("devices") or []) or "none", a.get("cpu"),
                         a.get("memory_mib")] for i, a in enumerate(instances)],
                       "Not placed (it holds no node).")
-        pods = self.ti.backend.pods(job["id"])
+        pods = self.ti.backend.job_pods(job["id"])
         back = "?" + urlencode({"job": job["id"]})
         facts = [("owner", job["owner"]), ("kind", job["kind"]), ("state", job["status"]), ("reason", job["reason"]),
                  ("pool", job["pool"]), ("devices", devices_of(job)), ("image", job["image"]),
