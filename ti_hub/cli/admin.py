@@ -32,11 +32,11 @@ JOB_COLUMNS = [("ID", "id"), ("NAME", "name"), ("OWNER", "owner"), ("KIND", "kin
                ("POOL", "pool"), ("DEVICE", "device_type"), ("DEVS", lambda j: (j.get("devices_per_instance") or 0)
                                                                    * (instances_of(j) or 0)),
                ("CREATED", "created_at"), ("RUNTIME", runtime_of), ("REASON", "reason")]
-JOB_ACTIONS = {"kill": "kill now (SIGKILL after 5 s; a workspace: the hub stops its server)",
+JOB_ACTIONS = {"kill": "kill now (SIGTERM, SIGKILL 5 s later; a workspace: the hub stops its server)",
                "stop": "stop gracefully (SIGTERM, SIGKILL after the grace; ends stopped)",
                "requeue": "back to its queue keeping its age (a running job is stopped first)",
-               "reset": "a job in error or stuck scheduling/killing/pausing: to failed (a workspace: stopped), "
-                        "its resources released"}
+               "reset": "in error, or stuck scheduling/killing/pausing: to failed (a workspace: stopped),\n"
+                        "           its resources released"}
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
@@ -66,7 +66,8 @@ def cmd_job(args: argparse.Namespace) -> int:
 
 def register(root: Any) -> None:
     sub = group(root, "admin", "operators: the audit log and every user's work (admins only)", examples(
-        "ti admin audit", "ti admin audit --action vc --json"))
+        "ti admin audit", "ti admin audit --action vc --json", "ti admin jobs --status running",
+        "ti admin job stop alice/notebook"))
     p = command(sub, "audit", cmd_audit, "changes operators made, newest first: who, what, when", examples(
         "ti admin audit", "ti admin audit --actor alice", "ti admin audit --action plan.create --json"))
     p.add_argument("--actor", metavar="USER", help="only changes made by USER")
@@ -92,5 +93,5 @@ def register(root: Any) -> None:
         "ti admin job kill alice/notebook", "ti admin job stop 42", "ti admin job requeue 42",
         "ti admin job reset 42") + "\n\nactions:\n" + "\n".join(f"  {a:8} {h}" for a, h in JOB_ACTIONS.items()))
     p.add_argument("action", choices=list(JOB_ACTIONS), help="kill, stop, requeue or reset")
-    p.add_argument("job", metavar="JOB", help=JOB_HELP + " (another user's: OWNER/NAME or its id)")
+    p.add_argument("job", metavar="JOB", help=JOB_HELP)
     add_json(p)
