@@ -18,6 +18,8 @@ GRACE = 20  # the hub's stop grace: a job that honours SIGTERM ends long before 
 TERM_HANDLER = ("exec python3 -u -c 'import signal, sys, time\n"
                 "signal.signal(signal.SIGTERM, lambda *a: (print(\"got TERM\"), sys.exit(0)))\n"
                 "print(\"ready\")\nwhile True: time.sleep(0.2)'")
+TERM_IGNORED = ("exec python3 -u -c 'import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                "print(\"ready\")\nwhile True: time.sleep(0.2)'")
 
 
 @pytest.fixture(scope="module")
@@ -115,6 +117,18 @@ def test_stop_is_graceful_and_kill_and_stop_end_other_users_workspaces(ahub):
     assert audit_of(admin, f"{alice.name}/ak-term") == [(admin.name, "job.stop")]
     r = admin.api("POST", f"/jobs/{j['id']}/stop")
     assert r.status_code == 409 and "already ended" in r.json()["detail"]
+
+    # a job that ignores SIGTERM: the stop waits out its grace unless a kill overrides it
+    deaf = alice.ok("POST", "/jobs", json=job("ak-deaf", TERM_IGNORED))
+    alice.wait_job(deaf["id"], ("running",))
+    wait(lambda: "ready" in alice.ok("GET", f"/jobs/{deaf['id']}/logs")["text"], 30, "the job")
+    admin.ok("POST", f"/jobs/{deaf['id']}/stop")
+    time.sleep(3)
+    assert alice.ok("GET", f"/jobs/{deaf['id']}")["status"] == "killing"  # within its grace
+    t0 = time.monotonic()
+    assert admin.ok("POST", f"/jobs/{deaf['id']}/kill")["reason"] == f"kill requested by {admin.name}"
+    ended = alice.wait_job(deaf["id"], ("stopped", "killed"), timeout=GRACE + 30)
+    assert ended["status"] == "killed" and time.monotonic() - t0 < GRACE - 3, ended
 
     # the owner's own stop: their history, not the audit log
     own = alice.ok("POST", "/jobs", json=job("ak-own"))

@@ -115,3 +115,21 @@ def test_stop_ends_stopped_and_the_owners_own_is_not_audited(seeded, settings):
     assert out["status"] == st.STOPPED and out["reason"] == f"stopped by {ADMIN.name} before it started"
     assert audit_actions(db, f"{OWNER.name}/stop-me") == []
     assert audit_actions(db, f"{OWNER.name}/stop-queued") == ["job.stop"]
+
+
+def test_a_kill_overrides_a_stop_under_way(seeded, settings):
+    """A job that ignores SIGTERM need not wait out the grace: a kill turns the stop into a kill (the loop then
+    stops it with the kill's short grace) and it ends killed."""
+    db = seeded
+    jid = submit(db, settings, "stop-then-kill")
+    put(db, jid, st.RUNNING, placement=PLACED)
+    with db.begin() as s:
+        jobadmin.stop(s, ADMIN, jid)
+    with db.begin() as s:
+        assert jobs.kill(s, ADMIN, jid)["reason"] == f"kill requested by {ADMIN.name}"
+    with db.begin() as s:
+        jobs.killed(s, s.get(m.Job, jid))
+    with db.begin() as s:
+        j = s.get(m.Job, jid)
+        assert (j.status, j.reason) == (st.KILLED, f"killed by {ADMIN.name}")
+    assert audit_actions(db, f"{OWNER.name}/stop-then-kill") == ["job.stop", "job.kill"]

@@ -306,7 +306,8 @@ def kill(session: Session, actor: Actor, ref: Any) -> dict[str, Any]:
     elif job.status in (st.SCHEDULING, st.RUNNING, st.PAUSING):
         record(session, job, st.KILLING, f"{KILL_REQUESTED}{who}")
     elif job.status == st.KILLING:
-        pass
+        if not job.reason.startswith(KILL_REQUESTED):  # a graceful stop or a requeue under way: now a kill
+            record(session, job, st.KILLING, f"{KILL_REQUESTED}{who}")
     else:
         raise Conflict(f"job {job.id} has already ended ({job.status})", field="id")
     audit_others(session, actor, job, "kill", before)
