@@ -73,6 +73,7 @@ EXPECT: dict[tuple[str, str], Case] = {
     ("/plans/{id}", "patch"): Case(DENY, DENY, OK, "plan", body=lambda: {"description": "changed"}),
     ("/plans/{id}", "delete"): Case(DENY, DENY, OK, "fresh_plan"),
     ("/quota", "get"): Case(OK, DENY, OK, query={"user": "{owner}"}),  # another user's quota: users:manage
+    ("/home", "get"): same(OK),  # each caller's own dashboard
     ("/quotas", "get"): Case(DENY, DENY, OK),
     ("/quotas", "put"): Case(DENY, DENY, OK, body=lambda: {"user": "*", "kind": "dataset", "capacity_gib": 500}),
     ("/jobs", "get"): Case(OK, OK, OK, query={"owner": "{owner}"}),  # view-all (ACC5): others' summaries
@@ -86,6 +87,9 @@ EXPECT: dict[tuple[str, str], Case] = {
     ("/jobs/{id}/tensorboard", "post"): Case(PASS, DENY, DENY, "job", body=lambda: {"logdir": "/mnt/nowhere"}),
     ("/jobs/{id}/tensorboard", "delete"): Case(OK, DENY, DENY, "job"),
     ("/jobs/{id}/(kill)", "post"): Case(PASS, DENY, PASS, "job"),
+    ("/jobs/{id}/(stop)", "post"): Case(PASS, DENY, PASS, "job"),
+    ("/jobs/{id}/(requeue)", "post"): Case(DENY, DENY, PASS, "job"),  # manage-all: it keeps its age
+    ("/jobs/{id}/(reset)", "post"): Case(DENY, DENY, PASS, "job"),  # manage-all: the Ti seed's admin action
     ("/jobs/{id}/(pause)", "post"): Case(PASS, DENY, PASS, "job"),
     ("/jobs/{id}/(resume)", "post"): Case(PASS, DENY, PASS, "job"),
     # a clone carries the job's command and environment: the owner's and admins' only (JOB5)

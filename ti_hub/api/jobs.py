@@ -5,9 +5,24 @@ from __future__ import annotations
 import datetime as dt
 
 from ..domain.errors import ValidationError
-from ..ops import jobs, queue
+from ..ops import jobadmin, jobs, queue
+from ..service import hubapi
 from .base import APIHandler
 from .endpoints import endpoint_info
+
+
+async def clean_after_reset(ti, job: dict, state: dict | None) -> None:
+    """What a reset job may have left (``ops/jobadmin.reset``): its processes or pods (no grace: it is stuck
+    already), and a workspace's server at the hub. Best effort: the record is reset either way; a failure is
+    logged."""
+    try:
+        if state:
+            await ti.backend.stop(job["id"], state, grace_seconds=0.0)
+            await ti.backend.cleanup(job["id"], state)
+        if job["kind"] == "workspace":
+            await hubapi.stop_server(ti.hub_auth(), job["owner"], job["name"])
+    except Exception:
+        ti.log.exception("cleaning up after resetting job %s", job["id"])
 
 
 class JobsHandler(APIHandler):
@@ -27,7 +42,8 @@ class JobHandler(APIHandler):
                                       self.ti.endpoint_origins))
 
 
-ACTIONS = ("kill", "pause", "resume", "clone", "pin", "unpin", "priority", "move", "cancel")
+ACTIONS = ("kill", "stop", "requeue", "reset", "pause", "resume", "clone", "pin", "unpin", "priority", "move",
+           "cancel")
 
 
 class JobActionHandler(APIHandler):
@@ -35,6 +51,13 @@ class JobActionHandler(APIHandler):
         actor = self.actor
         if action == "kill":
             out = await self.op(jobs.kill, actor, ref)
+        elif action == "stop":
+            out = await self.op(jobadmin.stop, actor, ref)
+        elif action == "requeue":
+            out = await self.op(jobadmin.requeue, actor, ref, self.ti.ops_settings)
+        elif action == "reset":
+            out, old_state = await self.op(jobadmin.reset, actor, ref)
+            await clean_after_reset(self.ti, out, old_state)
         elif action == "pause":
             out = await self.op(jobs.pause, actor, ref)
         elif action == "resume":

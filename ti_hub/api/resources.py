@@ -5,7 +5,7 @@ from __future__ import annotations
 from .. import scopes as S
 from ..domain import validation as v
 from ..domain.errors import NotFound
-from ..ops import plans, quotas, volumes
+from ..ops import home, plans, quotas, volumes
 from .base import APIHandler
 
 
@@ -36,6 +36,13 @@ class MyQuotaHandler(APIHandler):
     async def get(self):
         o = self.ti.ops_settings
         self.send(await self.op(quotas.my_quota, self.actor, self.args().get("user"), o.compute_defaults,
+                                o.storage_defaults, o.device_types))
+
+
+class HomeHandler(APIHandler):
+    async def get(self):
+        o = self.ti.ops_settings
+        self.send(await self.op(home.dashboard, self.actor, o.nodes, self.args().get("pool"), o.compute_defaults,
                                 o.storage_defaults, o.device_types))
 
 

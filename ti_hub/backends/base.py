@@ -174,6 +174,11 @@ class ExecutionBackend(LoggingConfigurable):
         """Delete the workspace's image pull Secret, if it has one (its workspace stopped)."""
         return None
 
+    def job_pods(self, job_id: int) -> list[dict[str, str]]:
+        """ADM2: the job's pods as the backend last saw them (name, phase, node), for the All jobs page; none
+        where jobs are not pods."""
+        return []
+
     async def cleanup(self, job_id: int, state: dict[str, Any]) -> None:
         """Release what outlives the processes (scratch space, ...); logs are kept."""
         raise NotImplementedError

@@ -208,7 +208,9 @@ def register(root: Any) -> None:
     p.add_argument("--instance", type=int, metavar="N", help="which instance of a distributed job (default 0)")
     p.add_argument("--tail", type=int, metavar="N", help="start with only the last N lines")
 
-    for verb, what in (("kill", "stop a job for good"), ("pause", "pause a running job (frees its devices)"),
+    for verb, what in (("kill", "stop a job for good"),
+                       ("stop", "stop a job gracefully: SIGTERM, then SIGKILL after the hub's grace (ends stopped)"),
+                       ("pause", "pause a running job (frees its devices)"),
                        ("resume", "resume a paused job")):
         p = command(sub, verb, _action(verb), what, examples(f"ti job {verb} mnist", f"ti job {verb} 42"))
         p.add_argument("job", metavar="JOB", help=JOB_HELP)

@@ -8,6 +8,7 @@ nobody else sees it at all (404). Secret environment values are shown to nobody 
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Any
 
 from sqlalchemy import and_, func, insert, or_, select
@@ -19,12 +20,18 @@ from ..domain import states as st
 from ..domain import validation as v
 from ..domain.actor import FULL, SUMMARY, Actor
 from ..domain.errors import Conflict, Forbidden, NotFound
-from . import jobspec, quotas, secretenv, unixids
+from . import audit, jobspec, quotas, secretenv, unixids
 from .common import estimate_iso, iso, lock_user, utcnow
 from .rendercache import RenderCache
 from .settings import OpsSettings
 
-LIST_FILTERS = ("status", "kind", "name", "owner", "all", "limit", "offset")
+LIST_FILTERS = ("status", "kind", "name", "owner", "all", "pool", "device_type", "limit", "offset")
+DEVICE_TYPE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$"
+DEVICE_TYPE_RE = re.compile(DEVICE_TYPE_PATTERN[:-1] + r"\Z")
+DEVICE_TYPE_RULE = "1-63 letters, digits, '.', '_', '/' and '-' (a device type: cpu, a100, ...)"
+# what a requested stop turns into once the processes are gone (``killed``): the reason of the KILLING record
+# says which, so that the loop, the spawner's report and a restarted service all finish it the same way
+KILL_REQUESTED, STOP_REQUESTED, REQUEUE_REQUESTED = "kill requested", "stop requested", "requeue requested"
 
 
 # what a listing reads: every column but the backend's private state, as plain rows (no ORM objects)
@@ -247,6 +254,13 @@ def _list_conditions(actor: Actor, args: dict[str, str]) -> list[Any]:
         for k in kinds:
             v.choice(k, "kind", st.KINDS)
         conds.append(m.Job.kind.in_(kinds))
+    # ADM2: the operators' filters (a pool is a virtual cluster); a malformed value is refused, not unmatched
+    if args.get("pool"):
+        conds.append(m.Job.pool == v.name(args["pool"], "pool"))
+    if args.get("device_type"):
+        if not DEVICE_TYPE_RE.match(args["device_type"]):
+            raise v.ValidationError(f"device_type must be {DEVICE_TYPE_RULE}", field="device_type")
+        conds.append(m.Job.device_type == args["device_type"])
     if args.get("name"):
         needle = v.text(args["name"], "name", 63).replace("\\", "\\\\").replace("%", r"\%").replace("_", r"\_")
         conds.append(m.Job.name.like(f"%{needle}%", escape="\\"))
@@ -285,23 +299,55 @@ def metrics_source(session: Session, actor: Actor, ref: Any) -> dict[str, Any]:
 def kill(session: Session, actor: Actor, ref: Any) -> dict[str, Any]:
     job = find(session, actor, ref, manage=True)
     who = "" if job.owner == actor.name else f" by {actor.name}"
+    before = job.status
     if job.status in (st.QUEUED, st.CREATED, st.PAUSED):
         record(session, job, st.KILLED, f"killed{who} before it started" if job.status != st.PAUSED
                else f"killed{who} while paused")
     elif job.status in (st.SCHEDULING, st.RUNNING, st.PAUSING):
-        record(session, job, st.KILLING, f"kill requested{who}")
+        record(session, job, st.KILLING, f"{KILL_REQUESTED}{who}")
     elif job.status == st.KILLING:
-        pass
+        if not job.reason.startswith(KILL_REQUESTED):  # a graceful stop or a requeue under way: now a kill
+            record(session, job, st.KILLING, f"{KILL_REQUESTED}{who}")
     else:
         raise Conflict(f"job {job.id} has already ended ({job.status})", field="id")
+    audit_others(session, actor, job, "kill", before)
     return render(job)
 
 
+def audit_others(session: Session, actor: Actor, job: m.Job, verb: str, before: str,
+                 detail: dict[str, Any] | None = None) -> None:
+    """ADM1/ADM2: an action on another user's job or workspace is an operator's change: audited (its history
+    says it too, by whom); the owner's own actions are their history alone."""
+    if job.owner != actor.name:
+        audit.record(session, actor, f"job.{verb}", f"{job.owner}/{job.name}",
+                     {"id": job.id, "kind": job.kind, "from": before, "to": job.status, **(detail or {})})
+
+
 def killed(session: Session, job: m.Job) -> None:
-    """A requested kill is done (the processes are gone): killed, saying by whom as the request did."""
+    """A requested kill, stop or requeue is done (the processes are gone): killed, stopped, or back in its
+    queue, saying by whom as the request did (``ops/jobadmin.py`` asks for the last two)."""
     if job.kind == "workspace":
         job.placement = None  # as a stopped workspace: a restart is placed afresh
-    record(session, job, st.KILLED, job.reason.replace("kill requested", "killed") or "killed")
+    if job.reason.startswith(REQUEUE_REQUESTED) and job.kind != "workspace":
+        back_to_queue(session, job, job.reason.replace(REQUEUE_REQUESTED, "requeued", 1))
+    elif job.reason.startswith(STOP_REQUESTED):
+        job.placement = None
+        record(session, job, st.STOPPED, job.reason.replace(STOP_REQUESTED, "stopped", 1))
+    else:
+        record(session, job, st.KILLED, job.reason.replace(KILL_REQUESTED, "killed") or "killed")
+
+
+def back_to_queue(session: Session, job: m.Job, message: str) -> None:
+    """A new run of the same job: its devices released, its place in the queue by creation (its id) kept."""
+    job.finished_at = None
+    job.started_at = None  # a new run: its declared duration counts from its new start
+    job.exit_code = None
+    job.placement = None
+    job.backend_state = None
+    job.estimated_start = None
+    job.queue_position = None
+    job.wait_alerted = False
+    record(session, job, st.QUEUED, message)
 
 
 def pause(session: Session, actor: Actor, ref: Any) -> dict[str, Any]:

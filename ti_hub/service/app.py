@@ -119,6 +119,10 @@ class TiService(Application):
         20_000, config=True,
         help="Finished jobs whose rendered JSON each API process keeps for job lists (about 1 KB each; 0 "
              "turns the cache off). Finished jobs never change, so the cache is never stale.")
+    stop_grace_seconds = Float(
+        30.0, config=True,
+        help="A graceful stop (POST /jobs/{id}/stop, `ti job stop`, the All jobs page): seconds between SIGTERM "
+             "and SIGKILL for a job's processes (on Kubernetes, the wait for its pods to go). A kill gives 5.")
     scheduler_interval = Float(1.0, config=True,
                                help="Seconds between cycles that stop, watch and admit jobs (submissions wake it).")
     scheduler_min_interval = Float(

@@ -20,7 +20,7 @@ from ..db import models as m
 from ..domain import states as st
 from ..domain.errors import HubUnavailable
 from ..ops import images, secretenv, unixids
-from ..ops.jobs import alert, killed, record
+from ..ops.jobs import STOP_REQUESTED, alert, killed, record
 from ..scheduler import core, overrun
 from ..scheduler.estimate import typical_durations
 from ..storage import personal
@@ -70,6 +70,8 @@ class JobRunner:
         self.alerted_runs: set[tuple[int, Any]] = set()  # (job, its start): runs past their duration, alerted
         # killed workspaces whose stop the hub is working on (the tasks are kept: the loop holds only weak ones)
         self.ws_stopping: dict[int, asyncio.Future] = {}
+        # jobs stopped gracefully (their grace may be long: never inside a cycle)
+        self.graceful: dict[int, asyncio.Future] = {}
 
     def poke(self) -> None:
         """Something changed (a submission, a kill, a workspace stop): schedule at once."""
@@ -179,7 +181,8 @@ class JobRunner:
     async def stop_requested(self) -> int:
         is_ws = m.Job.kind == "workspace"
         jobs = await self.svc.db(lambda s: s.execute(select(m.Job.id, m.Job.kind, m.Job.owner, m.Job.name,
-                                                            m.Job.backend_state).where(
+                                                            m.Job.backend_state, m.Job.status,
+                                                            m.Job.reason).where(
             (~is_ws & (m.Job.status.in_((st.KILLING, st.PAUSING)) | m.Job.preempted_by.is_not(None)))
             | (is_ws & (m.Job.status == st.KILLING))
         )).all(), readonly=True, scheduler=True)
@@ -188,6 +191,10 @@ class JobRunner:
             if j.kind == "workspace":
                 if j.id not in self.ws_stopping:  # the hub may take a while: never hold up the cycle for it
                     self.ws_stopping[j.id] = asyncio.ensure_future(self._stop_workspace(j.id, j.owner, j.name))
+                continue
+            if j.backend_state and j.status == st.KILLING and j.reason.startswith(STOP_REQUESTED):
+                if j.id not in self.graceful:
+                    self.graceful[j.id] = asyncio.ensure_future(self._stop_gracefully(j.id, j.backend_state))
                 continue
             if j.backend_state:
                 await self.svc.backend.stop(j.id, j.backend_state)
@@ -210,6 +217,18 @@ class JobRunner:
             self.log.exception("killing workspace %s/%s failed; asking again", owner, name)
         finally:
             self.ws_stopping.pop(job_id, None)
+
+    async def _stop_gracefully(self, job_id: int, state: dict[str, Any]) -> None:
+        """A requested stop: SIGTERM, the grace, then SIGKILL (the backend's stop), off the cycle."""
+        try:
+            await self.svc.backend.stop(job_id, state, grace_seconds=self.svc.stop_grace_seconds)
+            await self.svc.backend.cleanup(job_id, state)
+            await self.svc.db(self._finish_stop, job_id, scheduler=True)
+            self.poke()
+        except Exception:
+            self.log.exception("stopping job %d failed; trying again", job_id)
+        finally:
+            self.graceful.pop(job_id, None)
 
     @staticmethod
     def _finish_stop(s: Session, job_id: int) -> None:

@@ -53,7 +53,16 @@ def origin_handlers() -> list[tuple]:
 # Every route with each method's contract (api/contract.py): the chokepoint checks requests against it and the
 # OpenAPI document is printed from it. tests/e2e/test_authz_matrix.py holds who may call each one.
 J_ACTION = {  # POST /jobs/{id}/ACTION
-    "kill": Op("Kill a job (owner, or custom:ti:jobs:manage-all)", J.JOB, errors=(404, 409)),
+    "kill": Op("Kill a job or a workspace (owner, or custom:ti:jobs:manage-all); audited when not the owner's",
+               J.JOB, errors=(404, 409)),
+    "stop": Op("Stop a job gracefully (SIGTERM, then SIGKILL after TiService.stop_grace_seconds) or a workspace "
+               "(the hub stops its server); ends stopped (owner, or custom:ti:jobs:manage-all)", J.JOB,
+               errors=(404, 409)),
+    "requeue": Op("Put a running, failed, error, killed or stopped job back in its queue, keeping its age; a "
+                  "running one is stopped first (custom:ti:jobs:manage-all)", J.JOB, errors=(404, 409)),
+    "reset": Op("Reset a job or workspace in error, or stuck scheduling, killing or pausing, to failed (a "
+                "workspace: stopped), releasing its resources (custom:ti:jobs:manage-all)", J.JOB,
+                errors=(404, 409)),
     "pause": Op("Pause a queued or running job: release its resources, keep the record (JOB4)", J.JOB,
                 errors=(404, 409)),
     "resume": Op("Resume a paused job: back to its queue", J.JOB, errors=(404, 409)),
@@ -79,6 +88,9 @@ ROUTES: list[Route] = [
         {"id": C.ID_PARAM}),
     Route("/quota", resources.MyQuotaHandler, {
         "get": Op("My compute and storage quota with usage", R.MY_QUOTA, query=R.USER_QUERY)}),
+    Route("/home", resources.HomeHandler, {
+        "get": Op("My dashboard for one pool: my running and queued work there, my quota and storage use, my work "
+                  "and data paths, the pool's free devices (DEV6)", R.HOME, query=R.HOME_QUERY)}),
     Route("/quotas", resources.QuotasHandler, {
         "get": Op("Quotas set (custom:ti:users:manage)", R.QUOTA_PAGE, query={**R.USER_QUERY, **C.PAGE}),
         "put": Op("Set a compute or storage quota (custom:ti:users:manage)", R.QUOTA, body=R.SET_QUOTA)}),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ...domain import states as st
 from ...domain import validation as v
+from ...ops.jobs import DEVICE_TYPE_PATTERN
 from ...ops.jobspec import ENDPOINTS, MAX_DURATION
 from ..contract import Param
 from .common import (BOOL, COUNT, ID, INT, MAYBE_TIME, NAME, NUM, STATUS, STR, TEXT, TIME, answer, array, enum,
@@ -137,6 +138,8 @@ JOB_FILTERS = {
     "name": Param(string(63), "a part of the name"),
     "owner": Param(string(255), "the owner (others' need custom:ti:jobs:view-all)"),
     "all": flag("everyone's jobs (custom:ti:jobs:view-all)"),
+    "pool": Param(string(63, pattern=v.NAME_PATTERN), "one pool (virtual cluster)"),
+    "device_type": Param(string(63, pattern=DEVICE_TYPE_PATTERN), "one device type (cpu, a100, ...)"),
     **page(),
 }
 LOG_QUERY = {"instance": Param(integer(0, 99_999), "the instance (default 0)"),

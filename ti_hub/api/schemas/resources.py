@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from ...domain import states as st
+from ...domain import validation as v
 from ...ops.quotas import STORAGE_KINDS
 from ...ops.volumes import MAX_GIB
 from ..contract import Param
-from .common import (BOOL, COUNT, ID, INT, NAME, NUM, STR, TEXT, TIME, USERNAME, answer, array, enum, flag,
+from .common import (BOOL, COUNT, ID, INT, MAYBE_TIME, NAME, NUM, STR, TEXT, TIME, USERNAME, answer, array, enum, flag,
                      integer, nullable, number, obj, page, page_of, ref, string)
 
 # -- plans -----------------------------------------------------------------------------------------------
@@ -44,6 +45,19 @@ SET_QUOTA = obj({"user": string(255, 1, "a user, or * for everyone's default"),
                  "capacity_gib": integer(0, 1 << 30, "storage kinds")}, ["user", "kind"], title="SetQuota",
                 description="a compute quota (devices, cpu, memory_mib) or a storage quota (capacity_gib)")
 USER_QUERY = {"user": Param(USERNAME, "another user (custom:ti:users:manage)")}
+# DEV6: my dashboard for one pool (ops/home.py)
+HOME_JOB = answer({"id": ID, "name": STR, "kind": STR, "status": STR, "reason": STR, "device_type": STR,
+                   "devices": COUNT, "queue_position": nullable(INT), "estimated_start": MAYBE_TIME,
+                   "started_at": MAYBE_TIME, "created_at": TIME})
+HOME = answer({"user": STR, "pool": STR, "running": array(HOME_JOB), "queued": array(HOME_JOB),
+               "quota": answer({"compute": MY_QUOTA["properties"]["compute"],
+                                "storage": MY_QUOTA["properties"]["storage"]}),
+               "paths": answer({"work": STR, "archive": STR}),
+               "devices": array(answer({"device_type": STR, "total": COUNT, "used": COUNT, "free": COUNT})),
+               "resources": nullable(answer({"pool": STR, "cpu_total": NUM, "cpu_used": NUM, "cpu_free": NUM,
+                                             "memory_mib_total": COUNT, "memory_mib_used": COUNT,
+                                             "memory_mib_free": COUNT}))}, title="Home")
+HOME_QUERY = {"pool": Param(string(63, pattern=v.NAME_PATTERN), "the pool (virtual cluster); default: default")}
 
 # -- volumes ---------------------------------------------------------------------------------------------
 SHARE = answer({"id": ID, "kind": enum(("user", "group")), "grantee": STR, "mode": enum(("ro", "rw"))})

@@ -416,6 +416,11 @@ class KubernetesBackend(ExecutionBackend):
             await asyncio.sleep(0.05)
 
     # -- observation ----------------------------------------------------------------------------------------
+    def job_pods(self, job_id: int) -> list[dict[str, str]]:
+        return sorted(({"name": p["metadata"]["name"], "phase": str(p.get("status", {}).get("phase", "")),
+                        "node": str(p.get("spec", {}).get("nodeName") or "")}
+                       for p in self.pods_by_job.get(int(job_id), {}).values()), key=lambda p: p["name"])
+
     def _pods_of(self, job_id: int, job_name: str) -> dict[int, dict[str, Any]]:
         """Newest pod of each completion index of one Kubernetes Job."""
         out: dict[int, dict[str, Any]] = {}

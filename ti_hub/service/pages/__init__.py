@@ -13,6 +13,7 @@ from .admin import PlansPageHandler, PoolsPageHandler, QuotasPageHandler
 from .base import PAGES, PageHandler
 from .cluster import ClusterPageHandler
 from .home import HomeHandler
+from .jobs import JobsPageHandler
 from .people import PeoplePageHandler
 from .queue import QueuePageHandler
 from .roles import RolesPageHandler
@@ -21,6 +22,7 @@ HANDLERS: dict[str, type[PageHandler]] = {
     "": HomeHandler, "queue": QueuePageHandler, "cluster": ClusterPageHandler, "plans": PlansPageHandler,
     "pools": PoolsPageHandler, "quotas": QuotasPageHandler, "people": PeoplePageHandler,
     "audit": AuditPageHandler, "account": AccountPageHandler, "roles": RolesPageHandler,
+    "jobs": JobsPageHandler,
 }
 assert set(HANDLERS) == {p.name for p in PAGES}, "every page in the nav has a handler"
 

@@ -38,6 +38,7 @@ class Page:
 PAGES: tuple[Page, ...] = (
     Page("", "TiHub", None, "Overview"),
     Page("queue", "Queue", None),
+    Page("jobs", "All jobs", S.MANAGE_ALL_JOBS, "All jobs"),
     Page("cluster", "Cluster status", S.VIEW_CLUSTER, "Cluster"),
     Page("plans", "Plans", S.VIEW_VC),
     Page("pools", "Pools", S.VIEW_VC),
