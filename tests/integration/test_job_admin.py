@@ -133,3 +133,33 @@ def test_a_kill_overrides_a_stop_under_way(seeded, settings):
         j = s.get(m.Job, jid)
         assert (j.status, j.reason) == (st.KILLED, f"killed by {ADMIN.name}")
     assert audit_actions(db, f"{OWNER.name}/stop-then-kill") == ["job.stop", "job.kill"]
+
+
+def test_queue_actions_on_others_jobs_are_audited_and_the_owners_are_not(seeded, settings):
+    """ADM1: pause, resume, pin, unpin, priority and cancel on another user's job are operators' changes."""
+    from ti_hub.ops import queue
+
+    db = seeded
+    jid = submit(db, settings, "held")
+    with db.begin() as s:
+        jobs.pause(s, OWNER, jid)
+    with db.begin() as s:
+        jobs.resume(s, OWNER, jid, settings)
+    assert audit_actions(db, f"{OWNER.name}/held") == []  # the owner's own: their history alone
+    with db.begin() as s:
+        jobs.pause(s, ADMIN, jid)
+    with db.begin() as s:
+        jobs.resume(s, ADMIN, jid, settings)
+    with db.begin() as s:
+        queue.pin(s, ADMIN, jid, True)
+    with db.begin() as s:
+        queue.pin(s, ADMIN, jid, False)
+    with db.begin() as s:
+        queue.set_priority(s, ADMIN, jid, {"priority": 500})
+    with db.begin() as s:
+        queue.cancel(s, ADMIN, jid)
+    assert audit_actions(db, f"{OWNER.name}/held") == ["job.pause", "job.resume", "job.pin", "job.unpin",
+                                                       "job.priority", "job.cancel"]
+    with db.begin() as s:
+        e = s.scalars(select(m.AuditEntry).where(m.AuditEntry.action == "job.priority")).one()
+        assert e.actor == ADMIN.name and e.detail["priority"] == [100, 500] and e.detail["id"] == jid

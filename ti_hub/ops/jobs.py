@@ -355,12 +355,14 @@ def pause(session: Session, actor: Actor, ref: Any) -> dict[str, Any]:
     job = find(session, actor, ref, manage=True)
     if job.kind == "workspace":
         raise Conflict("workspaces are stopped, not paused", field="id")
+    before = job.status
     if job.status == st.QUEUED:
         record(session, job, st.PAUSED, "paused while queued")
     elif job.status in (st.SCHEDULING, st.RUNNING):
         record(session, job, st.PAUSING, "pause requested")
     elif job.status not in (st.PAUSING, st.PAUSED):
         raise Conflict(f"job {job.id} is {job.status}; only queued or running jobs can be paused", field="id")
+    audit_others(session, actor, job, "pause", before)
     return render(job)
 
 
@@ -379,6 +381,7 @@ def resume(session: Session, actor: Actor, ref: Any, settings: OpsSettings) -> d
     job.placement = None
     job.backend_state = None
     record(session, job, st.QUEUED, "resumed: waiting for the scheduler")
+    audit_others(session, actor, job, "resume", st.PAUSED)
     return render(job, queue_position(session, job))
 
 

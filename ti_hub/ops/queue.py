@@ -25,7 +25,7 @@ from ..scheduler import score
 from ..scheduler.core import order_key
 from ..scheduler.model import Request
 from .common import estimate_iso, lock_user, utcnow
-from .jobs import find, queue_position, record, render
+from .jobs import audit_others, find, queue_position, record, render
 
 
 def _queued(job: m.Job, what: str) -> None:
@@ -78,6 +78,7 @@ def pin(session: Session, actor: Actor, ref: Any, on: bool, settling_s: float = 
         job.pinned_at = None
         message = f"unpinned by {actor.name}"
     session.add(m.JobEvent(job_id=job.id, at=utcnow(), status=job.status, message=message))
+    audit_others(session, actor, job, "pin" if on else "unpin", job.status)
     reposition(session, job, settling_s)
     return render(job, queue_position(session, job))
 
@@ -94,6 +95,7 @@ def set_priority(session: Session, actor: Actor, ref: Any, data: dict[str, Any],
     old, job.priority = job.priority, priority
     session.add(m.JobEvent(job_id=job.id, at=utcnow(), status=job.status,
                            message=f"priority {old} -> {priority} by {actor.name}"))
+    audit_others(session, actor, job, "priority", job.status, {"priority": [old, priority]})
     reposition(session, job, settling_s)
     return render(job, queue_position(session, job))
 
@@ -148,6 +150,7 @@ def cancel(session: Session, actor: Actor, ref: Any) -> dict[str, Any]:
     _queued(job, "cancelled from the queue")
     who = "" if job.owner == actor.name else f" by {actor.name}"
     record(session, job, st.KILLED, f"cancelled{who} while queued")
+    audit_others(session, actor, job, "cancel", st.QUEUED)
     return render(job)
 
 
