@@ -18,7 +18,7 @@ from ..db import models as m
 from ..domain import states as st
 from ..domain.actor import Actor
 from ..domain.errors import Conflict, NotFound, ValidationError
-from . import jobspec, quotas, unixids
+from . import jobspec, quotas, unixids, vcs
 from .common import lock_user, utcnow
 from .jobs import _insert, killed, record, render
 from .settings import OpsSettings
@@ -45,6 +45,7 @@ def start(session: Session, caller: Actor, owner: str, name: str, groups: list[s
     actor = owner_actor(caller, owner, groups, scopes)
     actor.need(S.SUBMIT, f"{owner} starting a workspace")
     fields = jobspec.parse_workspace(session, actor, {**options, "name": name}, settings)
+    vcs.check_access(session, actor, fields["pool"])
     unixids.check_may_run(session, owner, settings.uids)
     unixids.ensure(session, [owner], settings.uids)  # the spawner runs the workspace as this uid
     job = _get(session, owner, name)

@@ -359,6 +359,17 @@ class TiService(Application):
                 for img in self.initial_images:
                     s.add(m.Image(created_at=utcnow(), **{"version": "", "description": "", **img}))
 
+    async def read_capacity(self, settle: bool = False) -> list:
+        """The backend's capacity with the machines virtual clusters own split off (RES2, ops/vcs.py).
+        ``settle`` (the leader): first move draining machines that nothing holds any more to their next VC."""
+        from ..ops import vcs
+
+        rows = await self.db(vcs.assignments, readonly=True)
+        if settle and any(r[5] for r in rows) and await self.db(vcs.settle, scheduler=True):
+            rows = await self.db(vcs.assignments, readonly=True)
+        self.backend.set_vc_assignments(rows)
+        return await self.backend.capacity()
+
     async def db(self, fn, *args, readonly: bool = False, scheduler: bool = False, **kwargs) -> Any:
         """Run ``fn(session, ...)`` in a worker thread inside one transaction (committed on success).
 
@@ -523,7 +534,7 @@ class TiService(Application):
             # plans are offered by capacity: a follower reads it itself instead of asking the leader
             while True:
                 try:
-                    self.ops_settings.nodes = await self.backend.capacity()
+                    self.ops_settings.nodes = await self.read_capacity()
                 except Exception:
                     self.log.exception("reading capacity failed")
                 await asyncio.sleep(self.scheduler_interval)

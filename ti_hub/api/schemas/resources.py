@@ -24,7 +24,9 @@ PLAN = answer({"id": ID, "name": STR, "description": STR, "kinds": array(STR), "
                "runnable": BOOL}, ["runnable"], title="Plan")
 PLAN_PAGE = page_of(PLAN)
 PLAN_QUERY = {"kind": Param(enum(st.KINDS), "only plans for this kind of work"),
-              "all": flag("admins: also plans that cannot run on this cluster now"), **page()}
+              "all": flag("admins: also plans that cannot run on this cluster now"),
+              "vc": Param(string(63, 1, "a virtual cluster, or * for all"),
+                          "plans of this virtual cluster (default: my current one, once I chose one)"), **page()}
 
 # -- quotas ----------------------------------------------------------------------------------------------
 LIMITS = answer({"devices": COUNT, "cpu": NUM, "memory_mib": COUNT})

@@ -1,0 +1,84 @@
+"""/vcs, /vcs/{name}, /vcs/{name}/machines, /vcs/{name}/access, /me/vc (SPEC RES2)."""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import quote
+
+from jupyterhub.utils import url_path_join
+from tornado.httpclient import AsyncHTTPClient, HTTPClientError
+
+from .. import scopes as S
+from ..domain.errors import HubUnavailable, NotFound
+from ..ops import vcs
+from .base import APIHandler
+
+
+async def group_members(hub_auth, group: str) -> list[str]:
+    """A hub group's users (a revocation strands their running work); 404 when the hub has no such group."""
+    url = url_path_join(hub_auth.api_url, "groups", quote(group, safe=""))
+    try:
+        resp = await AsyncHTTPClient().fetch(url, headers={"Authorization": f"token {hub_auth.api_token}"},
+                                             request_timeout=20)
+    except HTTPClientError as e:
+        if e.code == 404:
+            raise NotFound(f"the hub has no group {group!r}", field="group") from None
+        raise HubUnavailable(f"the hub did not answer group {group!r}: {e}") from None
+    except OSError as e:
+        raise HubUnavailable(f"the hub did not answer group {group!r}: {e}") from None
+    return list(json.loads(resp.body).get("users") or [])
+
+
+def kubernetes(backend) -> bool:
+    return type(backend).__name__.startswith("Kubernetes")
+
+
+class VCsHandler(APIHandler):
+    async def get(self):
+        self.send(await self.op(vcs.list_vcs, self.actor))
+
+    async def post(self):
+        self.send(await self.op(vcs.create, self.actor, self.body()), 201)
+
+
+class VCHandler(APIHandler):
+    async def get(self, name: str):
+        self.send(await self.op(vcs.show, self.actor, name))
+
+    async def patch(self, name: str):
+        self.send(await self.op(vcs.change, self.actor, name, self.body()))
+
+    async def delete(self, name: str):
+        await self.op(vcs.delete, self.actor, name)
+        self.set_status(204)
+        self.finish()
+
+
+class VCMachinesHandler(APIHandler):
+    async def post(self, name: str):
+        k8s = kubernetes(self.ti.backend)
+        out = await self.op(vcs.assign, self.actor, name, self.body(), self.ti.ops_settings.nodes, k8s)
+        if k8s:  # Kubernetes: the node's label is the assignment the scheduler reads
+            for moved in out.get("moved", []):
+                if not moved["draining"]:
+                    await self.ti.backend.assign_machine(moved["machine"], moved["to"])
+        self.ti.ops_settings.nodes = await self.ti.read_capacity()
+        self.send(out)
+
+
+class VCAccessHandler(APIHandler):
+    async def post(self, name: str):
+        data = self.body()
+        members = None
+        if isinstance(data, dict) and isinstance(data.get("group"), str) and data.get("remove"):
+            self.actor.need(S.MANAGE_VC, "changing who may use virtual clusters")
+            members = await group_members(self.hub_auth, data["group"])
+        self.send(await self.op(vcs.set_access, self.actor, name, data, members))
+
+
+class CurrentVCHandler(APIHandler):
+    async def get(self):
+        self.send(await self.op(vcs.current, self.actor))
+
+    async def put(self):
+        self.send(await self.op(vcs.use, self.actor, self.body()))
