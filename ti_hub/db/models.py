@@ -329,6 +329,9 @@ class VirtualCluster(Base):
     description: Mapped[str] = mapped_column(Text, default="")
     caps: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     draining: Mapped[bool] = mapped_column(Boolean, default=False)
+    # False: open to all (a new VC, and "default" always); the first grant restricts it to its grantees, and it
+    # stays restricted when the last grant goes (closed), until an admin opens it again
+    restricted: Mapped[bool] = mapped_column(Boolean, default=False)
     drained_users: Mapped[list[Any]] = mapped_column(JSON, default=list)
     cohort: Mapped[str | None] = mapped_column(String(63), nullable=True)
     created_at: Mapped[dt.datetime]
@@ -339,7 +342,7 @@ class VirtualCluster(Base):
 
 
 class VCAccess(Base):
-    """RES2: a user or a group who may use a VC. A VC with no grant is open to all (as "default" always is)."""
+    """RES2: a user or a group who may use a restricted VC (VirtualCluster.restricted)."""
 
     __tablename__ = "ti_vc_access"
     __table_args__ = (UniqueConstraint("vc_id", "grantee_kind", "grantee"),)

@@ -1,8 +1,9 @@
 """RES2 virtual clusters: create, rename, change, delete; machines, per-user caps, access, a user's current VC.
 
 A VC's name is the pool string that plans and jobs carry. "default" always exists, owns every machine (device)
-no other VC owns, is open to all and is never renamed or deleted. A VC with no access grant is open to all too
-(a new VC is usable at once; granting the first user or group closes it to everyone else).
+no other VC owns, is open to all and is never renamed or deleted. A new VC is open to all too (usable at once);
+its first access grant restricts it to its grantees (users, and members of its groups), and it stays restricted
+-- closed to all -- when the last grant is revoked, until an admin opens it again (``open``).
 
 Changes that would strand running work -- taking away a machine (device) that runs jobs, revoking a user (or a
 group) with running jobs, lowering a cap under what a user holds -- are refused with the jobs that hold it
@@ -31,7 +32,7 @@ from . import audit
 from .common import ensure_user, utcnow
 
 DEFAULT = "default"
-VC_FIELDS = ("name", "description", "caps", "draining", "drain")
+VC_FIELDS = ("name", "description", "caps", "draining", "open", "drain")
 
 
 # -- reading ---------------------------------------------------------------------------------------------------
@@ -39,8 +40,8 @@ def get(session: Session, name: str, lock: bool = False) -> m.VirtualCluster:
     stmt = select(m.VirtualCluster).where(m.VirtualCluster.name == name)
     vc = session.scalar(stmt.with_for_update() if lock else stmt)
     if vc is None and name == DEFAULT:  # always there, even in a database set up without the migration's row
-        vc = m.VirtualCluster(name=DEFAULT, description="", caps={}, draining=False, drained_users=[],
-                              created_at=utcnow())
+        vc = m.VirtualCluster(name=DEFAULT, description="", caps={}, draining=False, restricted=False,
+                              drained_users=[], created_at=utcnow())
         session.add(vc)
         session.flush()
     if vc is None:
@@ -49,7 +50,7 @@ def get(session: Session, name: str, lock: bool = False) -> m.VirtualCluster:
 
 
 def is_open(vc: m.VirtualCluster) -> bool:
-    return vc.name == DEFAULT or not vc.access
+    return vc.name == DEFAULT or not vc.restricted
 
 
 def may_use(vc: m.VirtualCluster, user: str, groups: Iterable[str]) -> bool:
@@ -57,7 +58,7 @@ def may_use(vc: m.VirtualCluster, user: str, groups: Iterable[str]) -> bool:
         return True
     if user in (vc.drained_users or []):
         return False
-    if not vc.access:
+    if not vc.restricted:
         return True
     gs = set(groups)
     return any((a.grantee_kind == "user" and a.grantee == user) or (a.grantee_kind == "group" and a.grantee in gs)
@@ -189,8 +190,8 @@ def create(session: Session, actor: Actor, data: dict[str, Any]) -> dict[str, An
     get(session, DEFAULT)
     if session.scalar(select(m.VirtualCluster.id).where(m.VirtualCluster.name == name)) is not None:
         raise Conflict(f"a virtual cluster named {name!r} already exists", field="name")
-    vc = m.VirtualCluster(name=name, description=desc, caps=caps, draining=False, drained_users=[],
-                          created_at=utcnow())
+    vc = m.VirtualCluster(name=name, description=desc, caps=caps, draining=False, restricted=False,
+                          drained_users=[], created_at=utcnow())
     session.add(vc)
     session.flush()
     audit.record(session, actor, "vc.create", name, {"description": desc, "caps": caps})
@@ -223,6 +224,12 @@ def change(session: Session, actor: Actor, name: str, data: dict[str, Any]) -> d
         vc.draining = detail["draining"] = v.boolean(data["draining"], "draining")
         if vc.draining and vc.name == DEFAULT:
             raise v.ValidationError("the VC default stays open to all: it cannot drain", field="draining")
+    if "open" in data:
+        opened = v.boolean(data["open"], "open")
+        if vc.name == DEFAULT and not opened:
+            raise v.ValidationError("the VC default stays open to all", field="open")
+        vc.restricted = not opened
+        detail["open"] = opened
     if "name" in data and data["name"] != vc.name:
         new = v.name(data["name"], "name")
         if vc.name == DEFAULT:
@@ -394,7 +401,7 @@ def assignments(session: Session) -> list[tuple[str, str, int, int, str, bool]]:
     """(node, device type, device, VC id, VC name, draining) of every machine a VC other than default owns."""
     return [(x.node, x.device_type, x.device, vc.id, vc.name, x.draining) for x, vc in session.execute(
         select(m.VCMachine, m.VirtualCluster).join(m.VirtualCluster, m.VCMachine.vc_id == m.VirtualCluster.id))
-        .tuples()]
+        ]
 
 
 def set_access(session: Session, actor: Actor, name: str, data: dict[str, Any],
@@ -417,6 +424,7 @@ def set_access(session: Session, actor: Actor, name: str, data: dict[str, Any],
     if not remove:
         if row is None:
             vc.access.append(m.VCAccess(grantee_kind=kind, grantee=who))
+        vc.restricted = True
         if kind == "user" and who in drained:
             drained.remove(who)
         else:

@@ -22,7 +22,9 @@ VC_PAGE = page_of(VC)
 DRAIN = {**BOOL, "description": "apply a change that strands running work: it finishes, nothing new is admitted"}
 NEW_VC = obj({"name": NAME, "description": TEXT, "caps": CAPS}, ["name"], title="NewVirtualCluster")
 VC_CHANGE = obj({"name": NAME, "description": TEXT, "caps": CAPS,
-                 "draining": {**BOOL, "description": "drain the VC (true) or reopen it (false)"}, "drain": DRAIN},
+                 "draining": {**BOOL, "description": "drain the VC (true) or reopen it (false)"},
+                 "open": {**BOOL, "description": "open to all (true), or only to its grantees (false)"},
+                 "drain": DRAIN},
                 title="VirtualClusterChange", description="the fields to change; name renames (plans and jobs follow)")
 MACHINE_CHANGE = obj({"node": string(255, 1, "a machine (GET /cluster lists them)"),
                       "device_type": string(63, 1, "embedded platform: the device type"),

@@ -27,6 +27,7 @@ def upgrade() -> None:
         sa.Column("description", sa.Text(), nullable=False),
         sa.Column("caps", sa.JSON(), nullable=False),
         sa.Column("draining", sa.Boolean(), nullable=False),
+        sa.Column("restricted", sa.Boolean(), nullable=False),
         sa.Column("drained_users", sa.JSON(), nullable=False),
         sa.Column("cohort", sa.String(63), nullable=True),
         sa.Column("created_at", UTCDateTime(), nullable=False),
@@ -59,7 +60,8 @@ def upgrade() -> None:
     for table in ("ti_plans", "ti_jobs"):
         pools |= {r[0] for r in conn.execute(sa.text(f"SELECT DISTINCT pool FROM {table}"))}
     now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
-    op.bulk_insert(vcs, [{"name": p, "description": "", "caps": {}, "draining": False, "drained_users": [],
+    op.bulk_insert(vcs, [{"name": p, "description": "", "caps": {}, "draining": False, "restricted": False,
+                          "drained_users": [],
                           "cohort": None, "created_at": now} for p in sorted(pools)])
 
 
