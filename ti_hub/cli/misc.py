@@ -113,7 +113,7 @@ PLAN_COLUMNS = [("ID", "id"), ("NAME", "name"), ("KINDS", "kinds"), ("DEVICES", 
 
 
 def cmd_plan_list(args: argparse.Namespace) -> int:
-    items = list(make_client(args).paginate("/plans", {"kind": args.kind}))
+    items = list(make_client(args).paginate("/plans", {"kind": args.kind, "vc": args.vc}))
     if args.json:
         print_json(items)
     else:
@@ -216,6 +216,7 @@ def register(root: Any) -> None:
     p = command(sub, "list", cmd_plan_list, "plans that can run on this cluster", examples(
         "ti plan list", "ti plan list --kind single --json"), aliases=["ls"])
     p.add_argument("--kind", choices=["single", "distributed", "workspace"], help="only plans for this kind")
+    p.add_argument("--vc", metavar="VC", help="plans of this virtual cluster, * for all (default: my current one)")
     add_json(p)
 
     sub = group(root, "template", "saved job configurations, for me or a team", examples(
