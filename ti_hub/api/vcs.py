@@ -46,7 +46,11 @@ class VCHandler(APIHandler):
         self.send(await self.op(vcs.show, self.actor, name))
 
     async def patch(self, name: str):
-        self.send(await self.op(vcs.change, self.actor, name, self.body()))
+        out = await self.op(vcs.change, self.actor, name, self.body())
+        # a rename renames its capacity slices' pool: plans are offered by capacity, so read it now
+        self.ti.ops_settings.nodes = await self.ti.read_capacity()
+        self.ti.poke()  # caps and draining change what may be admitted, and the reasons of what waits
+        self.send(out)
 
     async def delete(self, name: str):
         await self.op(vcs.delete, self.actor, name)
@@ -63,6 +67,7 @@ class VCMachinesHandler(APIHandler):
                 if not moved["draining"]:
                     await self.ti.backend.assign_machine(moved["machine"], moved["to"])
         self.ti.ops_settings.nodes = await self.ti.read_capacity()
+        self.ti.poke()
         self.send(out)
 
 
@@ -73,7 +78,9 @@ class VCAccessHandler(APIHandler):
         if isinstance(data, dict) and isinstance(data.get("group"), str) and data.get("remove"):
             self.actor.need(S.MANAGE_VC, "changing who may use virtual clusters")
             members = await group_members(self.hub_auth, data["group"])
-        self.send(await self.op(vcs.set_access, self.actor, name, data, members))
+        out = await self.op(vcs.set_access, self.actor, name, data, members)
+        self.ti.poke()  # a revocation with drain holds back what waits
+        self.send(out)
 
 
 class CurrentVCHandler(APIHandler):
