@@ -6,6 +6,8 @@ needs vc:manage. Quotas are read and set with users:manage, as in the API (ops/q
 
 from __future__ import annotations
 
+from typing import Any
+
 from tornado import web
 
 from ... import scopes as S
@@ -178,6 +180,9 @@ class PoolsPageHandler(PageHandler):
 
     @web.authenticated
     async def get(self):
+        self.show(join(await self.body()))
+
+    async def body(self) -> list[Any]:
         o = await self.ti.db(pools_overview, self.ti.ops_settings.nodes, readonly=True)
         rows = []
         for p in o["pools"]:
@@ -203,7 +208,7 @@ class PoolsPageHandler(PageHandler):
             table("pool-nodes", ["machine", "pool", "schedulable", "devices", "CPU cores", "memory", "labels"], nodes,
                   "No machines reported yet."),
         ]
-        self.show(join(body))
+        return body
 
     def rules(self) -> Safe:
         backend = self.ti.backend

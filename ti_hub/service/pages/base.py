@@ -40,7 +40,7 @@ PAGES: tuple[Page, ...] = (
     Page("queue", "Queue", None),
     Page("cluster", "Cluster status", S.VIEW_CLUSTER, "Cluster"),
     Page("plans", "Plans", S.VIEW_VC),
-    Page("pools", "Pools", S.VIEW_VC),
+    Page("pools", "Virtual clusters (pools)", S.VIEW_VC, "VCs"),
     Page("quotas", "Quotas", S.MANAGE_USERS),
     Page("people", "People and permissions", S.MANAGE_USERS, "People"),
     Page("audit", "Audit log", S.MANAGE_USERS, "Audit"),
