@@ -157,10 +157,10 @@ def test_taking_away_a_device_in_use_is_refused_unless_drained_and_moves_when_fr
     default, a = nodes(vc_a)
     assert dev not in a.devices.get("demo-gpu", []) and dev not in default.devices["demo-gpu"]
     with vc_a.begin() as s:
-        assert vcs.settle(s) == 0  # still running
+        assert vcs.settle(s) == []  # still running
         s.get(m.Job, first).status = st.COMPLETED
     with vc_a.begin() as s:
-        assert vcs.settle(s) == 1
+        assert vcs.settle(s) == [("n1", dev, "default")]
     default, a = nodes(vc_a)
     assert dev in default.devices["demo-gpu"]
 

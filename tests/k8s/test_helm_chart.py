@@ -182,7 +182,7 @@ ROLE_RULES = {
     # patched once, to be owned by the job's Job
     ("", "secrets"): {"create", "get", "delete", "patch"},
 }
-CLUSTER_RULES = {("", "nodes"): {"list", "watch"}, ("", "pods"): {"list", "watch"},
+CLUSTER_RULES = {("", "nodes"): {"list", "watch", "patch"}, ("", "pods"): {"list", "watch"},
                  ("storage.k8s.io", "storageclasses"): {"get", "list"}}
 
 

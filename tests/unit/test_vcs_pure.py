@@ -97,3 +97,32 @@ def test_a_draining_vc_and_a_revoked_user_admit_nothing_new():
     assert [a.job_id for a in res.admitted] == [3]
     reasons = {p.job_id: p.reason for p in res.pending}
     assert reasons[1].startswith("VC vc-a is draining") and reasons[2].startswith("access to VC vc-b was revoked")
+
+
+def merge_patch(target, patch):
+    """RFC 7386, as the API server applies application/merge-patch+json."""
+    if not isinstance(patch, dict):
+        return patch
+    out = dict(target) if isinstance(target, dict) else {}
+    for k, val in patch.items():
+        if val is None:
+            out.pop(k, None)
+        else:
+            out[k] = merge_patch(out.get(k), val)
+    return out
+
+
+def test_kubernetes_labels_a_node_with_its_vc_and_capacity_reads_it():
+    from ti_hub.backends.k8s.capacity import capacity
+    from ti_hub.backends.k8s.objects import KubeSettings, pool_label_patch
+
+    s = KubeSettings()
+    assert pool_label_patch(s.pool_label, "vc-a") == {"metadata": {"labels": {"ti-hub.io/pool": "vc-a"}}}
+    node = {"metadata": {"name": "gpu-1", "labels": {"ti-hub.io/device-type": "t4", "kubernetes.io/arch": "amd64"}},
+            "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "2"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}}
+    node = merge_patch(node, pool_label_patch(s.pool_label, "vc-a"))
+    assert node["metadata"]["labels"]["kubernetes.io/arch"] == "amd64"  # the other labels stay
+    assert capacity([node], [], s)[0].pool == "vc-a"
+    node = merge_patch(node, pool_label_patch(s.pool_label, "default"))  # back to default: the label goes
+    assert "ti-hub.io/pool" not in node["metadata"]["labels"] and capacity([node], [], s)[0].pool == "default"

@@ -377,21 +377,22 @@ def _machine_label_of(node: str, dtype: str, dev: int) -> str:
     return node if dev < 0 else f"{node}/{dtype}/{dev}"
 
 
-def settle(session: Session) -> int:
-    """Draining machines that nothing holds any more move to their next VC (the scheduler's leader, each cycle)."""
+def settle(session: Session) -> list[tuple[str, int, str]]:
+    """Draining machines that nothing holds any more move to their next VC (the scheduler's leader, each cycle).
+    Returns what moved: (node, device, VC) -- a whole node (device -1) is relabelled on Kubernetes."""
     rows = session.scalars(select(m.VCMachine).where(m.VCMachine.draining.is_(True))).all()
-    done = 0
+    done = []
     for row in rows:
         if machine_holders(session, row.vc.name, _slice_names(row.node, row.vc), row.device_type,
                            set() if row.device < 0 else {row.device}):
             continue
         nxt = session.scalar(select(m.VirtualCluster).where(m.VirtualCluster.name == row.next_vc)) \
             if row.next_vc else None
+        done.append((row.node, row.device, nxt.name if nxt is not None else DEFAULT))
         if nxt is None:
             session.delete(row)
         else:
             row.vc_id, row.draining, row.next_vc = nxt.id, False, None
-        done += 1
     if done:
         session.flush()
     return done

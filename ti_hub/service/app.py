@@ -365,8 +365,16 @@ class TiService(Application):
         from ..ops import vcs
 
         rows = await self.db(vcs.assignments, readonly=True)
-        if settle and any(r[5] for r in rows) and await self.db(vcs.settle, scheduler=True):
-            rows = await self.db(vcs.assignments, readonly=True)
+        if settle and any(r[5] for r in rows):
+            moved = await self.db(vcs.settle, scheduler=True)
+            for node, device, vc in moved:
+                if device < 0:  # a whole node (Kubernetes): its label is the assignment
+                    try:
+                        await self.backend.assign_machine(node, vc)
+                    except Exception:
+                        self.log.exception("labelling node %s for virtual cluster %s failed", node, vc)
+            if moved:
+                rows = await self.db(vcs.assignments, readonly=True)
         self.backend.set_vc_assignments(rows)
         return await self.backend.capacity()
 

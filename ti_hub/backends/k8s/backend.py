@@ -280,6 +280,12 @@ class KubernetesBackend(ExecutionBackend):
         await self.start_watches(jobs=False)
         return capacity(self.nodes.items.values(), self.pods.items.values(), self.settings)
 
+    async def assign_machine(self, node: str, vc: str) -> None:
+        """RES2: label the node with its virtual cluster (the pool label capacity reads)."""
+        core = k8s.CoreV1Api(await self.api())
+        await core.patch_node(node, ob.pool_label_patch(self.pool_label, vc),
+                              _content_type="application/merge-patch+json")
+
     # -- launch ---------------------------------------------------------------------------------------------
     async def launch(self, spec: LaunchSpec) -> dict[str, Any]:
         await self.start_watches()
