@@ -224,3 +224,21 @@ def test_default_cannot_be_renamed_deleted_or_closed_and_users_cannot_manage(see
                 call()
         with pytest.raises(Forbidden):
             vcs.create(s, user("mallory"), {"name": "vc-mine"})
+
+
+def test_the_spawn_forms_vc_becomes_current_and_must_match_the_plan(vc_a, settings):
+    from ti_hub.ops import workspaces
+
+    spawner = Actor("ti-spawner", frozenset({S.ADMIT_WORKSPACES}), kind="service")
+    with vc_a.begin() as s:
+        choices = workspaces.form_options(s, spawner, "kim", [], settings, S.USER_SCOPES)
+        assert choices["vc"] == {"vc": "default", "usable": ["default", "vc-a"]}
+        assert "a-gpu-1" in [p["name"] for p in choices["plans"]]
+    with pytest.raises(ValidationError) as e, vc_a.begin() as s:
+        workspaces.start(s, spawner, "kim", "ws-one", [], {"plan": "demo-gpu-1", "vc": "vc-a"}, settings,
+                         S.USER_SCOPES)
+    assert e.value.field == "plan" and "vc-a" in e.value.detail
+    with vc_a.begin() as s:
+        workspaces.start(s, spawner, "kim", "ws-one", [], {"plan": "a-gpu-1", "vc": "vc-a"}, settings,
+                         S.USER_SCOPES)
+        assert vcs.current(s, user("kim"))["vc"] == "vc-a"

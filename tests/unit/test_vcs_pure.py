@@ -126,3 +126,18 @@ def test_kubernetes_labels_a_node_with_its_vc_and_capacity_reads_it():
     assert capacity([node], [], s)[0].pool == "vc-a"
     node = merge_patch(node, pool_label_patch(s.pool_label, "default"))  # back to default: the label goes
     assert "ti-hub.io/pool" not in node["metadata"]["labels"] and capacity([node], [], s)[0].pool == "default"
+
+
+def test_the_spawn_form_offers_the_vcs_and_groups_plans_by_vc():
+    from ti_hub.spawner.form import options_from_form, render_form
+
+    plan = {"kinds": ["workspace"], "device_type": "cpu", "device_count": 0, "cpu": 1, "memory_mib": 512}
+    opts = {"plans": [{**plan, "name": "cpu-small", "pool": "default"}, {**plan, "name": "lab-cpu", "pool": "lab-vc"}],
+            "vc": {"vc": "lab-vc", "usable": ["default", "lab-vc"]}}
+    html = render_form(opts, "dev-box")
+    assert '<select class="form-select" id="ti-vc" name="vc">' in html
+    assert '<option value="lab-vc" selected>' in html
+    assert html.index('<optgroup label="lab-vc">') < html.index('<optgroup label="default">')  # current VC first
+    assert options_from_form({"plan": ["lab-cpu"], "vc": ["lab-vc"]})["vc"] == "lab-vc"
+    one = render_form({**opts, "vc": {"vc": "default", "usable": ["default"]}, "plans": opts["plans"][:1]})
+    assert 'name="vc"' not in one and "optgroup" not in one  # one VC: nothing to choose

@@ -46,6 +46,8 @@ def start(session: Session, caller: Actor, owner: str, name: str, groups: list[s
     actor.need(S.SUBMIT, f"{owner} starting a workspace")
     fields = jobspec.parse_workspace(session, actor, {**options, "name": name}, settings)
     vcs.check_access(session, actor, fields["pool"])
+    if options.get("vc"):  # chosen in the spawn form: the owner's current VC from now on
+        vcs.use(session, actor, {"vc": options["vc"]})
     unixids.check_may_run(session, owner, settings.uids)
     unixids.ensure(session, [owner], settings.uids)  # the spawner runs the workspace as this uid
     job = _get(session, owner, name)
@@ -116,7 +118,9 @@ def form_options(session: Session, caller: Actor, owner: str, groups: list[str],
 
     actor = owner_actor(caller, owner, groups, scopes)
     return {
-        "plans": plans.list_plans(session, actor, settings.nodes, "workspace")["items"],
+        # every VC's the owner may use: the form groups them by VC (no script re-lists plans when the VC changes)
+        "plans": plans.list_plans(session, actor, settings.nodes, "workspace", vc="*")["items"],
+        "vc": vcs.current(session, actor),
         "images": images.list_images(session, actor, 500, 0)["items"],
         "volumes": volumes.list_volumes(session, actor, 500, 0)["items"],
         "credentials": [{k: c[k] for k in ("id", "name", "registry")}
