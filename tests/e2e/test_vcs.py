@@ -116,6 +116,8 @@ def test_two_vcs_access_caps_refusals_drain_rename_delete(vhub):
     assert sorted(p["name"] for p in ua.ok("GET", "/plans", params={"vc": "*"})["items"]) == \
         ["cpu-small", "demo-gpu-1", "vc-a-gpu"]  # never vc-b's
     assert {j["id"] for j in ua.ok("GET", "/queue")["items"]} == {a2}
+    assert ua.ok("GET", "/quota")["vc"] == {"name": "vc-a", "caps": [{"device_type": "demo-gpu", "cap": 1,
+                                                                      "held": 1}]}
 
     # changes that strand running work: 409 naming the job, by API and CLI
     r = admin.api("PATCH", "/vcs/vc-a", json={"caps": {"demo-gpu": 0}})

@@ -110,7 +110,8 @@ def _held_devices(session: Session) -> dict[str, dict[str, int]]:
 def list_vcs(session: Session, actor: Actor) -> dict[str, Any]:
     actor.need(S.VIEW_VC, "viewing virtual clusters")
     held = _held_devices(session)
-    items = [render(vc, actor, held) for vc in session.scalars(select(m.VirtualCluster).order_by(m.VirtualCluster.name))]
+    rows = session.scalars(select(m.VirtualCluster).order_by(m.VirtualCluster.name))
+    items = [render(vc, actor, held) for vc in rows]
     return {"items": items, "total": len(items), "limit": len(items), "offset": 0}
 
 
@@ -441,23 +442,20 @@ def set_access(session: Session, actor: Actor, name: str, data: dict[str, Any],
     users = [who] if kind == "user" else list(members or ())
     vc.access.remove(row)
     session.flush()
-    # who loses access by this: not those still let in by another grant (or by the VC becoming open to all)
-    losing = [u for u in users if not may_use(vc, u, _groups_left(vc, u, kind, who, members))]
+    # who loses access by this: not those a user grant still lets in. The service does not know everyone's groups,
+    # so a member of the revoked group who is also in another granted group counts as losing it (a 409 too many)
+    losing = [u for u in users if not may_use(vc, u, ())]
     holders = list(_holding(session, vc.name, losing)) if losing else []
     if holders and not drain:
         _refuse(f"revoking {kind} {who} from {vc.name} would strand running work", holders)
-    if holders:  # drain: their running work finishes; nothing more of theirs is admitted here
-        vc.drained_users = sorted(set(drained) | {j.owner for j in holders})
+    # drain: their running work finishes; nothing more of theirs is admitted here (what they have queued waits)
+    queued = set(session.scalars(select(m.Job.owner).where(
+        m.Job.pool == vc.name, m.Job.owner.in_(losing), m.Job.status.in_((st.QUEUED, st.PAUSED))))) if losing else set()
+    if holders or queued:
+        vc.drained_users = sorted(set(drained) | {j.owner for j in holders} | queued)
     session.flush()
     audit.record(session, actor, "vc.access", vc.name, {"revoke": {kind: who}, "drain": drain})
     return render(vc, actor, _held_devices(session))
-
-
-def _groups_left(vc: m.VirtualCluster, user: str, kind: str, who: str, members: Sequence[str] | None
-                 ) -> list[str]:
-    """A user's groups as far as this VC knows them: a revoked group's members keep any other group grant only
-    if they are in it -- the service does not know everyone's groups, so only user grants count here."""
-    return []
 
 
 # -- a user's current VC -----------------------------------------------------------------------------------------

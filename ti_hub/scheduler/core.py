@@ -32,8 +32,8 @@ from .model import (WORKSPACE, Admit, Allocation, CycleResult, Instance, Pending
                     Usage)
 from .score import Scores
 
-__all__ = ["VCRules", "Admit", "Allocation", "Capacity", "CycleResult", "FreeNode", "Instance", "Pending", "Request", "Running",
-           "Usage", "cycle", "order_key", "snapshot"]
+__all__ = ["Admit", "Allocation", "Capacity", "CycleResult", "FreeNode", "Instance", "Pending", "Request", "Running",
+           "Usage", "VCRules", "cycle", "order_key", "snapshot"]
 
 QuotaKey = tuple[str, str, str]  # (user, kind, device type)
 CapKey = tuple[str, str]  # (pool, device type)

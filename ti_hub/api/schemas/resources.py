@@ -33,7 +33,10 @@ LIMITS = answer({"devices": COUNT, "cpu": NUM, "memory_mib": COUNT})
 MY_QUOTA = answer({"user": STR,
                    "compute": array(answer({"kind": STR, "device_type": STR, "limit": LIMITS, "used": LIMITS})),
                    "storage": array(answer({"kind": STR, "limit_gib": COUNT, "used_gib": COUNT})),
-                   "personal": answer({"work": STR, "archive": STR})}, title="MyQuota")
+                   "personal": answer({"work": STR, "archive": STR}),
+                   "vc": answer({"name": STR, "caps": array(answer({"device_type": STR, "cap": COUNT,
+                                                                    "held": COUNT}))})},
+                  ["vc"], title="MyQuota")
 COMPUTE_QUOTA = answer({"user": STR, "kind": STR, "device_type": STR, "devices": COUNT, "cpu": NUM,
                         "memory_mib": COUNT}, title="ComputeQuota")
 STORAGE_QUOTA = answer({"user": STR, "kind": STR, "capacity_gib": COUNT}, title="StorageQuota")
