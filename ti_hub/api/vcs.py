@@ -30,7 +30,8 @@ async def group_members(hub_auth, group: str) -> list[str]:
 
 
 def kubernetes(backend) -> bool:
-    return type(backend).__name__.startswith("Kubernetes")
+    """Whether VCs own whole nodes here (Kubernetes) rather than devices of the local machine."""
+    return bool(getattr(backend, "vc_whole_nodes", False))
 
 
 class VCsHandler(APIHandler):

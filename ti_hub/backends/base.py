@@ -119,6 +119,8 @@ class ExecutionBackend(LoggingConfigurable):
     # RES2: machines owned by virtual clusters, (node, device type, device, VC id, VC name, draining) rows from
     # TiHub's database (ops/vcs.py assignments); the service sets them before reading capacity
     vc_assignments: list[tuple[str, str, int, int, str, bool]] = []
+    # True where a VC owns whole machines (Kubernetes nodes), not devices of one machine (the embedded platform)
+    vc_whole_nodes = False
 
     def set_vc_assignments(self, rows: list[tuple[str, str, int, int, str, bool]]) -> None:
         self.vc_assignments = list(rows)

@@ -34,6 +34,7 @@ POD_WARNINGS = "type=Warning,involvedObject.kind=Pod"
 
 
 class KubernetesBackend(ExecutionBackend):
+    vc_whole_nodes = True  # RES2: a VC owns nodes, labelled with the pool label
     reports_start = True  # a launched job is starting until its pods run (observe_job says why they wait)
 
     kubeconfig = Unicode("", config=True,
