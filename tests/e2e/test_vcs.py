@@ -83,6 +83,8 @@ def test_two_vcs_access_caps_refusals_drain_rename_delete(vhub):
     # access: a user to vc-a (API), a group to vc-b (CLI); plans of each VC
     admin.ok("POST", "/vcs/vc-a/access", json={"user": ua.name})
     ti_ok(admin, "vc", "access", "vc-b", "--group", "team-b")
+    r = admin.api("POST", "/vcs/vc-a/access", json={"user": "nobody-signed-up"})
+    assert r.status_code == 404 and r.json()["field"] == "user"  # it would go to whoever signs up with it
     for vc in ("vc-a", "vc-b"):
         admin.ok("POST", "/plans", json={"name": f"{vc}-gpu", "kinds": ["single", "workspace"],
                                          "device_type": "demo-gpu", "device_count": 1, "cpu": 0.2,

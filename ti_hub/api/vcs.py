@@ -29,6 +29,25 @@ async def group_members(hub_auth, group: str) -> list[str]:
     return list(json.loads(resp.body).get("users") or [])
 
 
+async def grantee_check(ti, hub_auth, actor, data) -> list[str] | None:
+    """Before an access change: only managers ask the hub anything (nobody else learns which names exist); a
+    grant goes to an existing user or group only (one nobody holds would go to whoever signs up with it later);
+    a group's revocation needs its members (whose running work it may strand). Returns those members."""
+    if not isinstance(data, dict):
+        return None
+    kind = "group" if "group" in data and "user" not in data else "user"
+    name = data.get(kind)
+    if not isinstance(name, str) or not name:
+        return None
+    actor.need(S.MANAGE_VC, "changing who may use virtual clusters")
+    if kind == "group" and data.get("remove"):
+        return await group_members(hub_auth, name)
+    if not data.get("remove") and not await ti.hub_names.exists(hub_auth, kind, name):
+        raise NotFound(f"the hub has no {kind} named {name!r}: access goes to existing users and groups only",
+                       field=kind)
+    return None
+
+
 def kubernetes(backend) -> bool:
     """Whether VCs own whole nodes here (Kubernetes) rather than devices of the local machine."""
     return bool(getattr(backend, "vc_whole_nodes", False))
@@ -75,10 +94,7 @@ class VCMachinesHandler(APIHandler):
 class VCAccessHandler(APIHandler):
     async def post(self, name: str):
         data = self.body()
-        members = None
-        if isinstance(data, dict) and isinstance(data.get("group"), str) and data.get("remove"):
-            self.actor.need(S.MANAGE_VC, "changing who may use virtual clusters")
-            members = await group_members(self.hub_auth, data["group"])
+        members = await grantee_check(self.ti, self.hub_auth, self.actor, data)
         out = await self.op(vcs.set_access, self.actor, name, data, members)
         self.ti.poke()  # a revocation with drain holds back what waits
         self.send(out)

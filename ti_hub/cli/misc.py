@@ -78,13 +78,13 @@ QUEUE_COLUMNS = [("QUEUE", _queue_name), ("POS", _position), ("ID", "id"), ("NAM
 
 def cmd_queue(args: argparse.Namespace) -> int:
     client = make_client(args)
-    doc = client.get("/queue", params={"all": 1 if args.all else None})
+    doc = client.get("/queue", params={"all": 1 if args.all else None, "vc": getattr(args, "vc", None)})
     if args.json:
         print_json(doc)
         return 0
     rows = queue_rows(doc)
     if rows:  # jobs carry their plan's id: show its name (a queued job's plan can run, so it is listed)
-        names = {p["id"]: p["name"] for p in client.paginate("/plans")}
+        names = {p["id"]: p["name"] for p in client.paginate("/plans", {"vc": "*"})}
         rows = [{**r, "plan_name": names.get(r.get("plan_id"), r.get("plan_id"))} for r in rows]
     table(rows, QUEUE_COLUMNS, empty="(the queue is empty)")
     return 0

@@ -29,8 +29,9 @@ class PlansPageHandler(PageHandler):
     @web.authenticated
     async def get(self):
         admin = self.actor.can(S.MANAGE_VC)
+        # admins manage every VC's plans; users see their current VC's (RES2)
         listed = await self.ti.db(plans.list_plans, self.actor, self.ti.ops_settings.nodes, None, admin,
-                                  readonly=True)
+                                  "*" if admin else None, readonly=True)
         rows = []
         for p in listed["items"]:
             row = [p["name"], p["description"], ", ".join(p["kinds"]), p["device_type"], p["device_count"], p["cpu"],

@@ -11,7 +11,7 @@ from tornado import web
 from ... import scopes as S
 from ...domain import validation as v
 from ...ops import vcs
-from ...api.vcs import group_members, kubernetes
+from ...api.vcs import grantee_check, kubernetes
 from .admin import PoolsPageHandler
 from .html import Safe, checkbox, el, field, join, post_form, select, table
 
@@ -197,10 +197,7 @@ class VCPageHandler(PoolsPageHandler):
         kind = "user" if self.form_text("kind") == "user" else "group"
         who = self.form_text("who")
         data = {kind: who, "remove": self._flag("remove"), "drain": self._flag("drain")}
-        members = None
-        if kind == "group" and data["remove"]:
-            self.actor.need(S.MANAGE_VC, "changing who may use virtual clusters")
-            members = await group_members(self.hub_auth, who)
+        members = await grantee_check(self.ti, self.hub_auth, self.actor, data)
         await self.ti.db(vcs.set_access, self.actor, name, data, members)
         self.poke()
         return f"{kind.capitalize()} {who} {'may no longer use' if data['remove'] else 'may use'} {name}."
