@@ -156,6 +156,13 @@ def test_taking_away_a_device_in_use_is_refused_unless_drained_and_moves_when_fr
     assert out["moved"][0]["draining"] is True
     default, a = nodes(vc_a)
     assert dev not in a.devices.get("demo-gpu", []) and dev not in default.devices["demo-gpu"]
+    with vc_a.begin() as s:  # given back before it drained: it stays, placements there again
+        again = vcs.assign(s, ADMIN, "vc-a", {"node": "n1", "device_type": "demo-gpu", "devices": [dev]},
+                           settings.nodes)
+        assert again["moved"][0]["to"] == "vc-a" and not any(x["draining"] for x in again["machines"])
+    assert dev in nodes(vc_a)[1].devices["demo-gpu"]
+    with vc_a.begin() as s:
+        vcs.assign(s, ADMIN, "vc-a", {**body, "drain": True}, settings.nodes)
     with vc_a.begin() as s:
         assert vcs.settle(s) == []  # still running
         s.get(m.Job, first).status = st.COMPLETED

@@ -307,6 +307,10 @@ def assign(session: Session, actor: Actor, name: str, data: dict[str, Any], node
                 inventory[dtype] += devs
     if node not in physical:
         raise v.ValidationError(f"no machine named {node!r} (GET /cluster lists them)", field="node")
+    rows = {(x.device_type, x.device): x for x in session.scalars(select(m.VCMachine).where(m.VCMachine.node == node))}
+    for x in rows.values():  # a draining device is in no slice, but it is still the machine's
+        if x.draining and x.device >= 0:
+            inventory[x.device_type].append(x.device)
     if kubernetes:
         if "device_type" in data or "devices" in data:
             raise v.ValidationError("on Kubernetes a VC owns whole nodes: give node only", field="devices")
@@ -325,17 +329,20 @@ def assign(session: Session, actor: Actor, name: str, data: dict[str, Any], node
             raise v.ValidationError(f"machine {node!r} has no {dtype} device {missing[0]} (it has "
                                     f"{', '.join(map(str, sorted(inventory[dtype])))})", field="devices")
         wanted = [(dtype, d) for d in devs]
-    rows = {(x.device_type, x.device): x for x in session.scalars(select(m.VCMachine).where(m.VCMachine.node == node))}
     target = DEFAULT if remove else vc.name
     holders: list[Any] = []
     moves: list[tuple[str, int, m.VCMachine | None, str]] = []  # (type, device, row, its VC now)
+    moves_cancelled: list[str] = []
     for dtype, dev in wanted:
         row = rows.get((dtype, dev))
         owner = row.vc.name if row is not None else DEFAULT
         if remove and owner != vc.name:
             raise v.ValidationError(f"{_machine_label_of(node, dtype, dev)} is not in {vc.name} (it is in {owner})",
                                     field="devices")
-        if owner == target and not (row is not None and row.draining):
+        if owner == target:
+            if row is not None and row.draining:  # given back to the VC it was draining away from: it stays
+                row.draining, row.next_vc = False, None
+                moves_cancelled.append(_machine_label_of(node, dtype, dev))
             continue
         owner_vc = row.vc if row is not None else get(session, DEFAULT)
         held = machine_holders(session, owner, _slice_names(node, owner_vc), dtype, set() if dev < 0 else {dev})
@@ -344,7 +351,7 @@ def assign(session: Session, actor: Actor, name: str, data: dict[str, Any], node
     if holders and not drain:
         _refuse(f"{'removing' if remove else 'moving'} these machines would take them from running work", holders)
     busy = {h.id for h in holders}
-    moved = []
+    moved = [{"machine": label, "from": vc.name, "to": vc.name, "draining": False} for label in moves_cancelled]
     for dtype, dev, row, owner in moves:
         label = _machine_label_of(node, dtype, dev)
         owner_vc = row.vc if row is not None else get(session, DEFAULT)
