@@ -72,6 +72,15 @@ EXPECT: dict[tuple[str, str], Case] = {
                                                              "memory_mib": 512}),
     ("/plans/{id}", "patch"): Case(DENY, DENY, OK, "plan", body=lambda: {"description": "changed"}),
     ("/plans/{id}", "delete"): Case(DENY, DENY, OK, "fresh_plan"),
+    ("/vcs", "get"): same(OK),
+    ("/vcs", "post"): Case(DENY, DENY, OK, body=lambda: {"name": unique("mx-vc")}),
+    ("/vcs/{id}", "get"): same(OK, target="vc"),
+    ("/vcs/{id}", "patch"): Case(DENY, DENY, OK, "vc", body=lambda: {"description": "changed"}),
+    ("/vcs/{id}", "delete"): Case(DENY, DENY, OK, "fresh_vc"),
+    ("/vcs/{id}/machines", "post"): Case(DENY, DENY, PASS, "vc", body=lambda: {"node": "no-such-node"}),
+    ("/vcs/{id}/access", "post"): Case(DENY, DENY, OK, "vc", body=lambda: {"user": "{bystander}"}),
+    ("/me/vc", "get"): same(OK),
+    ("/me/vc", "put"): same(OK, body=lambda: {"vc": "default"}),
     ("/quota", "get"): Case(OK, DENY, OK, query={"user": "{owner}"}),  # another user's quota: users:manage
     ("/home", "get"): same(OK),  # each caller's own dashboard
     ("/quotas", "get"): Case(DENY, DENY, OK),
@@ -203,6 +212,7 @@ class World:
             "template": o.ok("POST", "/templates", json={"name": "mx-tpl-kept", "spec": {"command": "true"}})["id"],
             "role": self.admin.ok("POST", "/roles", json={"name": "mx-role-kept",
                                                           "permissions": ["vc:view"]})["name"],
+            "vc": self.admin.ok("POST", "/vcs", json={"name": "mx-vc-kept"})["name"],
         }
         o.wait_job(self.objects["job"], ("running",))  # what others may see of a job depends on its state
         done = o.ok("POST", "/jobs", json={**job_body(), "command": "echo done"})
@@ -213,6 +223,8 @@ class World:
         if what == "fresh_plan":
             return a.ok("POST", "/plans", json={"name": unique("mx-plan"), "kinds": ["single"], "cpu": 1,
                                                 "memory_mib": 512})["id"], None
+        if what == "fresh_vc":
+            return a.ok("POST", "/vcs", json={"name": unique("mx-vc")})["name"], None
         if what == "fresh_image":
             return a.ok("POST", "/images", json={"name": unique("mx-image"),
                                                  "address": "registry.example.org/x:1"})["id"], None

@@ -95,6 +95,25 @@ async def test_capacity_reads_nodes_and_subtracts_other_workloads(backend, k8s_c
     assert backend.nodes.lists == 1 and backend.pods.lists == 1
 
 
+async def test_a_node_given_to_a_vc_is_labelled_and_capacity_follows(backend, k8s_cluster):
+    """RES2: TiHub labels the node with its VC (a merge patch: the node's other labels stay); back to default,
+    the label goes."""
+    async def t4_0():
+        return {n.name: n for n in await backend.capacity()}["t4-0"]
+
+    before = json.loads(k8s_cluster.kubectl("get", "node", "t4-0", "-o", "json").stdout)["metadata"]["labels"]
+    try:
+        await backend.assign_machine("t4-0", "vc-lab")
+        assert (await until(t4_0, lambda n: n.pool == "vc-lab", "the VC label")).pool == "vc-lab"
+        labels = json.loads(k8s_cluster.kubectl("get", "node", "t4-0", "-o", "json").stdout)["metadata"]["labels"]
+        assert labels == {**before, backend.pool_label: "vc-lab"}
+    finally:
+        await backend.assign_machine("t4-0", "default")
+    assert (await until(t4_0, lambda n: n.pool == "default", "the label removed")).pool == "default"
+    labels = json.loads(k8s_cluster.kubectl("get", "node", "t4-0", "-o", "json").stdout)["metadata"]["labels"]
+    assert backend.pool_label not in labels
+
+
 async def test_allreduce_gang_is_one_indexed_job_and_a_headless_service(backend, k8s_cluster):
     nodes = ["a100-0", "a100-1"]
     sp = spec(101, nodes, strategy="allreduce", workers=4, devices=2)

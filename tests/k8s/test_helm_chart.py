@@ -182,7 +182,7 @@ ROLE_RULES = {
     # patched once, to be owned by the job's Job
     ("", "secrets"): {"create", "get", "delete", "patch"},
 }
-CLUSTER_RULES = {("", "nodes"): {"list", "watch"}, ("", "pods"): {"list", "watch"},
+CLUSTER_RULES = {("", "nodes"): {"list", "watch", "patch"}, ("", "pods"): {"list", "watch"},
                  ("storage.k8s.io", "storageclasses"): {"get", "list"}}
 
 
@@ -462,6 +462,7 @@ def test_rbac_grants_on_the_api_server(helm, own_chart, k8s_cluster, namespaces,
                      ("delete", "networkpolicies.networking.k8s.io", "-n", user_ns),
                      ("patch", "persistentvolumeclaims", "-n", user_ns), ("watch", "events", "-n", user_ns),
                      ("create", "networkpolicies.networking.k8s.io", "-n", user_ns), ("list", "nodes"),
+                     ("patch", "nodes"),  # RES2: a node given to a virtual cluster gets its pool label
                      ("watch", "pods", "--all-namespaces"), ("get", "storageclasses.storage.k8s.io"),
                      ("create", "pods", "--subresource=exec", "-n", user_ns),
                      ("create", "pods", "--subresource=portforward", "-n", user_ns),
@@ -473,7 +474,7 @@ def test_rbac_grants_on_the_api_server(helm, own_chart, k8s_cluster, namespaces,
                      ("watch", "secrets", "-n", user_ns), ("update", "secrets", "-n", user_ns),
                      ("update", "networkpolicies.networking.k8s.io", "-n", user_ns),
                      ("get", "secrets", "-n", "kube-system"), ("create", "pods", "-n", "kube-system"),
-                     ("delete", "nodes"), ("patch", "nodes"), ("get", "configmaps", "-n", user_ns),
+                     ("delete", "nodes"), ("update", "nodes"), ("get", "configmaps", "-n", user_ns),
                      ("create", "pods", "--subresource=exec", "-n", "kube-system"), ("create", "roles", "-n", user_ns),
                      ("create", "pods", "--subresource=attach", "-n", user_ns),
                      ("get", "pods", "--subresource=log", "-n", "kube-system")):

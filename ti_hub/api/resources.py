@@ -14,7 +14,7 @@ class PlansHandler(APIHandler):
         self.actor.need(S.VIEW_VC, "viewing plans")
         args = self.args()
         self.send_page(await self.op(plans.list_plans, self.actor, self.ti.ops_settings.nodes, args.get("kind"),
-                                     args.get("all") in ("1", "true")), ("kind", "all"))
+                                     args.get("all") in ("1", "true"), args.get("vc")), ("kind", "all", "vc"))
 
     async def post(self):
         self.send(await self.op(plans.create, self.actor, self.body(), self.ti.ops_settings.device_rules,

@@ -116,6 +116,19 @@ class ExecutionBackend(LoggingConfigurable):
     async def capacity(self) -> list[NodeCapacity]:
         raise NotImplementedError
 
+    # RES2: machines owned by virtual clusters, (node, device type, device, VC id, VC name, draining) rows from
+    # TiHub's database (ops/vcs.py assignments); the service sets them before reading capacity
+    vc_assignments: list[tuple[str, str, int, int, str, bool]] = []
+    # True where a VC owns whole machines (Kubernetes nodes), not devices of one machine (the embedded platform)
+    vc_whole_nodes = False
+
+    def set_vc_assignments(self, rows: list[tuple[str, str, int, int, str, bool]]) -> None:
+        self.vc_assignments = list(rows)
+
+    async def assign_machine(self, node: str, vc: str) -> None:
+        """RES2: make a whole machine (node) part of a VC where the backend keeps that itself (Kubernetes labels
+        the node); nothing to do on the embedded platform, whose capacity is split by ``vc_assignments``."""
+
     async def launch(self, spec: LaunchSpec) -> dict[str, Any]:
         """Start every instance of the job (all or none) and return its backend state (JSON)."""
         raise NotImplementedError

@@ -78,13 +78,13 @@ QUEUE_COLUMNS = [("QUEUE", _queue_name), ("POS", _position), ("ID", "id"), ("NAM
 
 def cmd_queue(args: argparse.Namespace) -> int:
     client = make_client(args)
-    doc = client.get("/queue", params={"all": 1 if args.all else None})
+    doc = client.get("/queue", params={"all": 1 if args.all else None, "vc": getattr(args, "vc", None)})
     if args.json:
         print_json(doc)
         return 0
     rows = queue_rows(doc)
     if rows:  # jobs carry their plan's id: show its name (a queued job's plan can run, so it is listed)
-        names = {p["id"]: p["name"] for p in client.paginate("/plans")}
+        names = {p["id"]: p["name"] for p in client.paginate("/plans", {"vc": "*"})}
         rows = [{**r, "plan_name": names.get(r.get("plan_id"), r.get("plan_id"))} for r in rows]
     table(rows, QUEUE_COLUMNS, empty="(the queue is empty)")
     return 0
@@ -113,7 +113,7 @@ PLAN_COLUMNS = [("ID", "id"), ("NAME", "name"), ("KINDS", "kinds"), ("DEVICES", 
 
 
 def cmd_plan_list(args: argparse.Namespace) -> int:
-    items = list(make_client(args).paginate("/plans", {"kind": args.kind}))
+    items = list(make_client(args).paginate("/plans", {"kind": args.kind, "vc": args.vc}))
     if args.json:
         print_json(items)
     else:
@@ -216,6 +216,7 @@ def register(root: Any) -> None:
     p = command(sub, "list", cmd_plan_list, "plans that can run on this cluster", examples(
         "ti plan list", "ti plan list --kind single --json"), aliases=["ls"])
     p.add_argument("--kind", choices=["single", "distributed", "workspace"], help="only plans for this kind")
+    p.add_argument("--vc", metavar="VC", help="plans of this virtual cluster, * for all (default: my current one)")
     add_json(p)
 
     sub = group(root, "template", "saved job configurations, for me or a team", examples(

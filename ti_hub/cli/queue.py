@@ -95,12 +95,14 @@ def register(root: Any) -> None:
                         "ti queue scores --all", "ti queue panel"))
     add_global_options(p, suppress=True)
     p.add_argument("--all", action="store_true", help="everyone's queued jobs (needs jobs:view-all)")
+    p.add_argument("--vc", metavar="VC", help="one virtual cluster's jobs, * for all (default: my current VC)")
     add_json(p)
     p.set_defaults(func=cmd_queue)
     sub = p.add_subparsers(title="commands", metavar="COMMAND")
     c = command(sub, "list", cmd_queue, "queued jobs in queue order (same as plain `ti queue`)",
                 examples("ti queue list --all"), aliases=["ls"])
     c.add_argument("--all", action="store_true", help="everyone's queued jobs (needs jobs:view-all)")
+    c.add_argument("--vc", metavar="VC", help="one virtual cluster's jobs, * for all (default: my current VC)")
     add_json(c)
     c = command(sub, "move", cmd_move, "reorder my queued jobs inside their queue (I keep the same slots)",
                 examples("ti queue move 42 --top", "ti queue move 42 --before 40"))

@@ -59,6 +59,8 @@ class User(Base):
     quota_version: Mapped[int] = mapped_column(Integer, default=0)
     # the Unix uid (and gid) the embedded platform runs this user's code as; allocated once, never reused
     unix_uid: Mapped[int | None] = mapped_column(Integer, unique=True, nullable=True)
+    # RES2: the virtual cluster this user works in now (plans, quota and queue listings default to it)
+    current_vc: Mapped[str | None] = mapped_column(String(63), nullable=True)
 
 
 class Plan(Base):
@@ -323,6 +325,8 @@ class UserProfile(Base):
     phone: Mapped[str] = mapped_column(String(32), default="")
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     changed_at: Mapped[dt.datetime]
+
+
 class Role(Base):
     """ACC5: a TiHub role -- a named set of the seven permissions (ti_hub/scopes.py PERMISSIONS).
 
@@ -356,3 +360,61 @@ class GrantStamp(Base):
     __tablename__ = "ti_grant_stamp"
     id: Mapped[int] = mapped_column(primary_key=True)
     stamp: Mapped[str] = mapped_column(String(32))
+
+
+class VirtualCluster(Base):
+    """RES2: a virtual cluster (a pool as an object). ``name`` is the pool string plans and jobs carry; the VC
+    "default" always exists, owns every machine no other VC owns and is open to all.
+
+    ``caps``: device type -> MaxAvailable, the most devices of that type one user may hold here at once (a type
+    not named: no cap). ``draining``: running work finishes, nothing new is admitted. ``drained_users``: users
+    whose access was revoked with drain: their running work here finishes, none of theirs is admitted.
+    ``cohort``: reserved for lending idle devices between VCs (not used yet)."""
+
+    __tablename__ = "ti_vcs"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(63), unique=True)
+    description: Mapped[str] = mapped_column(Text, default="")
+    caps: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    draining: Mapped[bool] = mapped_column(Boolean, default=False)
+    # False: open to all (a new VC, and "default" always); the first grant restricts it to its grantees, and it
+    # stays restricted when the last grant goes (closed), until an admin opens it again
+    restricted: Mapped[bool] = mapped_column(Boolean, default=False)
+    drained_users: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    cohort: Mapped[str | None] = mapped_column(String(63), nullable=True)
+    created_at: Mapped[dt.datetime]
+    access: Mapped[list[VCAccess]] = relationship(back_populates="vc", cascade="all, delete-orphan",
+                                                  lazy="selectin", order_by="VCAccess.id")
+    machines: Mapped[list[VCMachine]] = relationship(back_populates="vc", cascade="all, delete-orphan",
+                                                     lazy="selectin", order_by="VCMachine.id")
+
+
+class VCAccess(Base):
+    """RES2: a user or a group who may use a restricted VC (VirtualCluster.restricted)."""
+
+    __tablename__ = "ti_vc_access"
+    __table_args__ = (UniqueConstraint("vc_id", "grantee_kind", "grantee"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    vc_id: Mapped[int] = mapped_column(ForeignKey("ti_vcs.id", ondelete="CASCADE"), index=True)
+    grantee_kind: Mapped[str] = mapped_column(String(8))  # user | group
+    grantee: Mapped[str] = mapped_column(String(255))
+    vc: Mapped[VirtualCluster] = relationship(back_populates="access")
+
+
+class VCMachine(Base):
+    """RES2: a machine a VC owns. Embedded platform: one device of the local machine (``device_type``,
+    ``device``); Kubernetes: a whole node (``device_type`` "", ``device`` -1), labelled ti-hub.io/pool=VC.
+
+    ``draining``: taken away with drain while work still runs on it: no new placement there; when nothing
+    holds it any more it moves to ``next_vc`` (None: back to "default")."""
+
+    __tablename__ = "ti_vc_machines"
+    __table_args__ = (UniqueConstraint("node", "device_type", "device"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    vc_id: Mapped[int] = mapped_column(ForeignKey("ti_vcs.id", ondelete="CASCADE"), index=True)
+    node: Mapped[str] = mapped_column(String(255))
+    device_type: Mapped[str] = mapped_column(String(63), default="")
+    device: Mapped[int] = mapped_column(Integer, default=-1)
+    draining: Mapped[bool] = mapped_column(Boolean, default=False)
+    next_vc: Mapped[str | None] = mapped_column(String(63), nullable=True)
+    vc: Mapped[VirtualCluster] = relationship(back_populates="machines")

@@ -20,7 +20,7 @@ from ..domain import states as st
 from ..domain import validation as v
 from ..domain.actor import FULL, SUMMARY, Actor
 from ..domain.errors import Conflict, Forbidden, NotFound
-from . import audit, jobspec, quotas, secretenv, unixids
+from . import audit, jobspec, quotas, secretenv, unixids, vcs
 from .common import estimate_iso, iso, lock_user, utcnow
 from .rendercache import RenderCache
 from .settings import OpsSettings
@@ -163,6 +163,7 @@ def submit(session: Session, actor: Actor, data: dict[str, Any], settings: OpsSe
     """``sealed``: secret environment entries already sealed (a clone carries its original's as they are)."""
     actor.need(S.SUBMIT, "submitting jobs")
     fields = jobspec.parse_job(session, actor, data, settings)
+    vcs.check_access(session, actor, fields["pool"])
     unixids.check_may_run(session, actor.name, settings.uids)
     if sealed:
         fields["spec"][secretenv.FIELD] = dict(sealed)

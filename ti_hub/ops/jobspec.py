@@ -24,7 +24,7 @@ JOB_FIELDS = ("name", "description", "kind", "strategy", "workers", "ps", "plan"
               "secret_env", "volumes", "ports", "endpoints", "credential", "preemptible", "estimated_duration",
               "template", "priority", "on_overrun")
 WORKSPACE_FIELDS = ("name", "display_name", "description", "plan", "image", "volumes", "env", "jupyter", "ssh",
-                    "ports", "credential")
+                    "ports", "credential", "vc")
 ENDPOINTS = ("ssh", "tensorboard")
 # the job endpoint "jupyter" was accepted and did nothing; it is refused now, saying where Jupyter is
 NO_JUPYTER = ("endpoints: jupyter is not a job endpoint (it was removed): Jupyter runs in workspaces; a server of "
@@ -195,6 +195,10 @@ def parse_workspace(session: Session, actor: Actor, data: dict[str, Any], settin
     out["display_name"] = v.text(data.get("display_name", ""), "display_name", 255)
     out["description"] = v.text(data.get("description", ""), "description")
     plan, fields = _plan_fields(session, data, "workspace")
+    if data.get("vc") is not None and v.name(data["vc"], "vc") != plan.pool:
+        # RES2: the spawn form's VC and plan are chosen apart (no script re-lists the plans)
+        raise v.ValidationError(f"plan {plan.name!r} runs in virtual cluster {plan.pool!r}, not {data['vc']!r}: "
+                                f"choose a plan of {data['vc']}, or {plan.pool} as the virtual cluster", field="plan")
     _check_plan_runs(plan, 1, settings)
     out.update(fields)
     image = data.get("image")

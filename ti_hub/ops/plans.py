@@ -86,13 +86,21 @@ def parse(data: dict[str, Any], device_rules: dict[str, list[int]], partial: boo
 
 
 def list_plans(session: Session, actor: Actor, nodes: Sequence[NodeCapacity], kind: str | None = None,
-               include_unrunnable: bool = False) -> dict[str, Any]:
+               include_unrunnable: bool = False, vc: str | None = None) -> dict[str, Any]:
+    """``vc``: plans of one VC ("*": all; default: the current VC, ops/vcs.py listing_pools); plans of VCs the
+    caller may not use are not listed (RES2)."""
+    from . import vcs
+
     if kind is not None:
         v.choice(kind, "kind", KINDS)
+    pools = vcs.listing_pools(session, actor, vc)
+    hidden = vcs.hidden_pools(session, actor)
     plans = session.scalars(select(m.Plan).order_by(m.Plan.device_count, m.Plan.cpu, m.Plan.id)).all()
     items = []
     for p in plans:
         if kind and kind not in p.kinds:
+            continue
+        if p.pool in hidden or (pools is not None and p.pool not in pools):
             continue
         ok = fits_somewhere(p, nodes)
         if ok or (include_unrunnable and actor.can(S.MANAGE_VC)):

@@ -164,7 +164,7 @@ def _queue_doc(j: Any) -> dict[str, Any]:
 def queue_view(session: Session, actor: Actor, args: dict[str, str]) -> dict[str, Any]:
     """Q6: queued jobs in queue order with position, reason and estimated start; others' only with
     view-all and ?all=1, as their summaries (JOB5; in full with manage-all)."""
-    v.check_fields(args, ("all", "queue", "limit", "offset"))
+    v.check_fields(args, ("all", "queue", "vc", "limit", "offset"))
     limit, offset = v.pagination(args, 200, 1000)
     conds = [m.Job.status == st.QUEUED]
     if args.get("all") in ("1", "true", "yes"):
@@ -177,6 +177,11 @@ def queue_view(session: Session, actor: Actor, args: dict[str, str]) -> dict[str
         if len(parts) != 3:
             raise v.ValidationError("queue is POOL/DEVICE_TYPE/KIND, e.g. default/cpu/single", field="queue")
         conds += [m.Job.pool == parts[0], m.Job.device_type == parts[1], m.Job.kind == parts[2]]
+    from . import vcs
+
+    pools = vcs.listing_pools(session, actor, args.get("vc"))  # RES2: the current VC by default
+    if pools is not None:
+        conds.append(m.Job.pool.in_(sorted(pools)))
     total = session.scalar(select(func.count()).select_from(m.Job).where(*conds))
     jobs = session.scalars(select(m.Job).where(*conds).order_by(
         m.Job.pool, m.Job.device_type, m.Job.kind, m.Job.queue_position.is_(None), m.Job.queue_position, m.Job.id)

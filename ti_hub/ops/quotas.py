@@ -13,7 +13,7 @@ from ..db import models as m
 from ..domain import validation as v
 from ..domain.actor import Actor
 from ..domain.errors import QuotaExceeded
-from ..domain.states import ACTIVE, KINDS
+from ..domain.states import ACTIVE, HOLDING, KINDS
 from ..storage import personal
 from . import audit
 
@@ -127,7 +127,27 @@ def my_quota(session: Session, actor: Actor, user: str | None, compute_defaults,
     storage = [{"kind": k, "limit_gib": storage_limit(session, user, k, storage_defaults),
                 "used_gib": storage_usage(session, user, k)} for k in STORAGE_KINDS]
     # STO8: where the user's personal directories are, in every workspace and job
-    return {"user": user, "compute": compute, "storage": storage, "personal": personal.paths(user)}
+    return {"user": user, "compute": compute, "storage": storage, "personal": personal.paths(user),
+            "vc": vc_caps(session, actor if user == actor.name else Actor(user), user)}
+
+
+def vc_caps(session: Session, actor: Actor, user: str) -> dict[str, Any]:
+    """RES2: the user's current VC with its per-user caps and what the user holds there of each capped type."""
+    from . import vcs
+
+    name = vcs.current_name(session, actor)
+    vc = session.scalar(select(m.VirtualCluster).where(m.VirtualCluster.name == name))
+    caps = dict(vc.caps or {}) if vc is not None else {}
+    held: dict[str, int] = {}
+    if caps:
+        devices = m.Job.devices_per_instance * (m.Job.workers + m.Job.ps)
+        for dtype, n in session.execute(
+                select(m.Job.device_type, func.coalesce(func.sum(devices), 0))
+                .where(m.Job.owner == user, m.Job.pool == name, m.Job.status.in_(HOLDING))
+                .group_by(m.Job.device_type)):
+            held[dtype] = int(n)
+    return {"name": name, "caps": [{"device_type": t, "cap": int(c), "held": held.get(t, 0)}
+                                   for t, c in sorted(caps.items())]}
 
 
 QUOTA_FIELDS = ("user", "kind", "device_type", "devices", "cpu", "memory_mib", "capacity_gib")

@@ -18,7 +18,7 @@ from ..db import models as m
 from ..domain import states as st
 from ..domain.actor import Actor
 from ..domain.errors import Conflict, NotFound, ValidationError
-from . import grants, jobspec, quotas, unixids
+from . import grants, jobspec, quotas, unixids, vcs
 from .common import lock_user, utcnow
 from .jobs import _insert, killed, record, render
 from .settings import OpsSettings
@@ -47,6 +47,9 @@ def start(session: Session, caller: Actor, owner: str, name: str, groups: list[s
     actor = owner_actor(session, caller, owner, groups, scopes, settings)
     actor.need(S.SUBMIT, f"{owner} starting a workspace")
     fields = jobspec.parse_workspace(session, actor, {**options, "name": name}, settings)
+    vcs.check_access(session, actor, fields["pool"])
+    if options.get("vc"):  # chosen in the spawn form: the owner's current VC from now on
+        vcs.use(session, actor, {"vc": options["vc"]})
     unixids.check_may_run(session, owner, settings.uids)
     unixids.ensure(session, [owner], settings.uids)  # the spawner runs the workspace as this uid
     job = _get(session, owner, name)
@@ -117,7 +120,9 @@ def form_options(session: Session, caller: Actor, owner: str, groups: list[str],
 
     actor = owner_actor(session, caller, owner, groups, scopes, settings)
     return {
-        "plans": plans.list_plans(session, actor, settings.nodes, "workspace")["items"],
+        # every VC's the owner may use: the form groups them by VC (no script re-lists plans when the VC changes)
+        "plans": plans.list_plans(session, actor, settings.nodes, "workspace", vc="*")["items"],
+        "vc": vcs.current(session, actor),
         "images": images.list_images(session, actor, 500, 0)["items"],
         "volumes": volumes.list_volumes(session, actor, 500, 0)["items"],
         "credentials": [{k: c[k] for k in ("id", "name", "registry")}

@@ -3,7 +3,9 @@
 1. queues: pending requests grouped per (pool, device type, kind) (Q1); queues never block each other
 2. order inside a queue (Q2): later pin first > priority > owner's usage score > owner's order > creation
 3. walk each queue from its head:
-   * a job its owner's quota cannot cover now waits ("quota: ...") without blocking the queue;
+   * a job its owner's quota cannot cover now waits ("quota: ...") without blocking the queue; so does one over
+     its VC's per-user cap ("cap of N TYPE in VC X", RES2), one of a draining VC, one of a user whose access to
+     the VC was revoked with drain;
    * a job that fits is admitted with a gang placement (all instances or none, Q4);
    * a non-preemptible job that does not fit may preempt preemptible running jobs of no higher priority
      (lowest priority, most recently started first; workspaces never), only if that makes it fit (JOB8, Q8);
@@ -21,6 +23,7 @@ from __future__ import annotations
 import gc
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import partial
 
 from ..backends.base import NodeCapacity
@@ -30,9 +33,25 @@ from .model import (WORKSPACE, Admit, Allocation, CycleResult, Instance, Pending
 from .score import Scores
 
 __all__ = ["Admit", "Allocation", "Capacity", "CycleResult", "FreeNode", "Instance", "Pending", "Request", "Running",
-           "Usage", "cycle", "order_key", "snapshot"]
+           "Usage", "VCRules", "cycle", "order_key", "snapshot"]
 
 QuotaKey = tuple[str, str, str]  # (user, kind, device type)
+CapKey = tuple[str, str]  # (pool, device type)
+
+
+@dataclass(frozen=True)
+class VCRules:
+    """RES2 admission rules of the virtual clusters: per-user caps (MaxAvailable) per (pool, device type),
+    pools that drain, (user, pool) pairs revoked with drain, and the devices each (user, pool, device type)
+    holds now."""
+
+    caps: Mapping[CapKey, int] = field(default_factory=dict)
+    draining: frozenset[str] | set[str] = frozenset()
+    revoked: frozenset[tuple[str, str]] | set[tuple[str, str]] = frozenset()
+    held: Mapping[tuple[str, str, str], int] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.caps or self.draining or self.revoked)
 
 
 _LAST = float("inf")
@@ -67,7 +86,7 @@ def quota_reason(r: Request, used: Usage, limit: Usage) -> str | None:
 
 
 class _Cycle:
-    def __init__(self, nodes, held, running, scores, limits, usage, now, backfill, capacity=None):
+    def __init__(self, nodes, held, running, scores, limits, usage, now, backfill, capacity=None, vc=None):
         if capacity is None:
             capacity = Capacity(nodes, held)
         else:
@@ -79,6 +98,8 @@ class _Cycle:
         self.scores = scores
         self.limits = limits or {}
         self.usage: dict[QuotaKey, Usage] = dict(usage or {})
+        self.vc: VCRules = vc or VCRules()
+        self.cap_held: dict[tuple[str, str, str], int] = dict(self.vc.held)
         self.now = now
         self.backfill = backfill
         self.result = CycleResult()
@@ -98,6 +119,25 @@ class _Cycle:
         key = (r.owner, r.kind, r.device_type)
         if key in self.limits:  # usage is only read against a limit
             self.usage[key] = self.usage.get(key, Usage()).plus(demand(r))
+        if (r.pool, r.device_type) in self.vc.caps:
+            ck = (r.owner, r.pool, r.device_type)
+            self.cap_held[ck] = self.cap_held.get(ck, 0) + sum(i.devices for i in r.instances)
+
+    def blocks(self, r: Request) -> str | None:
+        """Why ``r`` may not start now whatever the free capacity: its VC's rules (RES2), then its quota."""
+        vc = self.vc
+        if vc:
+            if r.pool in vc.draining:
+                return f"VC {r.pool} is draining: its running work finishes, nothing new starts"
+            if (r.owner, r.pool) in vc.revoked:
+                return f"access to VC {r.pool} was revoked: your running work there finishes, nothing new starts"
+            cap = vc.caps.get((r.pool, r.device_type))
+            if cap is not None:
+                need = sum(i.devices for i in r.instances)
+                held = self.cap_held.get((r.owner, r.pool, r.device_type), 0)
+                if need and held + need > cap:
+                    return (f"cap of {cap} {r.device_type} in VC {r.pool}: you hold {held}, this job needs {need}")
+        return self.quota_blocks(r) if self.limits else None
 
     # -- preemption -------------------------------------------------------------------------------
     def victim_lists(self) -> dict[tuple[str, str | None], list[Running]]:
@@ -148,6 +188,9 @@ class _Cycle:
             self.cap.release(v.placement)
             del self.running[v.job_id]
             self.result.preempted.append(v.job_id)
+            ck = (v.owner, v.pool, v.device_type)
+            if ck in self.cap_held:
+                self.cap_held[ck] -= sum(len(a.devices) for a in v.placement)
             key = (v.owner, v.kind, v.device_type)
             if key in self.usage:
                 d = Usage(sum(len(a.devices) for a in v.placement), sum(a.cpu for a in v.placement),
@@ -206,7 +249,7 @@ class _Cycle:
         """Admit from the head until a job cannot start; that job blocks the rest (``behind``)."""
         res = self.result
         positions = res.positions
-        quota = self.quota_blocks if self.limits else None
+        quota = self.blocks if self.limits or self.vc else None
         place = self.cap.place
         for i, r in enumerate(q):
             positions[r.job_id] = Position(key, i + 1, i)
@@ -242,7 +285,7 @@ class _Cycle:
         res = self.result
         positions = res.positions
         pend = res.pending.append
-        quota = self.quota_blocks if self.limits else None
+        quota = self.blocks if self.limits or self.vc else None
         reserved = self.reserved_start(head) if self.backfill else None
         # the reason differs per job only by the count ahead: build the rest once
         lead = f"behind job {head.job_id} in queue {'/'.join(key)} ("
@@ -275,10 +318,11 @@ def cycle(nodes: Sequence[NodeCapacity], held: Iterable[Allocation], requests: I
           running: Iterable[Running] = (), scores: Scores | None = None,
           limits: Mapping[QuotaKey, Usage] | None = None, usage: Mapping[QuotaKey, Usage] | None = None,
           now: float = 0.0, backfill: bool = False, capacity: Capacity | None = None,
-          reasons: bool = True) -> CycleResult:
+          reasons: bool = True, vc: VCRules | None = None) -> CycleResult:
     """Admit what fits, in fair order. ``held``: every allocation of running work (``running`` repeats the
     preemptible and backfill-relevant facts about those jobs). ``limits``/``usage``: compute quotas and
-    what running work uses, per (user, kind, device type); a missing limit means no limit.
+    what running work uses, per (user, kind, device type); a missing limit means no limit. ``vc``: the virtual
+    clusters' per-user caps, draining pools and revocations (RES2); a job they hold back waits without blocking.
 
     ``capacity``: the free capacity, kept by the caller across cycles (``Capacity(nodes, held)`` once, then
     ``release`` of finished work); ``nodes`` and ``held`` are then not read. The cycle takes what it admits
@@ -291,7 +335,7 @@ def cycle(nodes: Sequence[NodeCapacity], held: Iterable[Allocation], requests: I
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        c = _Cycle(nodes, held, running, scores, limits, usage, now, backfill, capacity)
+        c = _Cycle(nodes, held, running, scores, limits, usage, now, backfill, capacity, vc)
         c.reasons = reasons
         queues: dict[tuple[str, str, str], list[Request]] = defaultdict(list)
         for r in requests:

@@ -375,6 +375,25 @@ class TiService(Application):
                 self.log.warning("TiService.default_role %r is no TiHub role: users who hold no role get no TiHub "
                                  "permission (ti role list shows the roles)", self.default_role)
 
+    async def read_capacity(self, settle: bool = False) -> list:
+        """The backend's capacity with the machines virtual clusters own split off (RES2, ops/vcs.py).
+        ``settle`` (the leader): first move draining machines that nothing holds any more to their next VC."""
+        from ..ops import vcs
+
+        rows = await self.db(vcs.assignments, readonly=True)
+        if settle and any(r[5] for r in rows):
+            moved = await self.db(vcs.settle, scheduler=True)
+            for node, device, vc in moved:
+                if device < 0:  # a whole node (Kubernetes): its label is the assignment
+                    try:
+                        await self.backend.assign_machine(node, vc)
+                    except Exception:
+                        self.log.exception("labelling node %s for virtual cluster %s failed", node, vc)
+            if moved:
+                rows = await self.db(vcs.assignments, readonly=True)
+        self.backend.set_vc_assignments(rows)
+        return await self.backend.capacity()
+
     async def db(self, fn, *args, readonly: bool = False, scheduler: bool = False, **kwargs) -> Any:
         """Run ``fn(session, ...)`` in a worker thread inside one transaction (committed on success).
 
@@ -539,7 +558,7 @@ class TiService(Application):
             # plans are offered by capacity: a follower reads it itself instead of asking the leader
             while True:
                 try:
-                    self.ops_settings.nodes = await self.backend.capacity()
+                    self.ops_settings.nodes = await self.read_capacity()
                 except Exception:
                     self.log.exception("reading capacity failed")
                 await asyncio.sleep(self.scheduler_interval)

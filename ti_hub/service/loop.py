@@ -135,7 +135,7 @@ class JobRunner:
         clock = asyncio.get_running_loop().time
         t = [clock()]
         self.phase_s = {}
-        nodes = await self.svc.backend.capacity()
+        nodes = await self.svc.read_capacity(settle=True)
         self.svc.ops_settings.nodes = nodes
         if nodes != self.last_nodes:
             self.last_nodes, self.dirty = nodes, True

@@ -23,6 +23,7 @@ from ..domain import states as st
 from ..domain.errors import Conflict
 from ..domain.mounts import HeldMount, MountRequest, check_capacity, check_conflicts, over_capacity_reason
 from ..ops.jobs import LIST_COLUMNS, alert, record
+from ..ops import vcs
 from ..ops.quotas import Limits, resolve_limit
 from ..scheduler import core
 from ..scheduler.estimate import Holding, estimate_starts, expected_duration, units_of
@@ -106,6 +107,16 @@ def quota_limits(session: Session, keys: set[tuple[str, str, str]], defaults: di
         if limit is not None:
             out[key] = Usage(limit.devices, limit.cpu, limit.memory_mib)
     return out
+
+
+def vc_admission(session: Session, holding: Sequence[Any]) -> core.VCRules:
+    """RES2: the VCs' caps, draining pools and revocations, with the devices each user holds per capped pool."""
+    caps, draining, revoked = vcs.admission_rules(session)
+    held: dict[tuple[str, str, str], int] = defaultdict(int)
+    for j in holding:
+        if (j.pool, j.device_type) in caps:
+            held[(j.owner, j.pool, j.device_type)] += j.devices_per_instance * (j.workers + j.ps)
+    return core.VCRules(caps, frozenset(draining), frozenset(revoked), dict(held))
 
 
 def history(session: Session, owners: set[str], limit: int = 5000) -> list[tuple[str, str, str, float]]:
@@ -223,10 +234,11 @@ def decide(s: Session, inp: Inputs) -> Decisions:
         estimate_holding.append(Holding(j.pool, j.device_type, u.cpu if j.device_type == "cpu" else u.devices, ends))
     requests = [request_of(j) for j in queued]
     limits = quota_limits(s, {(r.owner, r.kind, r.device_type) for r in requests}, inp.quota_defaults)
+    vc_rules = vc_admission(s, holding)
     # a long queue whose status is not due: only admissions matter, not the reasons of every job behind a head
     refresh = inp.status_due or len(queued) <= SMALL_QUEUE
     result = core.cycle(inp.nodes, held_allocs, requests, running=running, scores=inp.scores, limits=limits,
-                        usage=usage, now=now, backfill=inp.backfill, reasons=refresh)
+                        usage=usage, now=now, backfill=inp.backfill, reasons=refresh, vc=vc_rules)
 
     # mounts a job cannot share (a read-write block volume) wait for their holder; checked on admission only
     full = {}

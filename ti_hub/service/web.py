@@ -6,7 +6,7 @@ from jupyterhub.services.auth import HubOAuthCallbackHandler
 from tornado import web
 
 from .. import __version__
-from ..api import account, admin, endpoints, jobs, people, resources, roles, ssh, workspaces
+from ..api import account, admin, endpoints, jobs, people, resources, roles, ssh, vcs, workspaces
 from ..api.base import APIHandler
 from ..api.contract import Op, Param, Route, route_regex
 from ..api.schemas import account as A
@@ -17,6 +17,7 @@ from ..api.schemas import people as PE
 from ..api.schemas import resources as R
 from ..api.schemas import roles as RO
 from ..api.schemas import services as S
+from ..api.schemas import vcs as V
 from ..endpoints.proxy import EndpointHandler
 from .health import HealthHandler
 from .openapi import document_json
@@ -86,6 +87,28 @@ ROUTES: list[Route] = [
         "patch": Op("Change a plan (custom:ti:vc:manage)", R.PLAN, body=R.PLAN_CHANGE, errors=(404,)),
         "delete": Op("Delete a plan no active job uses (custom:ti:vc:manage)", None, 204, errors=(404, 409))},
         {"id": C.ID_PARAM}),
+    Route("/vcs", vcs.VCsHandler, {
+        "get": Op("Virtual clusters: machines, per-user caps, access, whether I may use each (custom:ti:vc:view)",
+                  V.VC_PAGE),
+        "post": Op("Create a virtual cluster (custom:ti:vc:manage)", V.VC, 201, body=V.NEW_VC, errors=(409,))}),
+    Route("/vcs/{id}", vcs.VCHandler, {
+        "get": Op("A virtual cluster (custom:ti:vc:view)", V.VC, errors=(404,)),
+        "patch": Op("Rename (plans and jobs follow), describe, set caps, drain or reopen a virtual cluster; a cap "
+                    "under use is refused unless drain (custom:ti:vc:manage)", V.VC, body=V.VC_CHANGE,
+                    errors=(404, 409)),
+        "delete": Op("Delete an empty virtual cluster: no machines, active jobs or plans (custom:ti:vc:manage)",
+                     None, 204, errors=(404, 409))}, {"id": Param(C.NAME, "the virtual cluster's name")}),
+    Route("/vcs/{id}/machines", vcs.VCMachinesHandler, {
+        "post": Op("Give machines (devices; Kubernetes: nodes) to a virtual cluster, or back to default; machines "
+                   "that run jobs are refused unless drain (custom:ti:vc:manage)", V.VC, body=V.MACHINE_CHANGE,
+                   errors=(404, 409))}, {"id": Param(C.NAME, "the virtual cluster's name")}),
+    Route("/vcs/{id}/access", vcs.VCAccessHandler, {
+        "post": Op("Grant or revoke a user's or a group's access; revoking users with running jobs is refused "
+                   "unless drain (custom:ti:vc:manage)", V.VC, body=V.ACCESS_CHANGE, errors=(404, 409, 502))},
+        {"id": Param(C.NAME, "the virtual cluster's name")}),
+    Route("/me/vc", vcs.CurrentVCHandler, {
+        "get": Op("My current virtual cluster and those I may use", V.CURRENT_VC),
+        "put": Op("Choose my current virtual cluster", V.CURRENT_VC, body=V.USE_VC, errors=(404,))}),
     Route("/quota", resources.MyQuotaHandler, {
         "get": Op("My compute and storage quota with usage", R.MY_QUOTA, query=R.USER_QUERY)}),
     Route("/home", resources.HomeHandler, {

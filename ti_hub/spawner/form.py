@@ -35,13 +35,32 @@ def render_form(options: dict[str, Any], name: str = "default", home_url: str = 
     rows.append('<div class="form-group mb-3"><label class="form-label" for="ti-desc">Description</label>'
                 '<input class="form-control" id="ti-desc" name="display_name" '
                 'placeholder="what this workspace is for"></div>')
+    # RES2: the virtual cluster to work in (the owner's current one first); plans are grouped by VC below
+    vc = options.get("vc") or {}
+    usable, current = vc.get("usable") or [], vc.get("vc")
+    if len(usable) > 1:
+        rows.append('<div class="form-group mb-3"><label class="form-label" for="ti-vc">Virtual cluster</label>'
+                    '<select class="form-select" id="ti-vc" name="vc">')
+        for name in usable:
+            sel = " selected" if name == current else ""
+            rows.append(f'<option value="{escape(name)}"{sel}>{escape(name)}</option>')
+        rows.append('</select><p class="form-text">It becomes your current VC; pick a plan of it below.</p></div>')
     # form-select, not form-control: Bootstrap 5 draws a form-control select as a text box (no arrow)
     rows.append('<div class="form-group mb-3"><label class="form-label" for="ti-plan">Plan</label>'
                 '<select class="form-select" id="ti-plan" name="plan">')
-    for p in plans:
-        label = f"{p['name']}: {p['device_count']} x {p['device_type']}, {p['cpu']:g} CPU, {p['memory_mib']} MiB" \
-            if p["device_count"] else f"{p['name']}: CPU only, {p['cpu']:g} CPU, {p['memory_mib']} MiB"
-        rows.append(f'<option value="{escape(p["name"])}">{escape(label)}</option>')
+    pools = sorted({p.get("pool", "default") for p in plans}, key=lambda x: (x != current, x))
+    for pool in pools:
+        if len(pools) > 1:
+            rows.append(f'<optgroup label="{escape(pool)}">')
+        for p in plans:
+            if p.get("pool", "default") != pool:
+                continue
+            label = f"{p['name']}: {p['device_count']} x {p['device_type']}, {p['cpu']:g} CPU, " \
+                    f"{p['memory_mib']} MiB" if p["device_count"] else \
+                f"{p['name']}: CPU only, {p['cpu']:g} CPU, {p['memory_mib']} MiB"
+            rows.append(f'<option value="{escape(p["name"])}">{escape(label)}</option>')
+        if len(pools) > 1:
+            rows.append("</optgroup>")
     rows.append("</select></div>")
     rows.append('<div class="form-group mb-3"><label class="form-label" for="ti-image">Image</label>'
                 '<select class="form-select" id="ti-image" name="image"><option value="">(default)</option>')
@@ -93,7 +112,7 @@ def options_from_form(formdata: dict[str, list[str]]) -> dict[str, Any]:
         return (formdata.get(key) or [""])[0].strip()
 
     out: dict[str, Any] = {"plan": one("plan")}
-    for key in ("image", "credential"):
+    for key in ("image", "credential", "vc"):
         if one(key):
             out[key] = one(key)
     if one("display_name"):

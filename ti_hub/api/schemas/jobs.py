@@ -147,6 +147,8 @@ LOG_QUERY = {"instance": Param(integer(0, 99_999), "the instance (default 0)"),
              "tail": Param(integer(1, 2000), "the last N lines instead")}
 QUEUE_QUERY = {"all": flag("everyone's queued jobs (custom:ti:jobs:view-all)"),
                "queue": Param(string(200, pattern=r"^[^/]+/[^/]+/[^/]+$"), "one queue: POOL/DEVICE_TYPE/KIND"),
+               "vc": Param(string(63, 1, "a virtual cluster, or * for all"),
+                           "jobs of this virtual cluster (default: my current one, once I chose one)"),
                **page(200, 1000)}
 SCORES_QUERY = {"all": flag("everyone's scores (custom:ti:jobs:view-all)"),
                 "user": Param(string(255), "one user's scores"), "device_type": Param(string(63), "one device type"),

@@ -25,14 +25,19 @@ PLAN = answer({"id": ID, "name": STR, "description": STR, "kinds": array(STR), "
                "runnable": BOOL}, ["runnable"], title="Plan")
 PLAN_PAGE = page_of(PLAN)
 PLAN_QUERY = {"kind": Param(enum(st.KINDS), "only plans for this kind of work"),
-              "all": flag("admins: also plans that cannot run on this cluster now"), **page()}
+              "all": flag("admins: also plans that cannot run on this cluster now"),
+              "vc": Param(string(63, 1, "a virtual cluster, or * for all"),
+                          "plans of this virtual cluster (default: my current one, once I chose one)"), **page()}
 
 # -- quotas ----------------------------------------------------------------------------------------------
 LIMITS = answer({"devices": COUNT, "cpu": NUM, "memory_mib": COUNT})
 MY_QUOTA = answer({"user": STR,
                    "compute": array(answer({"kind": STR, "device_type": STR, "limit": LIMITS, "used": LIMITS})),
                    "storage": array(answer({"kind": STR, "limit_gib": COUNT, "used_gib": COUNT})),
-                   "personal": answer({"work": STR, "archive": STR})}, title="MyQuota")
+                   "personal": answer({"work": STR, "archive": STR}),
+                   "vc": answer({"name": STR, "caps": array(answer({"device_type": STR, "cap": COUNT,
+                                                                    "held": COUNT}))})},
+                  ["vc"], title="MyQuota")
 COMPUTE_QUOTA = answer({"user": STR, "kind": STR, "device_type": STR, "devices": COUNT, "cpu": NUM,
                         "memory_mib": COUNT}, title="ComputeQuota")
 STORAGE_QUOTA = answer({"user": STR, "kind": STR, "capacity_gib": COUNT}, title="StorageQuota")

@@ -13,7 +13,9 @@ from .resources import PLAN, VOLUME
 WORKSPACE_OPTIONS = obj({"name": NAME, "display_name": nullable(string(255)), "description": nullable(TEXT),
                          "plan": SPEC_FIELDS["plan"], "image": nullable(SPEC_FIELDS["image"]),
                          "volumes": VOLUMES, "env": nullable(ENV), "jupyter": BOOL, "ssh": BOOL, "ports": PORTS,
-                         "credential": SPEC_FIELDS["credential"]},
+                         "credential": SPEC_FIELDS["credential"],
+                         "vc": {**NAME, "description": "the virtual cluster chosen in the form (it becomes the "
+                                                       "owner's current VC; the plan must be one of its plans)"}},
                         title="WorkspaceOptions", description="what the spawn form chose (WS1)")
 # the owner's hub scopes, as the spawner reads them: honoured only from the spawner (ops/workspaces.owner_actor)
 OWNER_SCOPES = array(string(1024), maxItems=4096, description="the owner's hub scopes (sent by the spawner)")
@@ -29,7 +31,8 @@ WORKSPACE = answer({**JOB_FIELDS, "jupyter": BOOL, "rdma": BOOL, "unix_uid": nul
 # the owner's registry credentials, to pull the image with: no username, never a password
 FORM_CREDENTIAL = answer({"id": ID, "name": STR, "registry": STR}, title="FormCredential")
 FORM_CHOICES = answer({"plans": array(PLAN), "images": array(IMAGE), "volumes": array(VOLUME),
-                       "credentials": array(FORM_CREDENTIAL), "image_note": IMAGE_NOTE}, title="FormChoices")
+                       "credentials": array(FORM_CREDENTIAL), "image_note": IMAGE_NOTE,
+                       "vc": answer({"vc": STR, "usable": array(STR)})}, title="FormChoices")
 GROUPS_QUERY = {"groups": Param(string(4096), "the owner's groups, comma-separated"),
                 "scopes": Param(string(4096), "the owner's hub scopes, comma-separated (sent by the spawner)")}
 

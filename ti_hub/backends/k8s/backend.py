@@ -34,6 +34,7 @@ POD_WARNINGS = "type=Warning,involvedObject.kind=Pod"
 
 
 class KubernetesBackend(ExecutionBackend):
+    vc_whole_nodes = True  # RES2: a VC owns nodes, labelled with the pool label
     reports_start = True  # a launched job is starting until its pods run (observe_job says why they wait)
 
     kubeconfig = Unicode("", config=True,
@@ -279,6 +280,12 @@ class KubernetesBackend(ExecutionBackend):
     async def capacity(self) -> list[NodeCapacity]:
         await self.start_watches(jobs=False)
         return capacity(self.nodes.items.values(), self.pods.items.values(), self.settings)
+
+    async def assign_machine(self, node: str, vc: str) -> None:
+        """RES2: label the node with its virtual cluster (the pool label capacity reads)."""
+        core = k8s.CoreV1Api(await self.api())
+        await core.patch_node(node, ob.pool_label_patch(self.pool_label, vc),
+                              _content_type="application/merge-patch+json")
 
     # -- launch ---------------------------------------------------------------------------------------------
     async def launch(self, spec: LaunchSpec) -> dict[str, Any]:

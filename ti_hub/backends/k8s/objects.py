@@ -468,3 +468,9 @@ def pod_security_probe(s: KubeSettings) -> dict[str, Any]:
                      "securityContext": pod_security_context(s),
                      "containers": [{"name": "main", "image": "ti-hub/pod-security-probe", "command": ["true"],
                                      "securityContext": container}]}}
+
+
+def pool_label_patch(pool_label: str, vc: str) -> dict[str, Any]:
+    """RES2: the JSON merge patch that puts a node in virtual cluster ``vc`` (the label's value is the VC's name,
+    as plans name it; for "default" the label goes: unlabelled nodes are in default)."""
+    return {"metadata": {"labels": {pool_label: None if vc == "default" else vc}}}

@@ -30,7 +30,7 @@ from ..base import ExecutionBackend, InstanceStatus, JobObservation, LaunchSpec,
 from ..outcome import LOST_REASON
 from ...storage import personal
 from . import devices as devices_mod
-from . import jobdir, launcher, limits, logfiles, procs, sandbox, sockets, userdirs
+from . import jobdir, launcher, limits, logfiles, procs, sandbox, slices, sockets, userdirs
 from .runner import write_json_atomic
 
 
@@ -144,6 +144,10 @@ class LocalBackend(ExecutionBackend):
         return dict(self._detected)
 
     async def capacity(self) -> list[NodeCapacity]:
+        """One node per VC slice of this machine (slices.py): the devices VCs own, split off by assignment."""
+        return slices.split_all(await self._whole_machine(), self.vc_assignments)
+
+    async def _whole_machine(self) -> list[NodeCapacity]:
         return [NodeCapacity(
             name=self.node_name or socket.gethostname(), pool=self.pool,
             devices=await self.device_inventory(), cpu=float(self.cpu or (os.cpu_count() or 1) * self.cpu_overcommit),

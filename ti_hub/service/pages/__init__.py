@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .account import AccountPageHandler
 from .audit import AuditPageHandler
-from .admin import PlansPageHandler, PoolsPageHandler, QuotasPageHandler
+from .admin import PlansPageHandler, QuotasPageHandler
 from .base import PAGES, PageHandler
 from .cluster import ClusterPageHandler
 from .home import HomeHandler
@@ -17,10 +17,11 @@ from .jobs import JobsPageHandler
 from .people import PeoplePageHandler
 from .queue import QueuePageHandler
 from .roles import RolesPageHandler
+from .vcs import VCPageHandler
 
 HANDLERS: dict[str, type[PageHandler]] = {
     "": HomeHandler, "queue": QueuePageHandler, "cluster": ClusterPageHandler, "plans": PlansPageHandler,
-    "pools": PoolsPageHandler, "quotas": QuotasPageHandler, "people": PeoplePageHandler,
+    "pools": VCPageHandler, "quotas": QuotasPageHandler, "people": PeoplePageHandler,
     "audit": AuditPageHandler, "account": AccountPageHandler, "roles": RolesPageHandler,
     "jobs": JobsPageHandler,
 }

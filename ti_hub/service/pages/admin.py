@@ -6,6 +6,8 @@ needs vc:manage. Quotas are read and set with users:manage, as in the API (ops/q
 
 from __future__ import annotations
 
+from typing import Any
+
 from tornado import web
 
 from ... import scopes as S
@@ -27,8 +29,9 @@ class PlansPageHandler(PageHandler):
     @web.authenticated
     async def get(self):
         admin = self.actor.can(S.MANAGE_VC)
+        # admins manage every VC's plans; users see their current VC's (RES2)
         listed = await self.ti.db(plans.list_plans, self.actor, self.ti.ops_settings.nodes, None, admin,
-                                  readonly=True)
+                                  "*" if admin else None, readonly=True)
         rows = []
         for p in listed["items"]:
             row = [p["name"], p["description"], ", ".join(p["kinds"]), p["device_type"], p["device_count"], p["cpu"],
@@ -178,6 +181,9 @@ class PoolsPageHandler(PageHandler):
 
     @web.authenticated
     async def get(self):
+        self.show(join(await self.body()))
+
+    async def body(self) -> list[Any]:
         o = await self.ti.db(pools_overview, self.ti.ops_settings.nodes, readonly=True)
         rows = []
         for p in o["pools"]:
@@ -203,7 +209,7 @@ class PoolsPageHandler(PageHandler):
             table("pool-nodes", ["machine", "pool", "schedulable", "devices", "CPU cores", "memory", "labels"], nodes,
                   "No machines reported yet."),
         ]
-        self.show(join(body))
+        return body
 
     def rules(self) -> Safe:
         backend = self.ti.backend

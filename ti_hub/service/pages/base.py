@@ -41,7 +41,7 @@ PAGES: tuple[Page, ...] = (
     Page("jobs", "All jobs", S.MANAGE_ALL_JOBS, "All jobs"),
     Page("cluster", "Cluster status", S.VIEW_CLUSTER, "Cluster"),
     Page("plans", "Plans", S.VIEW_VC),
-    Page("pools", "Pools", S.VIEW_VC),
+    Page("pools", "Virtual clusters (pools)", S.VIEW_VC, "VCs"),
     Page("quotas", "Quotas", S.MANAGE_USERS),
     Page("people", "People and permissions", S.MANAGE_USERS, "People"),
     Page("roles", "Roles", S.MANAGE_USERS, "Roles"),
