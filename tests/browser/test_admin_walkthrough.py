@@ -107,8 +107,8 @@ def test_a_newcomer_admin_sets_up_two_teams_on_the_pages_and_stops_their_work(wh
     def job(user, name, plan):
         return user.ok("POST", "/jobs", json={"name": name, "plan": plan, "image": "python-cpu",
                                               "command": "sleep 300"})
-    first, second = job(a, "v1", "vision-gpu-1"), job(a, "v2", "vision-gpu-1")
-    s1, s2 = job(b, "s1", "speech-gpu-1"), job(b, "s2", "speech-gpu-1")
+    first, second = job(a, "vjob1", "vision-gpu-1"), job(a, "vjob2", "vision-gpu-1")
+    s1, s2 = job(b, "sjob1", "speech-gpu-1"), job(b, "sjob2", "speech-gpu-1")
     wait(lambda: a.ok("GET", f"/jobs/{first['id']}")["status"] == "running", 60, "ann's first job runs")
     for j in (s1, s2):
         wait(lambda j=j: b.ok("GET", f"/jobs/{j['id']}")["status"] == "running", 60, "bob's jobs run (cap 2)")
@@ -116,7 +116,7 @@ def test_a_newcomer_admin_sets_up_two_teams_on_the_pages_and_stops_their_work(wh
     assert held["status"] == "queued" and "cap of 1 demo-gpu in VC vc-vision" in held["reason"], held
     assert a.ok("GET", f"/jobs/{first['id']}")["placement"]["instances"][0]["devices"][0] in (0, 1)
     assert {b.ok("GET", f"/jobs/{j['id']}")["placement"]["instances"][0]["devices"][0] for j in (s1, s2)} == {2, 3}
-    r = b.api("POST", "/jobs", json={"name": "x", "plan": "vision-gpu-1", "image": "python-cpu", "command": "true"})
+    r = b.api("POST", "/jobs", json={"name": "xjob", "plan": "vision-gpu-1", "image": "python-cpu", "command": "true"})
     assert r.status_code == 403 and "vc-vision" in r.json()["detail"], r.text  # not speech's VC
 
     # 5. All jobs: the admin sees both teams' work, and stops ann's running job; her held one starts
@@ -129,7 +129,7 @@ def test_a_newcomer_admin_sets_up_two_teams_on_the_pages_and_stops_their_work(wh
     assert rows.count() == 2
     admin.goto(whub.url + f"/services/ti/jobs?job={first['id']}")
     admin.wait_for_selector("#job-facts")
-    admin.locator(f'form[aria-label="kill single {ann}/v1"] button').click()
+    admin.locator(f'form[aria-label="kill single {ann}/vjob1"] button').click()
     wait(lambda: a.ok("GET", f"/jobs/{first['id']}")["status"] == "killed", 60, "ann's first job killed")
     wait(lambda: a.ok("GET", f"/jobs/{second['id']}")["status"] == "running", 60, "her held job starts")
     screenshot(admin, "walkthrough-all-jobs")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 # a column: (HEADER, key or function of the row)
