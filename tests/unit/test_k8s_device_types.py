@@ -185,3 +185,36 @@ def test_the_service_and_backend_rules_join_and_must_agree():
     with pytest.raises(ValueError) as err:
         v.join_device_rules({"ascend910": [0, 1]}, {"ascend910": [0, 8]})
     assert "'ascend910'" in str(err.value)
+
+
+def service(tmp_path, **service_config):
+    from traitlets.config import Config
+
+    from ti_hub.service.app import TiService
+
+    c = Config()
+    c.TiService.data_dir = str(tmp_path)
+    c.TiService.backend_class = "ti_hub.backends.k8s.KubernetesBackend"
+    c.KubernetesBackend.device_types = CONFIG
+    for k, val in service_config.items():
+        setattr(c.TiService, k, val)
+    app = TiService(config=c)
+    app.initialize([])
+    return app
+
+
+def test_the_service_checks_plans_and_submissions_by_the_backends_types(tmp_path):
+    app = service(tmp_path, device_count_rules={"npu": [0, 1]}, devices_per_node={"npu": 4})
+    try:
+        assert app.ops_settings.device_rules == {"npu": [0, 1], "ascend910": [0, 1, 2, 4, 8],
+                                                 "amd-mi250": [1, 2, 4, 8]}
+        assert app.ops_settings.devices_per_node == {"npu": 4, "ascend910": 8}
+    finally:
+        app.engine.dispose()
+
+
+def test_the_service_refuses_rules_that_contradict_the_backends(tmp_path):
+    with pytest.raises(TraitError, match="ascend910"):
+        service(tmp_path, device_count_rules={"ascend910": [0, 1]})
+    with pytest.raises(TraitError, match="devices per node of device type 'ascend910'"):
+        service(tmp_path / "b", devices_per_node={"ascend910": 4})
