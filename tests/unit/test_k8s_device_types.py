@@ -218,3 +218,25 @@ def test_the_service_refuses_rules_that_contradict_the_backends(tmp_path):
         service(tmp_path, device_count_rules={"ascend910": [0, 1]})
     with pytest.raises(TraitError, match="devices per node of device type 'ascend910'"):
         service(tmp_path / "b", devices_per_node={"ascend910": 4})
+
+
+async def test_a_workspace_pod_of_a_type_asks_for_its_resource_on_its_nodes(monkeypatch):
+    import kubespawner.spawner
+
+    from ti_hub.spawner.kube import TiKubeSpawner
+
+    # KubeSpawner loads the process's global client config as it is made; nothing here connects
+    monkeypatch.setattr(kubespawner.spawner, "load_config", lambda **kw: None)
+    with pytest.raises(TraitError, match=r"TiKubeSpawner.device_types\['npu'\].resource"):
+        TiKubeSpawner(_mock=True, namespace="users", device_types={"npu": {"resource": "npu"}})
+    sp = TiKubeSpawner(_mock=True, namespace="users", device_types=CONFIG)
+    ws = {"id": 5, "image": "img:1", "cpu_per_instance": 2, "memory_mib_per_instance": 2048,
+          "devices_per_instance": 4, "device_type": "ascend910", "pool": "training", "volumes": [], "mounts": [],
+          "placement": {"instances": [{"node": "npu-0", "devices": [0, 1, 2, 3]}]}}
+    sp.apply_admission(ws)
+    assert sp.extra_resource_limits == sp.extra_resource_guarantees == {"huawei.com/Ascend910": "4"}
+    assert sp.node_selector == {"kubernetes.io/arch": "arm64", "ti-hub.io/pool": "training"}
+    assert sp.tolerations == [NPU_TOL, ARM_TOL]
+    sp.apply_admission({**ws, "device_type": "T4", "devices_per_instance": 1})  # not listed: as before
+    assert sp.extra_resource_limits == {"nvidia.com/gpu": "1"}
+    assert sp.node_selector == {"ti-hub.io/device-type": "T4", "ti-hub.io/pool": "training"}
