@@ -138,7 +138,7 @@ def test_capacity_reads_each_nodes_devices_from_its_types_resource():
         node("npu-1", {"huawei.com/Ascend910": "8"}, {"kubernetes.io/arch": "arm64"}),
         # an unlisted type keeps device_resource
         node("t4-0", {"nvidia.com/gpu": "4"}, {s.device_type_label: "T4"}),
-        # an NVIDIA node without label: two types could be its (nvidia-a100 by selector; none other) -> a100
+        # an NVIDIA node without label: nvidia-a100 is the one listed type with its resource and architecture
         node("gpu-1", {"nvidia.com/gpu": "4"}, {"kubernetes.io/arch": "amd64"}),
         # a resource no type's selector matches: no devices (label it)
         node("odd-0", {"huawei.com/Ascend910": "8"}, {"kubernetes.io/arch": "amd64"}),

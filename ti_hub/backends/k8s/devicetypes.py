@@ -92,7 +92,8 @@ def parse_one(dtype: Any, raw: Any) -> DeviceType:
     if counts is not None:
         if (not isinstance(counts, list) or not counts
                 or not all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= MAX_COUNT for n in counts)):
-            raise _err(dtype, "counts", f"must be a non-empty list of device counts 0-{MAX_COUNT}, e.g. [0, 1, 2, 4, 8]")
+            raise _err(dtype, "counts",
+                       f"must be a non-empty list of device counts 0-{MAX_COUNT}, e.g. [0, 1, 2, 4, 8]")
         counts = tuple(sorted(set(counts)))
     per_node = raw.get("per_node", 0)
     if not isinstance(per_node, int) or isinstance(per_node, bool) or not 0 <= per_node <= MAX_COUNT:
