@@ -240,3 +240,12 @@ async def test_a_workspace_pod_of_a_type_asks_for_its_resource_on_its_nodes(monk
     sp.apply_admission({**ws, "device_type": "T4", "devices_per_instance": 1})  # not listed: as before
     assert sp.extra_resource_limits == {"nvidia.com/gpu": "1"}
     assert sp.node_selector == {"ti-hub.io/device-type": "T4", "ti-hub.io/pool": "training"}
+
+
+def test_an_unlabelled_node_that_two_types_could_be_offers_no_devices():
+    s = ob.KubeSettings(device_types=dt.parse({"a100": {"resource": "nvidia.com/gpu"},
+                                               "h100": {"resource": "nvidia.com/gpu"}}))
+    nodes = [node("gpu-0", {"nvidia.com/gpu": "8"}, {}),
+             node("gpu-1", {"nvidia.com/gpu": "8"}, {s.device_type_label: "h100"})]
+    got = {n.name: n.devices for n in capacity(nodes, [], s)}
+    assert got == {"gpu-0": {}, "gpu-1": {"h100": list(range(8))}}
