@@ -58,6 +58,7 @@ def test_schema_rules_closed_objects_and_descriptions():
 def test_unknown_keys_are_rejected_by_name(helm, own_chart, tmp_path):
     for data, key in (({"userNamespaces": "x"}, "userNamespaces"),
                       ({"devices": {"resourceNme": "x"}}, "resourceNme"),
+                      ({"devices": {"types": {"npu": {"resource": "a.b/c", "perNod": 8}}}}, "perNod"),
                       ({"networkPolicy": {"userPodPorts": [{"port": 1, "proto": "TCP"}]}}, "proto")):
         f = values_file(tmp_path, data)
         lint = run(helm, "lint", "--strict", own_chart, "-f", f, check=False)
@@ -341,7 +342,11 @@ def process_dir(process):
 
 
 def test_hub_config_wires_services_spawner_and_backend(helm, own_chart, tmp_path, monkeypatch):
+    npu = {"resource": "huawei.com/Ascend910", "nodeSelector": {"kubernetes.io/arch": "arm64"},
+           "tolerations": [{"key": "huawei.com/Ascend910", "operator": "Exists", "effect": "NoSchedule"}],
+           "counts": [0, 1, 2, 4, 8], "perNode": 8}
     f = values_file(tmp_path, {"userNamespace": "users", "storageClasses": {"filesystem": "cephfs"},
+                               "devices": {"types": {"ascend910": npu}},
                                "tiService": {"extraConfig": "c.TiService.max_workers = 7"}})
     docs = render(helm, own_chart, "-f", f)
     hub_dir = tmp_path / "srv-jupyterhub"  # z2jh's hub runs in /srv/jupyterhub, its SQLite path relative to it
@@ -370,6 +375,11 @@ def test_hub_config_wires_services_spawner_and_backend(helm, own_chart, tmp_path
     from ti_hub.storage.k8s import KubernetesVolumeDriver
     assert KubernetesVolumeDriver(config=c).storage_classes == {"filesystem": "cephfs"}
     assert KubernetesBackend(config=c).namespace == "users"
+    # device types reach the backend and the spawner alike, in the traits' shape
+    assert c.KubernetesBackend.device_types == c.TiKubeSpawner.device_types == {"ascend910": {
+        "resource": "huawei.com/Ascend910", "node_selector": {"kubernetes.io/arch": "arm64"},
+        "tolerations": npu["tolerations"], "counts": [0, 1, 2, 4, 8], "per_node": 8}}
+    assert KubernetesBackend(config=c).device_count_rules == {"ascend910": [0, 1, 2, 4, 8]}
     assert {r["name"] for r in c.JupyterHub.load_roles} == {"user", "ti-admin", "ti-service", "ti-spawner", "ti-ssh"}
     # the SSH gateway: a service the hub starts with this file, reading the hub's database but not TiHub's
     gw = services["ti-ssh"]

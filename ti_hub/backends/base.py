@@ -113,6 +113,17 @@ class ExecutionBackend(LoggingConfigurable):
     # GET /images) and in every answer that names one (ops/jobspec.py); None where images are run
     image_note: str | None = None
 
+    # RES4: the device counts the backend's own config allows per device type (KubernetesBackend.device_types),
+    # joined with TiService.device_count_rules; and the devices per node of types whose distributed jobs take
+    # whole nodes (ops/jobspec.py checks both)
+    @property
+    def device_count_rules(self) -> dict[str, list[int]]:
+        return {}
+
+    @property
+    def devices_per_node(self) -> dict[str, int]:
+        return {}
+
     async def capacity(self) -> list[NodeCapacity]:
         raise NotImplementedError
 

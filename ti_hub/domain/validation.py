@@ -196,6 +196,31 @@ def device_count(value: Any, device_type: str, rules: Mapping[str, Iterable[int]
     return n
 
 
+def whole_nodes(devices: int, instances: int, device_type: str, per_node: Mapping[str, int], field: str) -> None:
+    """RES4: a distributed job of a type with devices per node (an NPU: 8) takes whole nodes, nodes x per_node
+    devices: each of its instances (one per node) asks for exactly per_node devices."""
+    n = per_node.get(device_type)
+    if n and instances > 1 and devices != n:
+        raise ValidationError(
+            f"{field}: a distributed {device_type} job takes whole nodes, {n} devices per instance ({instances} "
+            f"instances: {instances} x {n} = {instances * n} devices); its plan gives {devices} per instance: "
+            f"choose a plan of {n} x {device_type}", field=field)
+
+
+def join_device_rules(configured: Mapping[str, Iterable[int]], backend: Mapping[str, Iterable[int]],
+                      what: str = "device counts") -> dict[str, list[int]]:
+    """TiService's rules and the backend's (KubernetesBackend.device_types) as one map: a type both name must
+    agree, else neither is taken on trust (ValueError naming the type)."""
+    out = {k: sorted(set(v)) for k, v in configured.items()}
+    for k, val in backend.items():
+        mine = sorted(set(val))
+        if k in out and out[k] != mine:
+            raise ValueError(f"{what} of device type {k!r} differ: TiService says {out[k]}, the backend's "
+                             f"device_types say {mine}; set them in one place")
+        out[k] = mine
+    return out
+
+
 def pagination(args: Mapping[str, str], default_limit: int = 50, max_limit: int = 500) -> tuple[int, int]:
     return (query_int(args, "limit", default_limit, 1, max_limit),
             query_int(args, "offset", 0, 0, MAX_OFFSET))

@@ -102,8 +102,17 @@ def _with_rdma(spec: dict[str, Any], plan: m.Plan | None) -> None:
 
 
 def _check_plan_runs(plan: m.Plan, instances: int, settings: OpsSettings) -> None:
-    """One instance fits some machine of the plan's pool; and Q4: a gang runs all at once or not at all, so one
-    its pool can never hold at once would queue forever."""
+    """RES4: the plan's device count follows its type's rules now (they may have changed since the plan was
+    made), and a distributed job of a whole-node type takes whole nodes; one instance fits some machine of the
+    plan's pool; and Q4: a gang runs all at once or not at all, so one its pool can never hold at once would queue
+    forever."""
+    try:
+        v.device_count(plan.device_count, plan.device_type, settings.device_rules, "devices_per_instance")
+        v.whole_nodes(plan.device_count, instances, plan.device_type, settings.devices_per_node,
+                      "devices_per_instance")
+    except v.ValidationError as e:
+        # the plan is what the submitter chose (and can change): the error names it
+        raise v.ValidationError(f"plan {plan.name!r}: {e.detail}", field="plan") from None
     if not plans.fits_somewhere(plan, settings.nodes):
         raise v.ValidationError(f"plan {plan.name!r} cannot run on this cluster: no machine in pool {plan.pool!r} "
                                 f"has {plan.device_count} x {plan.device_type}, {plan.cpu:g} CPU and "

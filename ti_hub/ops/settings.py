@@ -25,6 +25,8 @@ class OpsSettings:
     image_note: str | None = None
     # TiService.default_role: the TiHub role of a user who holds none (ops/grants.py)
     default_role: str = "user"
+    # RES4: devices per node of types whose distributed jobs take whole nodes (validation.whole_nodes)
+    devices_per_node: dict[str, int] = field(default_factory=dict)
 
     @property
     def device_types(self) -> list[str]:

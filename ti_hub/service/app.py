@@ -32,6 +32,7 @@ from ..backends.base import ExecutionBackend
 from ..db import models as m
 from ..db.session import make_engine, make_sessionmaker, sqlite_url, upgrade
 from ..db.writelock import WriteLock
+from ..domain.validation import join_device_rules
 from ..endpoints.origins import Origins
 from ..endpoints.tensorboard import TensorBoards
 from ..ops.rendercache import RenderCache
@@ -203,7 +204,14 @@ class TiService(Application):
         DEFAULT_STORAGE_QUOTAS, config=True, help="Default storage quota per storage kind, in GiB.")
     device_count_rules = Dict(
         {}, config=True,
-        help="Allowed device counts per device type (SPEC RES4), e.g. {'ascend-910': [0, 1, 2, 4, 8]}.",
+        help="Allowed device counts per device type (SPEC RES4), e.g. {'ascend-910': [0, 1, 2, 4, 8]}; joined "
+             "with the backend's own (KubernetesBackend.device_types' counts), which must agree on a type both name.",
+    )
+    devices_per_node = Dict(
+        {}, config=True,
+        help="RES4 devices per node of device types whose distributed jobs take whole nodes, e.g. "
+             "{'ascend-910': 8}: each instance of such a job asks for exactly that many (nodes x 8 in all); "
+             "joined with the backend's own (KubernetesBackend.device_types' per_node).",
     )
     max_workers = Integer(64, config=True, help="Most worker instances one distributed job may ask for.")
     max_ps = Integer(16, config=True, help="Most parameter servers one distributed job may ask for.")
@@ -304,10 +312,10 @@ class TiService(Application):
         driver_kw = {"root_dir": self.data_dir} if local and "root_dir" not in self.config.LocalVolumeDriver else {}
         self.volume_driver = self.volume_driver_class(parent=self, log=self.log, **driver_kw)
         self.ops_settings = OpsSettings(dict(self.compute_quota_defaults), dict(self.storage_quota_defaults),
-                                        {k: list(v) for k, v in self.device_count_rules.items()}, self.max_workers,
+                                        self._device_rules(), self.max_workers,
                                         self.max_ps, uids=self._uid_policy(), secret_key=self.fernet,
                                         rdma=self.backend.supports_rdma, image_note=self.backend.image_note,
-                                        default_role=self.default_role)
+                                        default_role=self.default_role, devices_per_node=self._devices_per_node())
         self.render_cache = RenderCache(self.list_cache_size)
         self.hub_names = HubNames(self.hub_lookup_ttl)
         self.tensorboards = self._tensorboards()
@@ -315,6 +323,23 @@ class TiService(Application):
         self._poke_fd: int | None = None
         self.leader_serves_http = True  # serve() says; scheduler_max_share only applies when it does
         self._seed()
+
+    def _device_rules(self) -> dict[str, list[int]]:
+        """RES4: one rule per device type, whether set here or in the backend's device types (one function,
+        domain.validation.device_count, checks plans and submissions against it)."""
+        try:
+            return join_device_rules(self.device_count_rules, self.backend.device_count_rules)
+        except ValueError as e:
+            raise TraitError(f"TiService.device_count_rules: {e}") from None
+
+    def _devices_per_node(self) -> dict[str, int]:
+        try:
+            joined = join_device_rules({k: [int(n)] for k, n in self.devices_per_node.items()},
+                                       {k: [n] for k, n in self.backend.devices_per_node.items()},
+                                       "devices per node")
+        except ValueError as e:
+            raise TraitError(f"TiService.devices_per_node: {e}") from None
+        return {k: ns[0] for k, ns in joined.items()}
 
     def _uid_policy(self) -> UidPolicy:
         first, last = (int(x) for x in self.unix_uid_range)

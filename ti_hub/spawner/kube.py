@@ -13,9 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from kubespawner import KubeSpawner
-from traitlets import Integer, Unicode, default
+from traitlets import Dict, Integer, TraitError, Unicode, default, validate
 
 from ..backends.base import Mount
+from ..backends.k8s import devicetypes
 from ..backends.k8s import objects as ob
 from ..backends.k8s.names import safe_name
 from ..storage import personal
@@ -25,7 +26,10 @@ from .mixin import TiSpawnerMixin
 class TiKubeSpawner(TiSpawnerMixin, KubeSpawner):
     installation = Unicode("ti-hub", config=True,
                            help="Installation name labelled on workspace pods (the same as KubernetesBackend's).")
-    device_resource = Unicode("nvidia.com/gpu", config=True, help="Extended resource that counts devices.")
+    device_resource = Unicode("nvidia.com/gpu", config=True,
+                              help="Extended resource that counts devices of the types device_types does not list.")
+    device_types = Dict(config=True, help="The same map as KubernetesBackend.device_types (the Helm chart sets "
+                                          "both): " + devicetypes.HELP)
     device_type_label = Unicode("ti-hub.io/device-type", config=True, help="Node label naming the device type.")
     pool_label = Unicode("ti-hub.io/pool", config=True, help="Node label naming the resource pool.")
     run_as_uid = Integer(1000, config=True, help="User id of the workspace container (never 0).")
@@ -33,6 +37,14 @@ class TiKubeSpawner(TiSpawnerMixin, KubeSpawner):
     rdma_resource = Unicode("rdma/hca_shared_devices_a", config=True,
                             help="Extended resource a workspace whose plan has rdma asks one of (the same as "
                                  "KubernetesBackend.rdma_resource: the RDMA shared device plugin's).")
+
+    @validate("device_types")
+    def _check_device_types(self, proposal):
+        try:
+            devicetypes.parse(proposal["value"])
+        except ValueError as e:
+            raise TraitError(f"TiKubeSpawner.{e}") from None
+        return proposal["value"]
 
     @default("options_form")
     def _default_options_form(self):
@@ -42,7 +54,8 @@ class TiKubeSpawner(TiSpawnerMixin, KubeSpawner):
         return ob.KubeSettings(namespace=self.namespace, installation=self.installation,
                                device_resource=self.device_resource, device_type_label=self.device_type_label,
                                pool_label=self.pool_label, uid=self.run_as_uid, gid=self.run_as_gid,
-                               rdma_resource=self.rdma_resource)
+                               rdma_resource=self.rdma_resource,
+                               device_types=devicetypes.parse(self.device_types))
 
     def apply_admission(self, ws: dict[str, Any]) -> None:
         """Turn TiHub's admission (plan, placement, volumes, env) into KubeSpawner's settings: pure, no I/O."""
@@ -62,7 +75,8 @@ class TiKubeSpawner(TiSpawnerMixin, KubeSpawner):
         devices = int(ws.get("devices_per_instance") or 0)
         self.cpu_limit = self.cpu_guarantee = cpu
         self.mem_limit = self.mem_guarantee = f"{mem}M"  # KubeSpawner's M is MiB
-        extra = {k: q for k, q in ob.resources(s, cpu, mem, devices, bool(ws.get("rdma")))["limits"].items()
+        extra = {k: q for k, q in ob.resources(s, cpu, mem, devices, bool(ws.get("rdma")),
+                                               ws.get("device_type", ""))["limits"].items()
                  if k not in ("cpu", "memory")}  # devices, RDMA: KubeSpawner has cpu and memory traits of its own
         self.extra_resource_limits = dict(extra)
         self.extra_resource_guarantees = dict(extra)

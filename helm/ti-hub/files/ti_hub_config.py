@@ -54,6 +54,12 @@ def _service_prefix():
     return f"{_base_url()}services/{SERVICE}/"
 
 
+def _device_types(types):
+    """devices.types in the traits' shape (ti_hub/backends/k8s/devicetypes.py): the chart's keys are camelCase."""
+    keys = {"nodeSelector": "node_selector", "perNode": "per_node"}
+    return {name: {keys.get(k, k): v for k, v in cfg.items()} for name, cfg in types.items()}
+
+
 def _pod_host():
     pod_ip = os.environ.get("TI_HUB_POD_IP", "")
     return f"[{pod_ip}]" if ":" in pod_ip else pod_ip  # an IPv6 pod address
@@ -78,6 +84,7 @@ _kube = {
     "device_resource": SETTINGS["devices"]["resourceName"],
     "device_type_label": SETTINGS["devices"]["typeLabel"],
     "pool_label": SETTINGS["devices"]["poolLabel"],
+    "device_types": _device_types(SETTINGS["devices"].get("types") or {}),
     "image_pull_secrets": list(SETTINGS["imagePullSecrets"]),
 }
 for _trait, _value in _kube.items():
@@ -192,7 +199,7 @@ def configure_hub(c):
     if _kube["image_pull_secrets"]:
         pulls = list(c.KubeSpawner.image_pull_secrets) if "image_pull_secrets" in c.KubeSpawner else []
         c.KubeSpawner.image_pull_secrets = [*pulls, *(n for n in _kube["image_pull_secrets"] if n not in pulls)]
-    for _trait in ("installation", "device_resource", "device_type_label", "pool_label"):
+    for _trait in ("installation", "device_resource", "device_type_label", "pool_label", "device_types"):
         setattr(c.TiKubeSpawner, _trait, _kube[_trait])
 
 

@@ -19,10 +19,11 @@ from typing import Any
 
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio.client.exceptions import ApiException
-from traitlets import Bool, Dict, Float, Integer, List, Unicode
+from traitlets import Bool, Dict, Float, Integer, List, TraitError, Unicode, validate
 
 from .. import metrics as metrics_mod
 from ..base import ExecutionBackend, InstanceStatus, JobObservation, LaunchSpec, NodeCapacity
+from . import devicetypes
 from . import objects as ob
 from . import podstate
 from .capacity import capacity
@@ -43,7 +44,9 @@ class KubernetesBackend(ExecutionBackend):
     installation = Unicode("ti-hub", config=True,
                            help="Name of this TiHub installation, labelled on everything it creates: two "
                                 "installations sharing a namespace never touch each other's objects.")
-    device_resource = Unicode("nvidia.com/gpu", config=True, help="Extended resource that counts devices.")
+    device_resource = Unicode("nvidia.com/gpu", config=True,
+                              help="Extended resource that counts devices of the types device_types does not list.")
+    device_types = Dict(config=True, help=devicetypes.HELP)
     device_type_label = Unicode("ti-hub.io/device-type", config=True,
                                 help="Node label naming the node's device type (e.g. A100); nodes without it "
                                      "offer no devices to TiHub.")
@@ -89,6 +92,15 @@ class KubernetesBackend(ExecutionBackend):
                                "not mount, an image pull still retrying) before the job fails with that reason; "
                                "0: wait forever (the job shows why it waits).")
 
+    @validate("device_types")
+    def _check_device_types(self, proposal):
+        # at start (config load): a wrong map is named here, never found by a pod that does not schedule
+        try:
+            devicetypes.parse(proposal["value"])
+        except ValueError as e:
+            raise TraitError(f"KubernetesBackend.{e}") from None
+        return proposal["value"]
+
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self._api: k8s.ApiClient | None = None
@@ -112,7 +124,15 @@ class KubernetesBackend(ExecutionBackend):
             pin_to_placement=self.pin_to_placement, tolerations=tuple(self.tolerations),
             image_pull_secrets=tuple(self.image_pull_secrets), scheduler_name=self.scheduler_name,
             extra_pod_annotations=dict(self.extra_pod_annotations), network_policy=self.network_policy_per_job,
-            rdma_resource=self.rdma_resource)
+            rdma_resource=self.rdma_resource, device_types=devicetypes.parse(self.device_types))
+
+    @property
+    def device_count_rules(self) -> dict[str, list[int]]:
+        return devicetypes.count_rules(devicetypes.parse(self.device_types))
+
+    @property
+    def devices_per_node(self) -> dict[str, int]:
+        return devicetypes.per_node_rules(devicetypes.parse(self.device_types))
 
     @property
     def supports_rdma(self) -> bool:

@@ -12,6 +12,7 @@ from decimal import Decimal
 from typing import Any
 
 from ..base import NodeCapacity
+from .devicetypes import node_type
 from .objects import LABEL_INSTALLATION, MANAGED_BY, KubeSettings
 from .names import label_value
 
@@ -70,28 +71,38 @@ def node_ready(node: dict[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
 
 
+def _has(alloc: dict[str, Any], resource: str) -> bool:
+    return parse_quantity(alloc.get(resource)) > 0
+
+
 def capacity(nodes: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]], s: KubeSettings) -> list[NodeCapacity]:
-    others: dict[str, list[Decimal]] = {}
+    """A node's devices are its allocatable of its device type's resource (``KubeSettings.device_types``, else
+    ``device_resource``); its type is its device-type label, or the configured type whose resource it offers."""
+    # every resource some type counts devices in: others' pods may hold any of them
+    resources = sorted({s.device_resource, *(d.resource for d in s.device_types.values())})
+    others: dict[str, list[Any]] = {}
     ours = label_value(s.installation)
     for pod in pods:
         if not holds_resources(pod) or is_ours(pod, ours):
             continue
-        cpu, mem, dev = pod_requests(pod, s.device_resource)
-        acc = others.setdefault(pod["spec"]["nodeName"], [Decimal(0), Decimal(0), Decimal(0)])
+        acc = others.setdefault(pod["spec"]["nodeName"], [Decimal(0), Decimal(0), {}])
+        for res in resources:
+            cpu, mem, dev = pod_requests(pod, res)
+            acc[2][res] = acc[2].get(res, 0) + dev
         acc[0] += cpu
         acc[1] += mem
-        acc[2] += dev
     out = []
     for node in nodes:
         meta, spec, status = node.get("metadata") or {}, node.get("spec") or {}, node.get("status") or {}
         name = meta["name"]
         labels = meta.get("labels") or {}
         alloc = status.get("allocatable") or {}
-        used = others.get(name, [Decimal(0)] * 3)
+        used = others.get(name, [Decimal(0), Decimal(0), {}])
         cpu = max(Decimal(0), parse_quantity(alloc.get("cpu")) - used[0])
         mem = max(Decimal(0), parse_quantity(alloc.get("memory")) - used[1])
-        free_dev = max(0, int(parse_quantity(alloc.get(s.device_resource))) - int(used[2]))
-        dtype = labels.get(s.device_type_label, "")
+        dtype = node_type(labels, alloc, s.device_types, s.device_type_label, _has)
+        res = s.resource_of(dtype)
+        free_dev = max(0, int(parse_quantity(alloc.get(res))) - int(used[2].get(res, 0)))
         devices = {dtype: list(range(free_dev))} if dtype and free_dev else {}
         out.append(NodeCapacity(
             name=name, pool=labels.get(s.pool_label) or "default", devices=devices,

@@ -30,6 +30,7 @@ from typing import Any
 from ..base import LaunchSpec, Mount
 from ...storage import personal
 from ..envs import instance_envs
+from .devicetypes import DeviceType, resource_of
 from .names import label_value, safe_name
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
@@ -76,6 +77,12 @@ class KubeSettings:
     extra_pod_annotations: dict[str, str] = field(default_factory=dict)
     network_policy: bool = False  # each gang gets its own NetworkPolicy (job_network_policy)
     rdma_resource: str = "rdma/hca_shared_devices_a"  # what a pod of an RDMA plan asks one of
+    # per device type: its resource, node selector, tolerations (devicetypes.py); others use device_resource
+    device_types: dict[str, DeviceType] = field(default_factory=dict)
+
+    def resource_of(self, device_type: str) -> str:
+        """The extended resource that counts ``device_type``'s devices."""
+        return resource_of(self.device_types, self.device_resource, device_type)
 
 
 # -- names ------------------------------------------------------------------------------------------------------
@@ -122,12 +129,14 @@ def quantity_cpu(cpu: float) -> str:
     return f"{int(round(cpu * 1000))}m"
 
 
-def resources(s: KubeSettings, cpu: float, memory_mib: int, devices: int, rdma: bool = False) -> dict[str, Any]:
+def resources(s: KubeSettings, cpu: float, memory_mib: int, devices: int, rdma: bool = False,
+              device_type: str = "") -> dict[str, Any]:
     """Requests equal limits: the scheduler's accounting is exact and a pod never bursts into a neighbour.
-    ``rdma``: one of the RDMA device plugin's shared resource (the plan's rdma)."""
+    ``rdma``: one of the RDMA device plugin's shared resource (the plan's rdma). Devices are of ``device_type``'s
+    resource (``s.device_types``), else ``s.device_resource``."""
     limits = {"cpu": quantity_cpu(cpu), "memory": f"{int(memory_mib)}Mi"}
     if devices:
-        limits[s.device_resource] = str(int(devices))
+        limits[s.resource_of(device_type)] = str(int(devices))
     if rdma:
         limits[s.rdma_resource] = "1"
     return {"requests": dict(limits), "limits": limits}
@@ -135,9 +144,15 @@ def resources(s: KubeSettings, cpu: float, memory_mib: int, devices: int, rdma: 
 
 def placement(s: KubeSettings, device_type: str, pool: str, devices: int,
               nodes: list[str] | None) -> dict[str, Any]:
-    """nodeSelector, affinity and tolerations of one role's pods (merged into the pod spec)."""
+    """nodeSelector, affinity and tolerations of one role's pods (merged into the pod spec). A configured device
+    type (``s.device_types``) brings its own node selector (its architecture, say) and tolerations; any other keeps
+    to nodes labelled with it."""
     selector: dict[str, str] = {}
-    if devices and device_type and device_type != "cpu":
+    dtype = s.device_types.get(device_type) if devices else None
+    if dtype is not None:
+        # its nodes may be known by their resource alone (no device-type label): the type's selector says where
+        selector.update(dtype.selector)
+    elif devices and device_type and device_type != "cpu":
         selector[s.device_type_label] = device_type
     if pool and pool != "default":
         selector[s.pool_label] = pool
@@ -148,7 +163,9 @@ def placement(s: KubeSettings, device_type: str, pool: str, devices: int,
             {"matchExpressions": [{"key": HOSTNAME_LABEL, "operator": "In", "values": sorted(set(nodes))}]}]}}}
     tolerations = [dict(t) for t in s.tolerations]
     if devices:
-        tolerations.append({"key": s.device_resource, "operator": "Exists", "effect": "NoSchedule"})
+        tolerations.append({"key": s.resource_of(device_type), "operator": "Exists", "effect": "NoSchedule"})
+        if dtype is not None:
+            tolerations += [dict(t) for t in dtype.tolerations if t not in tolerations]
     if tolerations:
         out["tolerations"] = tolerations
     return out
@@ -334,7 +351,8 @@ def job_objects(s: KubeSettings, spec: LaunchSpec, extra_env: dict[str, str] | N
             "containers": [{
                 "name": "main", "image": spec.image, "command": ["/bin/sh", "-c", command],
                 "env": container_env(env, sorted(spec.secret_env), env_secret_name(spec)),
-                "resources": resources(s, head.cpu, head.memory_mib, len(head.devices), spec.rdma),
+                "resources": resources(s, head.cpu, head.memory_mib, len(head.devices), spec.rdma,
+                                       spec.device_type),
                 "securityContext": container_security_context(s),
                 "volumeMounts": vmounts,
             }],
