@@ -82,6 +82,8 @@ def test_magics_submit_follow_list_kill_in_a_notebook(hub, new_user, tmp_path):
         "follow": "%ti_logs nb-hello -f",
         "jobs": "%ti_jobs --json",
         "quota": "%ti_quota",
+        "vc": "%ti_vc",
+        "vc_bad": new_code_cell("%ti_vc no-such-vc", metadata=ERROR_CELL),
         "tensorboards": "%ti_tensorboard nb-hello",
         "tb_outside": new_code_cell("%ti_tensorboard nb-hello --logdir /etc", metadata=ERROR_CELL),
         "kill": new_code_cell("%ti_kill nb-hello", metadata=ERROR_CELL),
@@ -119,6 +121,9 @@ def test_magics_submit_follow_list_kill_in_a_notebook(hub, new_user, tmp_path):
     listed = json.loads(stream(out["jobs"]))
     assert {j["name"]: j["status"] for j in listed}["nb-hello"] == "completed"
     assert "cpu" in stream(out["quota"]).lower()
+    assert stream(out["vc"]).startswith("current virtual cluster: "), stream(out["vc"])
+    assert one_line_error(out["vc_bad"]).startswith("UsageError: %ti_vc: ")
+    assert one_line_error(out["vc_bad"]).endswith("(field: vc)")
     assert stream(out["tensorboards"]) == "(no TensorBoard running; start one with --logdir PATH)\n"
     assert one_line_error(out["tb_outside"]).startswith("UsageError: %ti_tensorboard: ")
     assert one_line_error(out["tb_outside"]).endswith("(field: logdir)")
@@ -170,7 +175,7 @@ def test_workspace_kernels_load_the_magics_by_themselves(hub, new_user, tmp_path
             "print(__doc__, [k for k in globals() if 'autoload' in k])",
         ], env, tmp_path).cells
         assert stream(cells[0]) == str(sorted(["ti", "ti_form", "ti_jobs", "ti_kill", "ti_logs", "ti_monitor",
-                                               "ti_queue", "ti_quota", "ti_tensorboard"])) + "\n"
+                                               "ti_queue", "ti_quota", "ti_tensorboard", "ti_vc"])) + "\n"
         listed = json.loads(stream(cells[1]))
         assert [(j["name"], j["status"]) for j in listed] == [("nb-box", "running")]
         assert stream(cells[2]) == "Automatically created module for IPython interactive environment []\n"

@@ -168,6 +168,16 @@ def test_line_magics_parse_with_the_cli_tree():
         commands.parse("ti_quota", "--help")
 
 
+def test_the_vc_magic_shows_or_chooses_the_current_vc():
+    """%ti_vc is `ti vc use`: no name shows the current VC and the usable ones, a name chooses it."""
+    shown = commands.parse("ti_vc", "")
+    assert shown.vc is None and not shown.json and shown.func.__name__ == "cmd_use"
+    chosen = commands.parse("ti_vc", "team-a --json")
+    assert (chosen.vc, chosen.json) == ("team-a", True)
+    with pytest.raises(commands.MagicError, match="unrecognized arguments: extra"):
+        commands.parse("ti_vc", "team-a extra")
+
+
 def test_error_line_names_the_field_and_the_quota():
     e = ApiError(403, "over_quota", "over quota for devices", "plan",
                  {"resource": "devices", "requested": 4, "used": 0, "limit": 3})

@@ -25,6 +25,7 @@ MAGIC_COMMANDS = {
     "ti_queue": ("queue",),
     "ti_quota": ("quota",),
     "ti_tensorboard": ("job", "tensorboard"),
+    "ti_vc": ("vc", "use"),
 }
 
 

@@ -76,6 +76,12 @@ class TiMagics(Magics):
         self._cli("ti_quota", line)
 
     @line_magic
+    def ti_vc(self, line: str) -> None:
+        """My current virtual cluster and those I may use (`ti vc use`): %ti_vc [--json]; %ti_vc NAME chooses
+        NAME (plans, the queue and quotas then show that VC)."""
+        self._cli("ti_vc", line)
+
+    @line_magic
     def ti_tensorboard(self, line: str) -> None:
         """TensorBoard for a log directory of a job's volumes (`ti job tensorboard`); prints its URL:
         %ti_tensorboard JOB --logdir /mnt/out/tb, %ti_tensorboard JOB (the running ones), %ti_tensorboard JOB --stop."""
