@@ -7,6 +7,8 @@ import { ICredential, IImagePage, IJob, IPage, IPlan, ITemplate, IVolume, NAME_R
 
 export interface IJobFormOptions {
   image?: string;
+  /** The current virtual cluster: the plan list shows its plans ('' lets the API choose). */
+  vc?: () => string;
   onSubmitted: (job: IJob) => void;
   onCancel: () => void;
 }
@@ -191,9 +193,11 @@ export class JobForm {
     }
   }
 
-  private async loadPlans(): Promise<void> {
+  /** The plans of the current VC for the kind picked (again after the VC changes). */
+  async loadPlans(): Promise<void> {
+    const vc = this.opts.vc ? this.opts.vc() : '';
     try {
-      const plans = await requestAPI<IPage<IPlan>>(`plans${qs({ kind: this.kind.value, limit: 500 })}`);
+      const plans = await requestAPI<IPage<IPlan>>(`plans${qs({ kind: this.kind.value, vc, limit: 500 })}`);
       const current = this.plan.value;
       this.plan.replaceChildren(
         ...plans.items.map(p =>
@@ -201,8 +205,9 @@ export class JobForm {
             `${p.name}: ${p.device_count} × ${p.device_type}, ${p.cpu} CPU, ${Math.round(p.memory_mib / 1024)} GiB`)
         )
       );
+      this.plan.dataset.vc = vc;
       if (!plans.items.length) {
-        this.setStatus('info', `No plan is offered for ${this.kind.value} jobs; ask an admin.`);
+        this.setStatus('info', `No plan is offered for ${this.kind.value} jobs${vc ? ` in ${vc}` : ''}; ask an admin.`);
       }
     } catch (err) {
       this.setStatus('error', `Could not load plans: ${errorText(err)}`);

@@ -5,6 +5,7 @@ import { button, errorText, h, message, PollingPanel, table, when } from './dom'
 import { JobForm } from './jobform';
 import { qs, requestAPI } from './request';
 import { IJob, ILogChunk, IPage } from './tokens';
+import { VCBar } from './vcbar';
 
 const ACTIVE = new Set(['created', 'queued', 'scheduling', 'running', 'pausing', 'paused', 'killing']);
 
@@ -38,6 +39,8 @@ export class JobsPanel extends PollingPanel {
   private logInstance = 0;
   private logDone = false;
   private form: JobForm | null = null;
+  // the current VC (RES2): switching it reloads the form's plans and the VC's queue and cap line
+  private vcBar = new VCBar(() => this.vcChanged());
   // kept across the detail's redraws (every 2 s), so what the user types in it survives them
   private tbForm: HTMLFormElement | null = null;
 
@@ -59,15 +62,23 @@ export class JobsPanel extends PollingPanel {
       button('Refresh', () => void this.tick()),
       h('label', { for: 'ti-jobs-all' }, filter, ' include finished')
     );
-    this.node.append(this.header, this.main);
+    this.node.append(this.header, this.vcBar.node, this.main);
     this.main.append(this.listArea);
     this.listArea.append(message('loading', 'Loading your jobs…'));
+  }
+
+  private vcChanged(): void {
+    if (this.view === 'form' && this.form) {
+      void this.form.loadPlans();
+    }
+    void this.tick();
   }
 
   openForm(image?: string, spec?: Record<string, unknown>): void {
     this.view = 'form';
     this.form = new JobForm({
       image,
+      vc: () => this.vcBar.vc,
       onSubmitted: job => this.openDetail(job.id),
       onCancel: () => this.openList()
     });
@@ -101,6 +112,7 @@ export class JobsPanel extends PollingPanel {
 
   protected async refresh(): Promise<void> {
     if (this.view === 'list') {
+      this.vcBar.poll();
       await this.refreshList();
     } else if (this.view === 'detail' && this.detailId !== null) {
       await this.refreshDetail(this.detailId);

@@ -163,3 +163,14 @@ export interface IEntry {
   type: 'dir' | 'file';
   size?: number;
 }
+
+/** GET/PUT /me/vc: my current virtual cluster and those I may use. */
+export interface ICurrentVC {
+  vc: string;
+  usable: string[];
+}
+
+/** GET /quota: only what the panel reads (the current VC's per-user caps and what I hold). */
+export interface IMyQuota {
+  vc: { name: string; caps: { device_type: string; cap: number; held: number }[] };
+}
