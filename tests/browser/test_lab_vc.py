@@ -78,6 +78,7 @@ def test_switching_the_current_vc_in_the_jobs_panel(vclab, page_for):
     summary = panel.locator("#ti-vc-summary")
     wait(lambda: "in vc-x" in summary.inner_text(), 15, "the queue and cap line of vc-x")
     assert "0 of your jobs queued in vc-x; your cap here: 0 of 1 demo-gpu held" in summary.inner_text()
+    assert "Switching" not in panel.locator("#ti-vc-bar").inner_text()  # done: no message left behind
     screenshot(page, "jobs-panel-vc", "#ti-jobs-panel")
 
     # a job submitted from the form runs in vc-x; the cap line counts the device it holds

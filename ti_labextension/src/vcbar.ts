@@ -64,6 +64,7 @@ export class VCBar {
     this.status.replaceChildren(message('loading', `Switching to ${name}…`));
     try {
       const doc = await requestAPI<ICurrentVC>('me/vc', { method: 'PUT', json: { vc: name } });
+      this.status.replaceChildren();
       this.show(doc);
       this.onChange(doc.vc);
     } catch (err) {
