@@ -18,7 +18,7 @@ from ..domain.errors import BadGateway, NotFound
 from ..ops import endpoints as ops
 from .origins import COOKIE, COOKIE_TTL, LOGIN_PATH, TICKET_TTL, Label, parse_label, safe_next, seal, unseal
 from .pure import cross_site, port_url
-from .proxy import EndpointHandler
+from .proxy import EndpointHandler, effective
 
 
 @web.stream_request_body
@@ -61,8 +61,7 @@ class OriginEndpointHandler(EndpointHandler):
             model = await self.hub_auth.get_user(self, sync=False)
             if model:
                 self._token_authenticated = True
-                return Actor(model["name"], frozenset(model.get("scopes", ())), tuple(model.get("groups") or ()),
-                             model.get("kind", "user")), False
+                return await effective(self.ti, model), False  # TiHub's roles decide (ops/grants.py)
             return None, False
         cookie = self.get_cookie(COOKIE)
         user = unseal(self.ti.fernet, cookie, "cookie", label, COOKIE_TTL) if cookie else None

@@ -19,10 +19,10 @@ from tornado.httpclient import HTTPClientError, HTTPRequest
 from tornado.iostream import StreamClosedError
 from tornado.simple_httpclient import SimpleAsyncHTTPClient
 
-from ..api.base import Refusals
+from ..api.base import Refusals, actor_of
 from ..backends.local import sockets
 from ..domain.actor import Actor
-from ..domain.errors import BadGateway, NotFound
+from ..domain.errors import BadGateway, Forbidden, NotFound
 from ..ops import endpoints as ops
 from .origins import origin_login, port_label, tensorboard_label
 from .pure import (cross_site, parse_endpoint_path, request_headers, response_headers, strip_token_query)
@@ -105,8 +105,9 @@ class EndpointHandler(Refusals, HubOAuthenticated, websocket.WebSocketHandler):
         except UserNotAllowed:
             self._hub_auth_user_cache = None
             raise web.HTTPError(403, f"{model.get('name')} may not use the TiHub service") from None
-        u = self.current_user
-        actor = Actor(u["name"], frozenset(u.get("scopes", ())), tuple(u.get("groups") or ()), u.get("kind", "user"))
+        # the effective permissions (TiHub's roles narrow the token's scopes, ops/grants.py): every user's hub
+        # scopes carry all seven as a ceiling, so the raw token would make everyone a manager of every job
+        actor = await effective(self.ti, self.current_user)
         via_cookie = not getattr(self, "_token_authenticated", False)
         if ep.kind == "port":
             target = await self.ti.db(ops.port_target, actor, ep.job, ep.instance, ep.port, via_cookie=via_cookie,
@@ -342,3 +343,12 @@ def _close_args(side: Any) -> tuple[int | None, str | None]:
     if code is None or not (1000 <= code <= 4999) or code in (1004, 1005, 1006, 1015):
         return None, None
     return code, getattr(side, "close_reason", None)
+
+
+async def effective(ti: Any, model: dict[str, Any]) -> Actor:
+    """The caller as the API sees them (``api.base.actor_of``: the one place TiHub's roles are applied); a
+    disabled user is refused here as there."""
+    try:
+        return await actor_of(ti, model)
+    except Forbidden as e:
+        raise web.HTTPError(403, e.detail) from None
