@@ -103,6 +103,18 @@ class Session:
         r = self.browser.get(f"{self.hub.url}/hub/authorize/{name}")
         assert r.status_code == 200, r.text[:300]
 
+    def spawn(self, server: str, options: dict | None = None, timeout: float = 60):
+        """Ask the hub for a named server and wait until it is no longer pending (started or refused); returns
+        the hub's answer to the request (a refusal's status and message are there)."""
+        r = self.hub_api("POST", f"/users/{self.name}/servers/{server}", json=options or {"plan": "cpu-small"})
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            s = self.hub_api("GET", f"/users/{self.name}").json()["servers"].get(server)
+            if not s or not s.get("pending") or s.get("ready"):
+                break
+            time.sleep(0.3)
+        return r
+
     def wait_server(self, server: str, ready: bool = True, timeout: float = 120) -> dict:
         """Wait until this person's named server is ready (its model), or gone (``ready=False``: {})."""
         deadline = time.monotonic() + timeout

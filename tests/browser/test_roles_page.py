@@ -13,16 +13,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 SUBMIT = "custom:ti:jobs:submit"
 
 
-def spawn(u, server: str):
-    r = u.hub_api("POST", f"/users/{u.name}/servers/{server}", json={"plan": "cpu-small"})
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        s = u.hub_api("GET", f"/users/{u.name}").json()["servers"].get(server)
-        if not s or not s.get("pending") or s.get("ready"):
-            break
-        time.sleep(0.3)
-    return r
-
 
 def notice(page) -> str:
     return page.locator(".notice").first.inner_text()
@@ -58,7 +48,7 @@ def test_a_role_without_submit_made_on_the_page_counts_at_once(hub, page_for):
     r = user.api("POST", "/jobs", json={"name": "page-refused", "plan": "cpu-small", "image": "python-cpu",
                                         "command": "true"})
     assert r.status_code == 403 and SUBMIT in r.json()["detail"], r.text
-    r = spawn(user, "ws-page")
+    r = user.spawn("ws-page")
     assert r.status_code == 403 and SUBMIT in r.json()["message"], r.text
     assert user.ok("GET", "/me")["roles"] == [role]
 

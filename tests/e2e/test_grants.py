@@ -24,17 +24,6 @@ def job(name: str) -> dict:
     return {"name": name, "plan": "cpu-small", "image": "python-cpu", "command": "true"}
 
 
-def spawn(u, server: str):
-    """Ask the hub for a server; wait until it is no longer pending. Returns the hub's answer."""
-    r = u.hub_api("POST", f"/users/{u.name}/servers/{server}", json={"plan": "cpu-small"})
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        s = u.hub_api("GET", f"/users/{u.name}").json()["servers"].get(server)
-        if not s or not s.get("pending") or s.get("ready"):
-            break
-        time.sleep(0.3)
-    return r
-
 
 def actions(admin, target: str) -> list[str]:
     return [e["action"] for e in admin.ok("GET", "/audit", params={"target": target})["items"]]
@@ -111,7 +100,7 @@ def test_a_grant_counts_at_once_for_jobs_and_workspaces(hub, new_user):
     assert SUBMIT not in me["permissions"] and me["roles"] == [role]
     r = u.api("POST", "/jobs", json=job(unique("refused")))
     assert r.status_code == 403 and SUBMIT in r.json()["detail"], r.text
-    r = spawn(u, "ws-refused")
+    r = u.spawn("ws-refused")
     assert r.status_code == 403 and SUBMIT in r.json()["message"], r.text
     assert u.ok("GET", "/jobs?kind=workspace")["total"] == 0
     listed = json.loads(admin.ti("role", "grants", "--user", u.name, "--json").stdout)
@@ -120,7 +109,7 @@ def test_a_grant_counts_at_once_for_jobs_and_workspaces(hub, new_user):
     out = admin.ti("role", "revoke", role, "--user", u.name)
     assert out.returncode == 0 and "no longer holds" in out.stdout, out.stderr
     assert u.ok("POST", "/jobs", json=job(unique("allowed")))["owner"] == u.name
-    r = spawn(u, "ws-allowed")
+    r = u.spawn("ws-allowed")
     assert r.status_code in (201, 202), r.text
     u.wait_server("ws-allowed")
     u.hub_api("DELETE", f"/users/{u.name}/servers/ws-allowed")

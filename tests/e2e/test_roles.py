@@ -6,7 +6,6 @@ grants it. The spawner reads the owner's scopes inside the hub at each start and
 
 from __future__ import annotations
 
-import time
 
 import pytest
 from hubproc import own_hub
@@ -29,17 +28,6 @@ def rhub(tmp_path_factory):
     yield from own_hub(tmp_path_factory, "rhub", CONFIG)
 
 
-def spawn(u, server: str):
-    """Ask the hub for a server; wait until it is no longer pending. Returns the hub's answer."""
-    r = u.hub_api("POST", f"/users/{u.name}/servers/{server}", json={"plan": "cpu-small"})
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        s = u.hub_api("GET", f"/users/{u.name}").json()["servers"].get(server)
-        if not s or not s.get("pending") or s.get("ready"):
-            break
-        time.sleep(0.3)
-    return r
-
 
 def test_the_owners_hub_roles_decide_for_their_workspaces(rhub):
     plain, trainer = rhub.person("plain"), rhub.person("trainer")
@@ -49,7 +37,7 @@ def test_the_owners_hub_roles_decide_for_their_workspaces(rhub):
     r = plain.api("POST", "/jobs", json={"name": "no-job", "plan": "cpu-small", "image": "python-cpu",
                                          "command": "true"})
     assert r.status_code == 403 and SUBMIT in r.json()["detail"]
-    r = spawn(plain, "ws-plain")
+    r = plain.spawn("ws-plain")
     assert r.status_code == 403, r.text
     assert SUBMIT in r.json()["message"]
     assert not plain.hub_api("GET", f"/users/{plain.name}").json()["servers"].get("ws-plain", {}).get("ready")
@@ -60,7 +48,7 @@ def test_the_owners_hub_roles_decide_for_their_workspaces(rhub):
     assert r.status_code == 403 and "custom:ti:workspaces:admit" in r.json()["detail"]
 
     # the custom role grants submit: the trainer's workspace starts
-    r = spawn(trainer, "ws-trainer")
+    r = trainer.spawn("ws-trainer")
     assert r.status_code in (201, 202), r.text
     trainer.wait_server("ws-trainer")
     assert trainer.ok("GET", "/jobs/ws-trainer")["status"] == "running"
@@ -69,6 +57,6 @@ def test_the_owners_hub_roles_decide_for_their_workspaces(rhub):
     # taken away, it counts at the very next start (read from the hub's RBAC each time, never cached)
     r = rhub.admin.hub_api("DELETE", "/groups/trainers/users", json={"users": [trainer.name]})
     assert r.status_code == 200, r.text
-    r = spawn(trainer, "ws-trainer")
+    r = trainer.spawn("ws-trainer")
     assert r.status_code == 403 and SUBMIT in r.json()["message"], r.text
     assert trainer.ok("GET", "/jobs/ws-trainer")["status"] == "stopped"

@@ -148,9 +148,7 @@ class APIHandler(Refusals, HubOAuthenticated, web.RequestHandler):
         """The caller with their effective TiHub permissions (ops/grants.py), found once in ``prepare``."""
         found = getattr(self, "_actor", None)
         if found is None:  # prepare() stopped before (an error page): no TiHub permission at all
-            u = self.current_user
-            return Actor(u["name"], frozenset(x for x in u.get("scopes", ()) if x not in S.PERMISSIONS),
-                         tuple(u.get("groups") or ()), kind=u.get("kind", "user"))
+            return without_permissions(self.current_user)
         return found
 
     def body(self) -> dict[str, Any]:
@@ -210,6 +208,12 @@ class APIHandler(Refusals, HubOAuthenticated, web.RequestHandler):
         GET requests never write, so they run as read-only transactions (no SQLite write lock)."""
         return await self.ti.db(fn, *args, readonly=self.request.method == "GET", **kwargs)
 
+
+
+def without_permissions(model: dict[str, Any]) -> Actor:
+    """The caller before (or without) ``actor_of``: their token's other scopes, none of TiHub's permissions."""
+    return Actor(model["name"], frozenset(x for x in model.get("scopes", ()) if x not in S.PERMISSIONS),
+                 tuple(model.get("groups") or ()), kind=model.get("kind", "user"))
 
 
 async def actor_of(ti: TiService, model: dict[str, Any]) -> Actor:

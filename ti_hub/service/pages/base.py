@@ -98,9 +98,9 @@ class PageHandler(HubOAuthenticated, web.RequestHandler):
         """The signed-in user with their effective TiHub permissions (ops/grants.py), found in ``prepare``."""
         found = getattr(self, "_actor", None)
         if found is None:  # prepare() stopped before (an error page): no TiHub permission at all
-            u = self.current_user
-            return Actor(u["name"], frozenset(x for x in u.get("scopes", ()) if x not in S.PERMISSIONS),
-                         tuple(u.get("groups") or ()), kind=u.get("kind", "user"))
+            from ...api.base import without_permissions
+
+            return without_permissions(self.current_user)
         return found
 
     def signed_in(self) -> dict[str, Any] | None:
