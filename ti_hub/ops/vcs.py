@@ -32,7 +32,7 @@ from . import audit
 from .common import ensure_user, utcnow
 
 DEFAULT = "default"
-VC_FIELDS = ("name", "description", "caps", "draining", "open", "drain")
+VC_FIELDS = ("name", "description", "caps", "draining", "open", "drain", "cohort", "lend")
 
 
 # -- reading ---------------------------------------------------------------------------------------------------
@@ -83,7 +83,7 @@ def render(vc: m.VirtualCluster, actor: Actor | None = None, held: dict[str, dic
            ) -> dict[str, Any]:
     out: dict[str, Any] = {
         "name": vc.name, "description": vc.description, "caps": dict(vc.caps or {}), "draining": vc.draining,
-        "open": is_open(vc), "cohort": vc.cohort,
+        "open": is_open(vc), "cohort": vc.cohort, "lend": vc.lend is not False,
         "access": [{"kind": a.grantee_kind, "name": a.grantee} for a in vc.access],
         "drained_users": list(vc.drained_users or []),
         "machines": [{"node": x.node, "device_type": x.device_type, "device": x.device, "draining": x.draining,
@@ -200,7 +200,8 @@ def create(session: Session, actor: Actor, data: dict[str, Any]) -> dict[str, An
 
 
 def change(session: Session, actor: Actor, name: str, data: dict[str, Any]) -> dict[str, Any]:
-    """Rename (plans', jobs', volumes' and users' current pool follow), describe, set caps, drain or reopen."""
+    """Rename (plans', jobs', volumes' and users' current pool follow), describe, set caps, drain or reopen,
+    put it in a cohort (lending) or take it out, let it lend or not."""
     actor.need(S.MANAGE_VC, "changing virtual clusters")
     v.check_fields(data, VC_FIELDS)
     drain = v.boolean(data.get("drain", False), "drain")
@@ -231,6 +232,11 @@ def change(session: Session, actor: Actor, name: str, data: dict[str, Any]) -> d
             raise v.ValidationError("the VC default stays open to all", field="open")
         vc.restricted = not opened
         detail["open"] = opened
+    if "cohort" in data:  # lending between the VCs of one cohort (issue 18); null or "" leaves it
+        raw = data["cohort"]
+        vc.cohort = detail["cohort"] = v.name(raw, "cohort") if raw not in (None, "") else None
+    if "lend" in data:
+        vc.lend = detail["lend"] = v.boolean(data["lend"], "lend")
     if "name" in data and data["name"] != vc.name:
         new = v.name(data["name"], "name")
         if vc.name == DEFAULT:
@@ -529,3 +535,16 @@ def admission_rules(session: Session) -> tuple[dict[tuple[str, str], int], set[s
             draining.add(name)
         drained |= {(u, name) for u in users or ()}
     return caps, draining, drained
+
+
+def lending_rules(session: Session) -> tuple[dict[str, str], set[str]]:
+    """(pool -> cohort, for the VCs in one; VCs that opted out of lending): who lends idle devices to whom."""
+    cohorts: dict[str, str] = {}
+    no_lend: set[str] = set()
+    for name, cohort, lend in session.execute(
+            select(m.VirtualCluster.name, m.VirtualCluster.cohort, m.VirtualCluster.lend)):
+        if cohort:
+            cohorts[name] = cohort
+        if lend is False:
+            no_lend.add(name)
+    return cohorts, no_lend
