@@ -127,3 +127,17 @@ def test_the_owner_first_then_lending():
     a1 = run_on(1, "na", "A")
     res = cycle(NODES, held(a1), [req(2, "A"), req(3, "B")], running=[a1], vc=VCRules(cohorts=COHORT))
     assert [(x.job_id, x.lent_by) for x in res.admitted] == [(3, "")]
+
+
+def test_reclaim_takes_the_smallest_borrower_that_makes_room_and_only_on_the_machine_used():
+    nodes = [node("na", "A", gpus=1), node("nb1", "B", gpus=4), node("nb2", "B", gpus=2)]
+    a1 = run_on(1, "na", "A")
+    big = run_on(2, "nb1", "A", devices=(0, 1, 2, 3), lent_by="B", started=30.0)
+    small = run_on(3, "nb2", "A", devices=(0,), lent_by="B", started=10.0)
+    other = run_on(4, "nb2", "A", devices=(1,), lent_by="B", started=5.0)
+    runs = [a1, big, small, other]
+    res = cycle(nodes, held(*runs), [req(5, "B")], running=runs, vc=VCRules(cohorts=COHORT))
+    assert res.preempted == [3]  # not the more recent 4-device job
+    # a 2-device job: the two one-device borrowers on nb2, not the 4-device one on nb1 too
+    res = cycle(nodes, held(*runs), [req(6, "B", gpus=2)], running=runs, vc=VCRules(cohorts=COHORT))
+    assert sorted(res.preempted) == [3, 4] and res.admitted[0].placement[0].node == "nb2"

@@ -177,11 +177,13 @@ class _Cycle:
         return self._victims
 
     def borrowed_on(self, r: Request) -> list[Running]:
-        """Jobs of other VCs running on lent devices of ``r``'s pool, most recently started first."""
+        """Jobs of other VCs running on lent devices of ``r``'s pool: the smallest first (a one-device job does not
+        take back a borrowed eight-device one while a one-device one would do), then most recently started (the
+        least work lost)."""
         need = sum(i.devices for i in r.instances)
         return sorted((v for v in self.running.values()
                        if v.lent_by == r.pool and (not need or v.device_type == r.device_type)),
-                      key=lambda v: (-v.started_at, -v.job_id))
+                      key=lambda v: (sum(len(a.devices) for a in v.placement), -v.started_at, -v.job_id))
 
     def victims_for(self, r: Request, reclaim: bool = False) -> tuple[list[Running], tuple[Allocation, ...]] | None:
         """Running jobs whose end lets ``r`` fit: preemptible ones of no higher priority, or (``reclaim``)
@@ -209,9 +211,21 @@ class _Cycle:
                 continue  # not enough devices yet: no placement can succeed
             placement = self.cap.place_on(r, trial)
             if placement is not None:
+                if reclaim and len(chosen) > 1:  # only the borrowers on the machines it lands on
+                    chosen, placement = self._only_needed(r, chosen, placement)
                 return chosen, placement
         cache.add(shape)  # until capacity is freed, the same shape cannot preempt its way in
         return None
+
+    def _only_needed(self, r: Request, chosen: list[Running], placement: tuple[Allocation, ...]
+                     ) -> tuple[list[Running], tuple[Allocation, ...]]:
+        on = {a.node for a in placement}
+        kept = [v for v in chosen if any(a.node in on for a in v.placement)]
+        trial: dict = {}
+        for v in kept:
+            self.cap.trial_give(trial, v.placement)
+        again = self.cap.place_on(r, trial)
+        return (kept, again) if again is not None else (chosen, placement)
 
     def preempt(self, r: Request, reclaim: bool = False) -> Admit | None:
         found = self.victims_for(r, reclaim)
