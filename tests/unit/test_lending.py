@@ -113,13 +113,23 @@ def test_workspaces_never_borrow():
     assert res.admitted == []
 
 
-def test_jobs_behind_a_blocked_head_borrow_in_order_until_one_cannot():
+def test_jobs_behind_a_blocked_head_borrow_in_order_while_devices_are_left():
     nodes = [node("na", "A", gpus=1), node("nb", "B", gpus=2)]
     a1 = run_on(1, "na", "A")
     res = cycle(nodes, held(a1), [req(2, "A"), req(3, "A"), req(4, "A")], running=[a1],
                 vc=VCRules(cohorts=COHORT))
     assert [(x.job_id, x.lent_by) for x in res.admitted] == [(2, "B"), (3, "B")]
     assert [p.job_id for p in res.pending] == [4]
+
+
+def test_a_job_that_cannot_borrow_does_not_stop_the_next():
+    # A's head needs 2 devices; B has 1 idle: the 1-device job behind the head borrows it (out of line: it runs
+    # on B's machine, never on what the head waits for in A)
+    nodes = [node("na", "A", gpus=2), node("nb", "B", gpus=1)]
+    a1 = run_on(1, "na", "A")
+    res = cycle(nodes, held(a1), [req(2, "A", gpus=2), req(3, "A")], running=[a1], vc=VCRules(cohorts=COHORT))
+    assert [(x.job_id, x.lent_by) for x in res.admitted] == [(3, "B")]
+    assert [p.job_id for p in res.pending] == [2]
 
 
 def test_the_owner_first_then_lending():

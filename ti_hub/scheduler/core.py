@@ -13,7 +13,7 @@
      with ``backfill`` a later job may start if it fits now and its declared duration ends before the
      head's reserved start (the moment enough running work is due to end for the head to fit).
 4. lending (VCs of one cohort, ``VCRules.cohorts``): a queue whose head waits for capacity may then run its
-   jobs, in order, on idle devices of another VC of its cohort that lends (not opted out, not draining, and
+   jobs, in order (one that cannot borrow does not stop the next), on idle devices of another VC of its cohort that lends (not opted out, not draining, and
    with none of its own jobs of that device type waiting for capacity this cycle). Such a job is borrowed
    (``Admit.lent_by``): its owner's caps and quota count it in its own VC, and a job of the lending VC that
    does not fit reclaims the devices in step 3 (borrowed jobs there are preempted, most recent first,
@@ -348,7 +348,8 @@ class _Cycle:
         return None
 
     def lend(self) -> None:
-        """Each queue blocked for capacity runs on, in order, on lent devices until a job cannot borrow."""
+        """The jobs of each queue blocked for capacity, in order, on lent devices: a job that cannot borrow does
+        not stop those behind it (they run on the lender's machines, never on what its own VC's head waits for)."""
         res = self.result
         started: set[int] = set()
         held_back: dict[int, str] = {}  # behind a head that borrowed: now held by their VC's rules or quota
@@ -360,7 +361,12 @@ class _Cycle:
                     continue
                 adm = self.borrow(r)
                 if adm is None:
-                    break  # head-of-line, as in its own pool
+                    # out of line: what borrows runs on the lender's machines, never on what the head waits for
+                    # in its own VC; stop once no lender has a device of the type left
+                    if r.instances[0].devices and not any(self.cap.free_devices(p, r.device_type)
+                                                          for p in self.vc.lenders(r.pool)):
+                        break
+                    continue
                 self.charge(r)
                 res.admitted.append(adm)
                 started.add(r.job_id)
