@@ -45,3 +45,24 @@ def test_with_lending_it_borrows_and_is_reclaimed_keeping_its_age():
     assert rec[3].first_start == 50.0 and rec[3].waited_s == 0.0  # vc1's own job takes it back at once
     assert rec[2].preemptions == 1 and res.preemptions == 1
     assert rec[2].end == 200.0  # requeued at 50, vc0's device is free at 100, it runs again in full
+
+
+def test_the_cli_splits_into_vcs_and_lends(tmp_path, capsys):
+    import json
+
+    from ti_hub.sim.cli import main
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("submit_s,duration_s,user,device_type,devices\n0,100,user0,gpu,1\n0,100,user0,gpu,1\n"
+                    "50,100,user1,gpu,1\n")
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text("name,pool,device_type,devices,cpu,memory_mib\nn0,default,gpu,1,8,8192\n"
+                     "n1,default,gpu,1,8,8192\n")
+    out = {}
+    for lending in (False, True):
+        args = [str(jobs), "--nodes", str(nodes), "--policies", "fifo", "--vcs", "2", "--json", "--quiet"]
+        assert main(args + (["--lending"] if lending else [])) == 0
+        out[lending] = json.loads(capsys.readouterr().out)
+    assert out[True]["settings"]["lending"] and not out[False]["settings"]["lending"]
+    assert out[False]["policies"][0]["preemptions"] == 0 and out[True]["policies"][0]["preemptions"] == 1
+    assert out[True]["policies"][0]["delay_s"]["mean"] < out[False]["policies"][0]["delay_s"]["mean"]
+    assert main([str(jobs), "--nodes", str(nodes), "--vcs", "0", "--quiet"]) == 2
