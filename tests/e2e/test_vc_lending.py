@@ -65,6 +65,10 @@ def test_a_borrowed_device_is_reclaimed_when_its_owners_job_arrives(lhub):
     assert j2["placement"]["instances"][0] == {**j2["placement"]["instances"][0], "node": slices["vc-lb"],
                                                "devices": [1]}
     assert any("running on lent devices of VC vc-lb" in e["message"] for e in j2["events"]), j2["events"]
+    # the lender's device is held by the borrower: taking it from vc-lb is refused naming the job
+    r = admin.api("POST", "/vcs/vc-lb/machines", json={"node": host, "device_type": "demo-gpu", "devices": [1],
+                                                       "remove": True})
+    assert r.status_code == 409 and "la-two" in r.text, r.text
 
     # vc-lb's own job arrives: the borrowed job is preempted and requeued, vc-lb's job runs on its own device
     b1 = ub.ok("POST", "/jobs", json=job("lb-one", "vc-lb-gpu"))["id"]

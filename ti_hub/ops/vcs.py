@@ -134,6 +134,14 @@ def _holding(session: Session, pool: str, owners: Iterable[str] | None = None) -
     return session.execute(q.order_by(m.Job.id)).all()
 
 
+def _borrowing(session: Session, pool: str) -> list[Any]:
+    """Other VCs' running work on lent devices of ``pool`` (its placement names the lender)."""
+    q = select(m.Job.id, m.Job.owner, m.Job.name, m.Job.kind, m.Job.status, m.Job.device_type,
+               m.Job.devices_per_instance, m.Job.workers, m.Job.ps, m.Job.placement).where(
+        m.Job.pool != pool, m.Job.status.in_(st.HOLDING))
+    return [j for j in session.execute(q.order_by(m.Job.id)).all() if (j.placement or {}).get("lent_by") == pool]
+
+
 def _refuse(what: str, holders: Sequence[Any]) -> None:
     labels = [_job_label(j) for j in holders]
     raise Conflict(f"{what}: held by {', '.join(labels[:10])}{' and more' if len(labels) > 10 else ''}; let them "
@@ -156,9 +164,10 @@ def cap_holders(session: Session, pool: str, dtype: str, cap: int) -> list[Any]:
 
 def machine_holders(session: Session, pool: str, node_names: set[str], device_type: str, devices: set[int]
                     ) -> list[Any]:
-    """Running work of ``pool`` placed on one of these devices (``devices`` empty: anywhere on these nodes)."""
+    """Running work of ``pool`` placed on one of these devices (``devices`` empty: anywhere on these nodes), and
+    other VCs' jobs borrowing them (lending, issue 18)."""
     out = []
-    for j in _holding(session, pool):
+    for j in [*_holding(session, pool), *_borrowing(session, pool)]:
         for inst in (j.placement or {}).get("instances", []):
             if inst.get("node") not in node_names:
                 continue
