@@ -65,6 +65,9 @@ def test_a_borrowed_device_is_reclaimed_when_its_owners_job_arrives(lhub):
     assert j2["placement"]["instances"][0] == {**j2["placement"]["instances"][0], "node": slices["vc-lb"],
                                                "devices": [1]}
     assert any("running on lent devices of VC vc-lb" in e["message"] for e in j2["events"]), j2["events"]
+    # the admin's job detail says so too
+    r = admin.browser.get(f"{lhub.url}/services/ti/jobs?job={a2}", timeout=30)
+    assert r.status_code == 200 and "vc-la (running on lent devices of VC vc-lb: preemptible" in r.text, r.text[-2000:]
     # the lender's device is held by the borrower: taking it from vc-lb is refused naming the job
     r = admin.api("POST", "/vcs/vc-lb/machines", json={"node": host, "device_type": "demo-gpu", "devices": [1],
                                                        "remove": True})
