@@ -13,11 +13,12 @@
      with ``backfill`` a later job may start if it fits now and its declared duration ends before the
      head's reserved start (the moment enough running work is due to end for the head to fit).
 4. lending (VCs of one cohort, ``VCRules.cohorts``): a queue whose head waits for capacity may then run its
-   jobs, in order (one that cannot borrow does not stop the next), on idle devices of another VC of its cohort that lends (not opted out, not draining, and
-   with none of its own jobs of that device type waiting for capacity this cycle). Such a job is borrowed
-   (``Admit.lent_by``): its owner's caps and quota count it in its own VC, and a job of the lending VC that
-   does not fit reclaims the devices in step 3 (borrowed jobs there are preempted, most recent first,
-   whatever their priority, and requeue keeping their age). Workspaces never borrow (they are never preempted).
+   jobs, in order (one that cannot borrow does not stop the next), on idle devices of another VC of its
+   cohort that lends (not opted out, not draining, and with none of its own jobs of that device type waiting
+   for capacity this cycle). Such a job is borrowed (``Admit.lent_by``): its owner's caps and quota count it
+   in its own VC, and a job of the lending VC that does not fit reclaims the devices in step 3, before any
+   preemption (borrowed jobs there are preempted, smallest then most recent first, whatever their priority,
+   and requeue keeping their age). Workspaces never borrow (they are never preempted).
 5. every job left waiting gets a plain reason and its position in its queue (Q6).
 
 A caller replaying many cycles may pass ``capacity=``: a ``Capacity`` it keeps across cycles instead of one
