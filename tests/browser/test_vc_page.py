@@ -76,3 +76,17 @@ def test_admin_creates_a_vc_and_gives_a_group_access_on_the_page(vchub, page_for
     r = outsider.api("POST", "/jobs", json={"name": "nope-job", "plan": "lab-gpu-1", "image": "python-cpu",
                                             "command": "true"})
     assert r.status_code == 403 and "lab-vc" in r.json()["detail"]
+
+    # lending (issue 18): the change form puts the VC in a cohort and opts it out of lending; audited
+    page.goto(vchub.url + "/services/ti/pools")
+    change = page.locator('form[aria-label="change lab-vc"]')
+    change.locator("input[name=cohort]").fill("lab-cohort")
+    change.locator("select[name=lend]").select_option("no")
+    change.locator("button").click()
+    page.wait_for_selector("text=Virtual cluster lab-vc changed.")
+    vc = admin.ok("GET", "/vcs/lab-vc")
+    assert (vc["cohort"], vc["lend"], vc["caps"]) == ("lab-cohort", False, {"demo-gpu": 1})
+    row = page.locator("#vcs-table tr", has_text="lab-vc")
+    assert "cohort lab-cohort (borrows, lends nothing)" in row.inner_text()
+    log = admin.ok("GET", "/audit", params={"action": "vc.change", "target": "lab-vc"})["items"]
+    assert log[0]["detail"]["cohort"] == "lab-cohort" and log[0]["detail"]["lend"] is False

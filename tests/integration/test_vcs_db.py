@@ -249,3 +249,27 @@ def test_the_spawn_forms_vc_becomes_current_and_must_match_the_plan(vc_a, settin
         workspaces.start(s, spawner, "kim", "ws-one", [], {"plan": "a-gpu-1", "vc": "vc-a"}, settings,
                          S.USER_SCOPES)
         assert vcs.current(s, user("kim"))["vc"] == "vc-a"
+
+
+def test_lending_in_a_cohort_places_on_the_lenders_slice_and_is_audited(vc_a, settings):
+    ids = [submit(vc_a, settings, who, f"{who}-lend") for who in ("hana", "iris", "jun")]
+    decide(vc_a, settings)
+    assert [job(vc_a, i).status for i in ids] == [st.SCHEDULING, st.SCHEDULING, st.QUEUED]  # vc-a has 2 devices
+    with vc_a.begin() as s:
+        vcs.change(s, ADMIN, "vc-a", {"cohort": "pair"})
+        vcs.change(s, ADMIN, "default", {"cohort": "pair"})
+        assert vcs.lending_rules(s) == ({"vc-a": "pair", "default": "pair"}, set())
+        acts = s.execute(select(m.AuditEntry.action, m.AuditEntry.target, m.AuditEntry.detail)
+                         .where(m.AuditEntry.action == "vc.change")).all()
+        assert {(a, t, d["cohort"]) for a, t, d in acts} == {("vc.change", "vc-a", "pair"),
+                                                             ("vc.change", "default", "pair")}
+    decide(vc_a, settings)
+    third = job(vc_a, ids[2])
+    assert third.status == st.SCHEDULING and third.placement["lent_by"] == "default"
+    assert third.placement["instances"][0]["node"] == "n1"  # default's slice keeps the machine's name
+    with vc_a.begin() as s:
+        msgs = [e.message for e in s.scalars(select(m.JobEvent).where(m.JobEvent.job_id == ids[2]))]
+    assert any("running on lent devices of VC default" in x for x in msgs), msgs
+    with pytest.raises(ValidationError) as e, vc_a.begin() as s:
+        vcs.change(s, ADMIN, "vc-a", {"lend": "sometimes"})
+    assert e.value.field == "lend"

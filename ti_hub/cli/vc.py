@@ -33,6 +33,7 @@ def _machines(vc: dict[str, Any]) -> str:
 VC_COLUMNS = [("NAME", "name"), ("MACHINES", _machines), ("CAPS", _caps), ("ACCESS", _access),
               ("HELD", lambda vc: ", ".join(f"{t} {n}" for t, n in sorted((vc.get("held") or {}).items())) or "-"),
               ("STATE", lambda vc: "draining" if vc.get("draining") else "open"),
+              ("COHORT", lambda vc: (vc.get("cohort") or "-") + ("" if vc.get("lend", True) else " (lends no)")),
               ("MINE", lambda vc: "yes" if vc.get("usable") else "no"), ("DESCRIPTION", "description")]
 
 
@@ -101,8 +102,12 @@ def cmd_change(args: argparse.Namespace) -> int:
         body["draining"] = args.draining == "on"
     if args.open is not None:
         body["open"] = args.open == "yes"
+    if args.cohort is not None:
+        body["cohort"] = args.cohort or None
+    if args.lend is not None:
+        body["lend"] = args.lend == "yes"
     if not body:
-        raise UsageError("nothing to change: give --description, --cap, --draining or --open")
+        raise UsageError("nothing to change: give --description, --cap, --draining, --open, --cohort or --lend")
     if args.drain:
         body["drain"] = True
     return _show(args, make_client(args).patch(_path(args.vc), body), f"changed virtual cluster {args.vc}")
@@ -188,12 +193,17 @@ def register(root: Any) -> None:
     add_json(p)
     p = command(sub, "change", cmd_change, "admin: describe, cap, drain, open or restrict a virtual cluster",
                 examples("ti vc change team-a --cap demo-gpu=1", "ti vc change team-a --cap demo-gpu=1 --drain",
-                         "ti vc change team-a --draining on", "ti vc change team-a --open yes"))
+                         "ti vc change team-a --draining on", "ti vc change team-a --open yes",
+                         "ti vc change team-a --cohort labs   # lend idle devices within the cohort labs",
+                         "ti vc change team-a --lend no", "ti vc change team-a --cohort ''   # no cohort"))
     p.add_argument("vc", metavar="VC")
     p.add_argument("--description", metavar="TEXT")
     p.add_argument("--cap", action="append", metavar="TYPE=N", help=cap_help)
     p.add_argument("--draining", choices=["on", "off"], help="on: running work finishes, nothing new is admitted")
     p.add_argument("--open", choices=["yes", "no"], help="yes: open to all; no: only to its users and groups")
+    p.add_argument("--cohort", metavar="NAME", help="VCs of one cohort lend each other idle devices (a borrowed "
+                   "job is preempted and requeued when the lender's own jobs need them); '' leaves the cohort")
+    p.add_argument("--lend", choices=["yes", "no"], help="no: keep this VC's idle devices to itself (default yes)")
     p.add_argument("--drain", action="store_true", help=drain_help)
     add_json(p)
     p = command(sub, "delete", cmd_delete, "admin: delete an empty virtual cluster (no machines, jobs or plans)",

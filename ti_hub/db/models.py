@@ -369,7 +369,9 @@ class VirtualCluster(Base):
     ``caps``: device type -> MaxAvailable, the most devices of that type one user may hold here at once (a type
     not named: no cap). ``draining``: running work finishes, nothing new is admitted. ``drained_users``: users
     whose access was revoked with drain: their running work here finishes, none of theirs is admitted.
-    ``cohort``: reserved for lending idle devices between VCs (not used yet)."""
+    ``cohort``: VCs of one cohort lend each other idle devices (a borrowed job is reclaimed when the lender's own
+    jobs need them); none: no lending. ``lend``: False keeps this VC's idle devices to itself (it may still
+    borrow)."""
 
     __tablename__ = "ti_vcs"
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -382,6 +384,7 @@ class VirtualCluster(Base):
     restricted: Mapped[bool] = mapped_column(Boolean, default=False)
     drained_users: Mapped[list[Any]] = mapped_column(JSON, default=list)
     cohort: Mapped[str | None] = mapped_column(String(63), nullable=True)
+    lend: Mapped[bool] = mapped_column(Boolean, default=True, server_default="1")
     created_at: Mapped[dt.datetime]
     access: Mapped[list[VCAccess]] = relationship(back_populates="vc", cascade="all, delete-orphan",
                                                   lazy="selectin", order_by="VCAccess.id")

@@ -32,7 +32,7 @@ from . import audit
 from .common import ensure_user, utcnow
 
 DEFAULT = "default"
-VC_FIELDS = ("name", "description", "caps", "draining", "open", "drain")
+VC_FIELDS = ("name", "description", "caps", "draining", "open", "drain", "cohort", "lend")
 
 
 # -- reading ---------------------------------------------------------------------------------------------------
@@ -83,7 +83,7 @@ def render(vc: m.VirtualCluster, actor: Actor | None = None, held: dict[str, dic
            ) -> dict[str, Any]:
     out: dict[str, Any] = {
         "name": vc.name, "description": vc.description, "caps": dict(vc.caps or {}), "draining": vc.draining,
-        "open": is_open(vc), "cohort": vc.cohort,
+        "open": is_open(vc), "cohort": vc.cohort, "lend": vc.lend is not False,
         "access": [{"kind": a.grantee_kind, "name": a.grantee} for a in vc.access],
         "drained_users": list(vc.drained_users or []),
         "machines": [{"node": x.node, "device_type": x.device_type, "device": x.device, "draining": x.draining,
@@ -134,6 +134,14 @@ def _holding(session: Session, pool: str, owners: Iterable[str] | None = None) -
     return session.execute(q.order_by(m.Job.id)).all()
 
 
+def _borrowing(session: Session, pool: str) -> list[Any]:
+    """Other VCs' running work on lent devices of ``pool`` (its placement names the lender)."""
+    q = select(m.Job.id, m.Job.owner, m.Job.name, m.Job.kind, m.Job.status, m.Job.device_type,
+               m.Job.devices_per_instance, m.Job.workers, m.Job.ps, m.Job.placement).where(
+        m.Job.pool != pool, m.Job.status.in_(st.HOLDING))
+    return [j for j in session.execute(q.order_by(m.Job.id)).all() if (j.placement or {}).get("lent_by") == pool]
+
+
 def _refuse(what: str, holders: Sequence[Any]) -> None:
     labels = [_job_label(j) for j in holders]
     raise Conflict(f"{what}: held by {', '.join(labels[:10])}{' and more' if len(labels) > 10 else ''}; let them "
@@ -156,9 +164,10 @@ def cap_holders(session: Session, pool: str, dtype: str, cap: int) -> list[Any]:
 
 def machine_holders(session: Session, pool: str, node_names: set[str], device_type: str, devices: set[int]
                     ) -> list[Any]:
-    """Running work of ``pool`` placed on one of these devices (``devices`` empty: anywhere on these nodes)."""
+    """Running work of ``pool`` placed on one of these devices (``devices`` empty: anywhere on these nodes), and
+    other VCs' jobs borrowing them (lending, issue 18)."""
     out = []
-    for j in _holding(session, pool):
+    for j in [*_holding(session, pool), *_borrowing(session, pool)]:
         for inst in (j.placement or {}).get("instances", []):
             if inst.get("node") not in node_names:
                 continue
@@ -200,7 +209,8 @@ def create(session: Session, actor: Actor, data: dict[str, Any]) -> dict[str, An
 
 
 def change(session: Session, actor: Actor, name: str, data: dict[str, Any]) -> dict[str, Any]:
-    """Rename (plans', jobs', volumes' and users' current pool follow), describe, set caps, drain or reopen."""
+    """Rename (plans', jobs', volumes' and users' current pool follow), describe, set caps, drain or reopen,
+    put it in a cohort (lending) or take it out, let it lend or not."""
     actor.need(S.MANAGE_VC, "changing virtual clusters")
     v.check_fields(data, VC_FIELDS)
     drain = v.boolean(data.get("drain", False), "drain")
@@ -231,6 +241,11 @@ def change(session: Session, actor: Actor, name: str, data: dict[str, Any]) -> d
             raise v.ValidationError("the VC default stays open to all", field="open")
         vc.restricted = not opened
         detail["open"] = opened
+    if "cohort" in data:  # lending between the VCs of one cohort (issue 18); null or "" leaves it
+        raw = data["cohort"]
+        vc.cohort = detail["cohort"] = v.name(raw, "cohort") if raw not in (None, "") else None
+    if "lend" in data:
+        vc.lend = detail["lend"] = v.boolean(data["lend"], "lend")
     if "name" in data and data["name"] != vc.name:
         new = v.name(data["name"], "name")
         if vc.name == DEFAULT:
@@ -529,3 +544,16 @@ def admission_rules(session: Session) -> tuple[dict[tuple[str, str], int], set[s
             draining.add(name)
         drained |= {(u, name) for u in users or ()}
     return caps, draining, drained
+
+
+def lending_rules(session: Session) -> tuple[dict[str, str], set[str]]:
+    """(pool -> cohort, for the VCs in one; VCs that opted out of lending): who lends idle devices to whom."""
+    cohorts: dict[str, str] = {}
+    no_lend: set[str] = set()
+    for name, cohort, lend in session.execute(
+            select(m.VirtualCluster.name, m.VirtualCluster.cohort, m.VirtualCluster.lend)):
+        if cohort:
+            cohorts[name] = cohort
+        if lend is False:
+            no_lend.add(name)
+    return cohorts, no_lend

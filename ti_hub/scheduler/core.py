@@ -12,7 +12,14 @@
    * otherwise it blocks the rest of its queue (head-of-line: a big job is not starved by small ones);
      with ``backfill`` a later job may start if it fits now and its declared duration ends before the
      head's reserved start (the moment enough running work is due to end for the head to fit).
-4. every job left waiting gets a plain reason and its position in its queue (Q6).
+4. lending (VCs of one cohort, ``VCRules.cohorts``): a queue whose head waits for capacity may then run its
+   jobs, in order (one that cannot borrow does not stop the next), on idle devices of another VC of its
+   cohort that lends (not opted out, not draining, and with none of its own jobs of that device type waiting
+   for capacity this cycle). Such a job is borrowed (``Admit.lent_by``): its owner's caps and quota count it
+   in its own VC, and a job of the lending VC that does not fit reclaims the devices in step 3, before any
+   preemption (borrowed jobs there are preempted, smallest then most recent first, whatever their priority,
+   and requeue keeping their age). Workspaces never borrow (they are never preempted).
+5. every job left waiting gets a plain reason and its position in its queue (Q6).
 
 A caller replaying many cycles may pass ``capacity=``: a ``Capacity`` it keeps across cycles instead of one
 rebuilt from every node and allocation per cycle (the simulator: ~5 ms for 1,523 nodes, times ~16,000 events).
@@ -23,7 +30,7 @@ from __future__ import annotations
 import gc
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 from ..backends.base import NodeCapacity
@@ -49,6 +56,18 @@ class VCRules:
     draining: frozenset[str] | set[str] = frozenset()
     revoked: frozenset[tuple[str, str]] | set[tuple[str, str]] = frozenset()
     held: Mapping[tuple[str, str, str], int] = field(default_factory=dict)
+    # lending: pool -> its cohort (pools without one neither lend nor borrow), and pools that opted out of
+    # lending (they may still borrow)
+    cohorts: Mapping[str, str] = field(default_factory=dict)
+    no_lend: frozenset[str] | set[str] = frozenset()
+
+    def lenders(self, pool: str) -> list[str]:
+        """The other pools of ``pool``'s cohort that lend, by name."""
+        cohort = self.cohorts.get(pool)
+        if not cohort:
+            return []
+        return sorted(p for p, c in self.cohorts.items()
+                      if c == cohort and p != pool and p not in self.no_lend and p not in self.draining)
 
     def __bool__(self) -> bool:
         return bool(self.caps or self.draining or self.revoked)
@@ -98,7 +117,7 @@ class _Cycle:
         self.scores = scores
         self.limits = limits or {}
         self.usage: dict[QuotaKey, Usage] = dict(usage or {})
-        self.vc: VCRules = vc or VCRules()
+        self.vc: VCRules = vc if vc is not None else VCRules()
         self.cap_held: dict[tuple[str, str, str], int] = dict(self.vc.held)
         self.now = now
         self.backfill = backfill
@@ -106,6 +125,11 @@ class _Cycle:
         self.never: dict[tuple, bool] = {}
         self.reasons = True  # False: skip the jobs behind a blocked head (their reasons), unless backfilling
         self.no_preempt: set[tuple] = set()
+        self.no_reclaim: set[tuple] = set()
+        self.lending = any(self.vc.cohorts.values())
+        # queues whose head waits for capacity: (key, queue, head index), for lending after every own queue ran
+        self.blocked: list[tuple[tuple[str, str, str], list[Request], int]] = []
+        self.short: set[tuple[str, str]] = set()  # (pool, device type) with an own job waiting for capacity
 
     # -- quota ------------------------------------------------------------------------------------
     def quota_blocks(self, r: Request) -> str | None:
@@ -145,25 +169,39 @@ class _Cycle:
         lowest priority then most recently started first: one sort per cycle, not one per blocked head."""
         if self._victims is None:
             by: dict[tuple[str, str | None], list[Running]] = defaultdict(list)
-            for v in sorted((v for v in self.running.values() if v.preemptible and v.kind != WORKSPACE),
+            for v in sorted((v for v in self.running.values()
+                             if v.preemptible and v.kind != WORKSPACE and not v.lent_by),
                             key=lambda v: (v.priority, -v.started_at, -v.job_id)):
                 by[(v.pool, None)].append(v)
                 by[(v.pool, v.device_type)].append(v)
             self._victims = by
         return self._victims
 
-    def victims_for(self, r: Request) -> tuple[list[Running], tuple[Allocation, ...]] | None:
+    def borrowed_on(self, r: Request) -> list[Running]:
+        """Jobs of other VCs running on lent devices of ``r``'s pool: the smallest first (a one-device job does not
+        take back a borrowed eight-device one while a one-device one would do), then most recently started (the
+        least work lost)."""
+        need = sum(i.devices for i in r.instances)
+        return sorted((v for v in self.running.values()
+                       if v.lent_by == r.pool and (not need or v.device_type == r.device_type)),
+                      key=lambda v: (sum(len(a.devices) for a in v.placement), -v.started_at, -v.job_id))
+
+    def victims_for(self, r: Request, reclaim: bool = False) -> tuple[list[Running], tuple[Allocation, ...]] | None:
+        """Running jobs whose end lets ``r`` fit: preemptible ones of no higher priority, or (``reclaim``)
+        other VCs' jobs on lent devices of ``r``'s pool, whatever their priority."""
         shape = (r.pool, r.device_type, r.instances, r.priority)
-        if shape in self.no_preempt:
+        cache = self.no_reclaim if reclaim else self.no_preempt
+        if shape in cache:
             return None
         need = sum(i.devices for i in r.instances)
         # for a device request only victims holding that device type can help
-        cands = self.victim_lists().get((r.pool, r.device_type if need else None), ())
+        cands = self.borrowed_on(r) if reclaim else self.victim_lists().get(
+            (r.pool, r.device_type if need else None), ())
         trial: dict = {}
         chosen: list[Running] = []
         freed = self.cap.free_devices(r.pool, r.device_type) if need else 0
         for v in cands:
-            if v.priority > r.priority:
+            if v.priority > r.priority and not reclaim:
                 break  # the rest rank higher still
             if v.job_id not in self.running:
                 continue  # preempted earlier this cycle
@@ -174,16 +212,29 @@ class _Cycle:
                 continue  # not enough devices yet: no placement can succeed
             placement = self.cap.place_on(r, trial)
             if placement is not None:
+                if reclaim and len(chosen) > 1:  # only the borrowers on the machines it lands on
+                    chosen, placement = self._only_needed(r, chosen, placement)
                 return chosen, placement
-        self.no_preempt.add(shape)  # until capacity is freed, the same shape cannot preempt its way in
+        cache.add(shape)  # until capacity is freed, the same shape cannot preempt its way in
         return None
 
-    def preempt(self, r: Request) -> Admit | None:
-        found = self.victims_for(r)
+    def _only_needed(self, r: Request, chosen: list[Running], placement: tuple[Allocation, ...]
+                     ) -> tuple[list[Running], tuple[Allocation, ...]]:
+        on = {a.node for a in placement}
+        kept = [v for v in chosen if any(a.node in on for a in v.placement)]
+        trial: dict = {}
+        for v in kept:
+            self.cap.trial_give(trial, v.placement)
+        again = self.cap.place_on(r, trial)
+        return (kept, again) if again is not None else (chosen, placement)
+
+    def preempt(self, r: Request, reclaim: bool = False) -> Admit | None:
+        found = self.victims_for(r, reclaim)
         if found is None:
             return None
         victims, _ = found
         self.no_preempt.clear()
+        self.no_reclaim.clear()
         for v in victims:
             self.cap.release(v.placement)
             del self.running[v.job_id]
@@ -263,21 +314,69 @@ class _Cycle:
                 self.charge(r)
                 res.admitted.append(Admit(r.job_id, placement))
                 continue
-            if not r.preemptible:
+            adm = self.preempt(r, reclaim=True) if self.lending else None  # lent devices come back first
+            if adm is None and not r.preemptible:
                 adm = self.preempt(r)
-                if adm is not None:
-                    self.charge(r)
-                    res.admitted.append(adm)
-                    continue
+            if adm is not None:
+                self.charge(r)
+                res.admitted.append(adm)
+                continue
             head_reason, how, short = self.why_not(r)
             res.pending.append(Pending(r.job_id, head_reason, short))
             if how != BLOCKS:
                 if how == NEVER:
                     res.unfit[r.job_id] = head_reason
                 continue
+            if self.lending:
+                self.blocked.append((key, q, i))
+                self.short.add((r.pool, r.device_type))
             if self.reasons or self.backfill:
                 self.behind(key, q, i + 1, r, head_reason)
             return
+
+    # -- lending --------------------------------------------------------------------------------------
+    def borrow(self, r: Request) -> Admit | None:
+        """``r`` on idle devices of a lending VC of its cohort, the one with most free devices of its type
+        first; its own VC's rules were checked (and are charged) as for any job."""
+        if r.kind == WORKSPACE:
+            return None
+        lenders = [p for p in self.vc.lenders(r.pool) if (p, r.device_type) not in self.short]
+        lenders.sort(key=lambda p: -self.cap.free_devices(p, r.device_type))
+        for pool in lenders:
+            placement = self.cap.place(replace(r, pool=pool))
+            if placement is not None:
+                return Admit(r.job_id, placement, lent_by=pool)
+        return None
+
+    def lend(self) -> None:
+        """The jobs of each queue blocked for capacity, in order, on lent devices: a job that cannot borrow does
+        not stop those behind it (they run on the lender's machines, never on what its own VC's head waits for)."""
+        res = self.result
+        started: set[int] = set()
+        held_back: dict[int, str] = {}  # behind a head that borrowed: now held by their VC's rules or quota
+        for _key, q, head in self.blocked:
+            for r in q[head:]:
+                why = self.blocks(r)
+                if why:
+                    held_back[r.job_id] = why
+                    continue
+                adm = self.borrow(r)
+                if adm is None:
+                    # out of line: what borrows runs on the lender's machines, never on what the head waits for
+                    # in its own VC; stop once no lender has a device of the type left
+                    if r.instances[0].devices and not any(self.cap.free_devices(p, r.device_type)
+                                                          for p in self.vc.lenders(r.pool)):
+                        break
+                    continue
+                self.charge(r)
+                res.admitted.append(adm)
+                started.add(r.job_id)
+        if started:
+            res.pending = [Pending(p.job_id, held_back[p.job_id]) if p.job_id in held_back else p
+                           for p in res.pending if p.job_id not in started]
+            res.unfit = {j: w for j, w in res.unfit.items() if j not in started}
+            for j in started:
+                res.positions.pop(j, None)
 
     def behind(self, key: tuple[str, str, str], q: list[Request], start: int, head: Request, head_reason: str
                ) -> None:
@@ -344,6 +443,8 @@ def cycle(nodes: Sequence[NodeCapacity], held: Iterable[Allocation], requests: I
         key_of = partial(order_key, scores=values)  # a C-level partial: one Python call per job, not two
         for key in sorted(queues):
             c.run_queue(key, sorted(queues[key], key=key_of))
+        if c.blocked:
+            c.lend()
         return c.result
     finally:
         if was_enabled:

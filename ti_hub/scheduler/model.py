@@ -62,6 +62,9 @@ class Running:
     started_at: float
     placement: tuple[Allocation, ...]
     ends_at: float | None = None  # started + declared duration, when declared
+    # the VC whose idle devices it runs on, when borrowed (its placement is on that pool's nodes): reclaimed
+    # (preempted, requeued) as soon as that VC's own jobs need the devices
+    lent_by: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +85,7 @@ class Admit:
     placement: tuple[Allocation, ...]  # one per instance, in instance order
     preempts: tuple[int, ...] = ()  # running jobs that make room for it (they go back to their queue)
     backfilled: bool = False
+    lent_by: str = ""  # placed on idle devices of this VC of the same cohort (borrowed, reclaimable)
 
 
 @dataclass(frozen=True, slots=True)

@@ -430,7 +430,9 @@ class JobRunner:
             auth = images.opened_login(self.svc.fernet, cred)
         return LaunchSpec(job.id, job.owner, job.name, job.kind, job.strategy, job.command, job.image,
                           {**job.spec.get("env", {}), **personal.env(mounts)}, tuple(instances), tuple(mounts),
-                          tuple(scratch), job.shm_mib, job.device_type, job.pool, uid,
+                          # a borrowed job runs on the lender's machines (issue 18): its pool selects them
+                          tuple(scratch), job.shm_mib, job.device_type,
+                          (job.placement or {}).get("lent_by") or job.pool, uid,
                           rdma=bool(job.spec.get("rdma")), secret_env=secret_env, registry_auth=auth)
 
     async def launch_all(self, todo: Sequence[tuple[m.Job, Sequence[core.Allocation]]]) -> None:

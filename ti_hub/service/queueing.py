@@ -116,7 +116,14 @@ def vc_admission(session: Session, holding: Sequence[Any]) -> core.VCRules:
     for j in holding:
         if (j.pool, j.device_type) in caps:
             held[(j.owner, j.pool, j.device_type)] += j.devices_per_instance * (j.workers + j.ps)
-    return core.VCRules(caps, frozenset(draining), frozenset(revoked), dict(held))
+    cohorts, no_lend = vcs.lending_rules(session)
+    return core.VCRules(caps, frozenset(draining), frozenset(revoked), dict(held), cohorts, frozenset(no_lend))
+
+
+def lent_by(placement: Sequence[core.Allocation], pool: str, pool_of: dict[str, str]) -> str:
+    """The VC whose devices a running job borrowed: its placement's pool when not its own (issue 18)."""
+    on = pool_of.get(placement[0].node, pool) if placement else pool
+    return on if on != pool else ""
 
 
 def history(session: Session, owners: set[str], limit: int = 5000) -> list[tuple[str, str, str, float]]:
@@ -219,6 +226,7 @@ def decide(s: Session, inp: Inputs) -> Decisions:
     held_allocs: list[core.Allocation] = []
     running, estimate_holding = [], []
     usage: dict[tuple[str, str, str], Usage] = defaultdict(Usage)
+    pool_of = {n.name: n.pool for n in inp.nodes}
     for j in holding:
         placement = placement_of(j)
         held_allocs.extend(placement)
@@ -230,7 +238,8 @@ def decide(s: Session, inp: Inputs) -> Decisions:
         if j.status == st.RUNNING and j.preempted_by is None:
             running.append(Running(j.id, j.owner, j.kind, j.pool, j.device_type, j.priority, j.preemptible,
                                    started or now, placement,
-                                   started + j.estimated_duration if started and j.estimated_duration else None))
+                                   started + j.estimated_duration if started and j.estimated_duration else None,
+                                   lent_by(placement, j.pool, pool_of)))
         estimate_holding.append(Holding(j.pool, j.device_type, u.cpu if j.device_type == "cpu" else u.devices, ends))
     requests = [request_of(j) for j in queued]
     limits = quota_limits(s, {(r.owner, r.kind, r.device_type) for r in requests}, inp.quota_defaults)
@@ -351,14 +360,22 @@ def apply(s: Session, dec: Decisions) -> None:
             continue  # a victim ended or was stopped meanwhile: decide again next cycle
         for v in adm.preempts:
             victims[v].preempted_by = j.id
-            victims[v].reason = f"being preempted by job {j.id} (priority {j.priority}); it goes back to its queue"
+            lender = (victims[v].placement or {}).get("lent_by")
+            victims[v].reason = (f"lent devices reclaimed by VC {lender} for its job {j.id}; it goes back to its "
+                                 f"queue" if lender else
+                                 f"being preempted by job {j.id} (priority {j.priority}); it goes back to its queue")
         j.placement = placement_json(adm.placement)
+        if adm.lent_by:  # issue 18: borrowed, reclaimed when the lender's own jobs need the devices
+            j.placement["lent_by"] = adm.lent_by
         j.queue_position = None
         j.estimated_start = None
         note = " (backfilled: it ends before the queue's head can start)" if adm.backfilled else ""
         if adm.preempts:
             note = f" (preempting job{'s' if len(adm.preempts) > 1 else ''} " \
                    f"{', '.join(map(str, adm.preempts))})"
+        if adm.lent_by:
+            note += (f" (running on lent devices of VC {adm.lent_by}: preemptible, back in its queue when "
+                     f"{adm.lent_by}'s own jobs need them)")
         record(s, j, st.SCHEDULING, "admitted: starting on " +
                ", ".join(sorted({a.node for a in adm.placement})) + note)
     changed = []
@@ -390,6 +407,7 @@ def requeue_preempted(s: Session, job_id: int) -> None:
     if j is None or j.preempted_by is None:
         return
     by = j.preempted_by
+    lender = (j.placement or {}).get("lent_by")
     j.preempted_by = None
     j.placement = None
     j.backend_state = None
@@ -399,4 +417,5 @@ def requeue_preempted(s: Session, job_id: int) -> None:
     j.queue_position = None
     j.wait_alerted = False
     if j.status in (st.RUNNING, st.SCHEDULING):
-        record(s, j, st.QUEUED, f"preempted by job {by}: back in its queue")
+        record(s, j, st.QUEUED, f"lent devices reclaimed by VC {lender} for its job {by}: back in its queue"
+               if lender else f"preempted by job {by}: back in its queue")

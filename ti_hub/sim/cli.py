@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from ..backends.base import NodeCapacity
-from . import alibaba, metrics, policies, report, trace
+from . import alibaba, metrics, policies, report, trace, vcs
 from .engine import Settings, simulate
 from .trace import TraceError, TraceJob
 
@@ -52,6 +52,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "many seconds after the first submission (default: the last submission)")
     g.add_argument("--score-sample", type=float, default=None,
                    help="seconds between score-timeline samples (default: the trace's span / 200)")
+    g.add_argument("--vcs", type=int, default=1, help="split machines and users into N virtual clusters "
+                   "(machines in turn, largest first; user<k> to VC k mod N; default %(default)s: one pool)")
+    g.add_argument("--lending", action="store_true", help="with --vcs: all VCs in one cohort, lending each "
+                   "other idle devices (borrowed jobs are reclaimed when the lender's jobs need them)")
     g = p.add_argument_group("load (what-if knobs; both default to the trace as recorded)")
     g.add_argument("--arrival-speedup", type=float, default=1.0,
                    help="divide the time between submissions by this (durations unchanged)")
@@ -123,6 +127,8 @@ def run(a: argparse.Namespace) -> int:
             raise ValueError("--node-fraction must be in (0, 1]")
         if a.users < 1:
             raise ValueError("--users must be >= 1")
+        if a.vcs < 1:
+            raise ValueError("--vcs must be >= 1")
         t = time.perf_counter()
         nodes, jobs, fmt = load(a)
     except (TraceError, ValueError, OSError) as e:
@@ -132,10 +138,12 @@ def run(a: argparse.Namespace) -> int:
         print(f"ti-hub simulate: error: {a.trace}: no jobs", file=sys.stderr)
         return 2
     say(f"loaded {len(jobs):,} jobs and {len(nodes):,} nodes ({fmt}) in {time.perf_counter() - t:.1f} s")
+    nodes, jobs = vcs.split(nodes, jobs, a.vcs)
     t0 = jobs[0].submit_s
     settings = Settings(settling_s=a.settling_hours * 3600, period_s=a.period,
                         horizon_s=t0 + a.horizon if a.horizon is not None else None, sample_s=a.score_sample,
-                        progress=say, clock=time.monotonic)
+                        progress=say, clock=time.monotonic,
+                        vc=vcs.rules(a.vcs, cohort=a.lending) if a.vcs > 1 else None)
     runs = []
     for pol in chosen:
         t = time.perf_counter()
@@ -148,7 +156,8 @@ def run(a: argparse.Namespace) -> int:
         say(f"{pol.name}: {summ['completed']:,} jobs done, {res.cycles:,} cycles in {wall:.1f} s")
     meta = {"trace": str(a.trace), "format": fmt, "nodes": len(nodes), "jobs": len(jobs),
             "devices": runs[0][0].devices_total, "settling_hours": a.settling_hours, "period_s": a.period,
-            "arrival_speedup": a.arrival_speedup, "node_fraction": a.node_fraction,
+            "arrival_speedup": a.arrival_speedup, "node_fraction": a.node_fraction, "vcs": a.vcs,
+            "lending": a.lending and a.vcs > 1,
             "policies": [p.name for p in chosen]}
     if fmt == "alibaba":
         meta.update(users=a.users, user_skew=a.user_skew, seed=a.seed, gpu_types=a.gpu_types,

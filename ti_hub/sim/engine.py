@@ -39,6 +39,8 @@ class Settings:
     progress: Progress | None = None  # called with a line every ``progress_every_s`` of ``clock``
     progress_every_s: float = 5.0
     clock: Callable[[], float] | None = None  # a wall clock, for progress only (the replay never reads it)
+    # virtual clusters: caps, draining, and cohorts that lend idle devices (None: none; see sim/vcs.py)
+    vc: core.VCRules | None = None
 
 
 @dataclass
@@ -50,6 +52,7 @@ class JobRecord:
     end: float | None = None
     preemptions: int = 0
     backfilled: bool = False
+    borrowed: int = 0  # runs started on lent devices of another VC
     service_s: float = 0.0  # device-seconds held before the horizon (work later lost included)
     rejected: str = ""
 
@@ -121,12 +124,13 @@ class _Replay:
         if rec.first_start is None:
             rec.first_start = now
         rec.backfilled = rec.backfilled or adm.backfilled
+        rec.borrowed += 1 if adm.lent_by else 0
         self.epoch += 1
         devices = sum(len(a.devices) for a in adm.placement)
         run = Running(job.job_id, job.user, job.kind, job.pool, job.device_type, req.priority, job.preemptible,
-                      now, adm.placement, now + job.duration_s)
+                      now, adm.placement, now + job.duration_s, lent_by=adm.lent_by)
         self.running[job.job_id] = _Run(run, self.epoch, devices)
-        if job.preemptible or self.policy.backfill:
+        if job.preemptible or self.policy.backfill or adm.lent_by:
             self.core_running[job.job_id] = run
         self._hold(job, +1, devices)
         heapq.heappush(self.ends, (now + job.duration_s, job.job_id, self.epoch))
@@ -163,7 +167,7 @@ class _Replay:
     def cycle(self, now: float) -> None:
         out = core.cycle((), (), list(self.pending.values()), running=self.core_running.values(),
                          scores=self.scores if self.policy.scores else None, now=now,
-                         backfill=self.policy.backfill, capacity=self.cap)
+                         backfill=self.policy.backfill, capacity=self.cap, vc=self.s.vc)
         self.res.cycles += 1
         for victim in out.preempted:
             self.stop(victim, now, release=False)

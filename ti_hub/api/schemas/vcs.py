@@ -12,7 +12,7 @@ MACHINE = answer({"node": STR, "device_type": STR, "device": INT, "draining": BO
                  title="VCMachine", description="a device of the local machine (embedded), or a whole node "
                                                 "(Kubernetes: device_type empty, device -1)")
 VC = answer({"name": STR, "description": STR, "caps": {"type": "object", "additionalProperties": COUNT},
-             "draining": BOOL, "open": BOOL, "cohort": nullable(STR),
+             "draining": BOOL, "open": BOOL, "cohort": nullable(STR), "lend": BOOL,
              "access": array(answer({"kind": STR, "name": STR})), "drained_users": array(STR),
              "machines": array(MACHINE), "usable": BOOL,
              "held": {"type": "object", "additionalProperties": COUNT, "description": "devices held now, per type"},
@@ -24,7 +24,11 @@ NEW_VC = obj({"name": NAME, "description": TEXT, "caps": CAPS}, ["name"], title=
 VC_CHANGE = obj({"name": NAME, "description": TEXT, "caps": CAPS,
                  "draining": {**BOOL, "description": "drain the VC (true) or reopen it (false)"},
                  "open": {**BOOL, "description": "open to all (true), or only to its grantees (false)"},
-                 "drain": DRAIN},
+                 "drain": DRAIN,
+                 "cohort": nullable(string(63, 0, "VCs of one cohort lend each other idle devices (borrowed jobs "
+                                              "are preempted when the lender's own jobs need them); null or "
+                                              "empty: none, no lending")),
+                 "lend": {**BOOL, "description": "lend this VC's idle devices to its cohort (default true)"}},
                 title="VirtualClusterChange", description="the fields to change; name renames (plans and jobs follow)")
 MACHINE_CHANGE = obj({"node": string(255, 1, "a machine (GET /cluster lists them)"),
                       "device_type": string(63, 1, "embedded platform: the device type"),

@@ -123,7 +123,10 @@ class JobsPageHandler(PageHandler):
         pods = self.ti.backend.job_pods(job["id"])
         back = "?" + urlencode({"job": job["id"]})
         facts = [("owner", job["owner"]), ("kind", job["kind"]), ("state", job["status"]), ("reason", job["reason"]),
-                 ("pool", job["pool"]), ("devices", devices_of(job)), ("image", job["image"]),
+                 ("pool", job["pool"] + (f" (running on lent devices of VC {lent}: preemptible, back in its queue "
+                                         f"when {lent}'s own jobs need them)"
+                                         if (lent := (job.get("placement") or {}).get("lent_by")) else "")),
+                 ("devices", devices_of(job)), ("image", job["image"]),
                  ("command", job["command"]), ("created", job["created_at"]), ("started", job["started_at"]),
                  ("finished", job["finished_at"]), ("exit code", job["exit_code"])]
         body = [

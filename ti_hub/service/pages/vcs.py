@@ -46,6 +46,12 @@ def access_list(vc: dict[str, Any]) -> str:
     return ", ".join(f"{a['kind']} {a['name']}" for a in vc["access"]) or "nobody (closed)"
 
 
+def lending_text(vc: dict[str, Any]) -> str:
+    if not vc.get("cohort"):
+        return "no cohort"
+    return f"cohort {vc['cohort']}" + ("" if vc.get("lend", True) else " (borrows, lends nothing)")
+
+
 class VCPageHandler(PoolsPageHandler):
     actions = {"create": "do_create", "change": "do_change", "rename": "do_rename", "delete": "do_delete",
                "machines": "do_machines", "access": "do_access", "use": "do_use"}
@@ -56,14 +62,14 @@ class VCPageHandler(PoolsPageHandler):
         mine = await self.ti.db(vcs.current, self.actor, readonly=True)
         rows = [[x["name"], x["description"], machine_list(x), caps_text(x["caps"]) or "none", access_list(x),
                  caps_text(x.get("held", {})) or "0", "draining" if x["draining"] else "open",
-                 "yes" if x.get("usable") else "no"] for x in listed["items"]]
+                 lending_text(x), "yes" if x.get("usable") else "no"] for x in listed["items"]]
         body: list[Any] = [
             el("p", "A virtual cluster (VC) owns machines (here: devices of this machine; on Kubernetes: nodes), "
                     "caps what one user may hold in it at once per device type, and says who may use it. Plans "
                     "name the VC they run in. The VC default owns every machine no other VC owns and is open to "
                     "all."),
             table("vcs-table", ["VC", "description", "machines", "per-user caps", "who may use it", "devices held",
-                                "state", "yours"], rows, "No virtual clusters."),
+                                "state", "lending", "yours"], rows, "No virtual clusters."),
             el("h2", "My current VC"),
             el("p", f"You work in {mine['vc']}: your plan list and queue show it."),
             post_form(self.url("pools"), self.xsrf, [
@@ -111,6 +117,11 @@ class VCPageHandler(PoolsPageHandler):
                        selected="on" if x["draining"] else "off", form_id=f"vc-{name}-change"),
                 select("Who may use it", "open", [("yes", "everyone"), ("no", "only its users and groups")],
                        selected="yes" if x["open"] else "no", form_id=f"vc-{name}-change")]),
+            field("Cohort", "cohort", value=x.get("cohort") or "", form_id=f"vc-{name}-change",
+                  hint="VCs of one cohort lend each other idle devices; a borrowed job goes back to its queue when "
+                       "the lender's own jobs need them. Empty: no lending"),
+            select("Lends its idle devices", "lend", [("yes", "yes"), ("no", "no")],
+                   selected="yes" if x.get("lend", True) else "no", form_id=f"vc-{name}-change"),
             drain("change")], "Save", "change"))
         physical = sorted({(n.labels or {}).get("ti-hub.io/machine") or n.name for n in self.ti.ops_settings.nodes})
         k8s = kubernetes(self.ti.backend)
@@ -148,7 +159,8 @@ class VCPageHandler(PoolsPageHandler):
     async def do_change(self) -> str:
         name = self.form_text("vc")
         data: dict[str, Any] = {"description": self.form_text("description"), "drain": self._flag("drain")}
-        old = (await self.ti.db(vcs.show, self.actor, name, readonly=True))["caps"]
+        shown = await self.ti.db(vcs.show, self.actor, name, readonly=True)
+        old = shown["caps"]
         caps = parse_caps(self.form_text("caps"))
         caps.update({t: None for t in old if t not in caps})  # a type left out of the field loses its cap
         data["caps"] = caps
@@ -156,6 +168,11 @@ class VCPageHandler(PoolsPageHandler):
             data["draining"] = self.form_text("draining") == "on"
         if self.get_body_argument("open", ""):
             data["open"] = self.form_text("open") == "yes"
+        cohort = self.form_text("cohort") or None
+        if cohort != shown.get("cohort"):  # only what changed: the audit records it
+            data["cohort"] = cohort
+        if self.get_body_argument("lend", "") and (self.form_text("lend") == "yes") != shown.get("lend", True):
+            data["lend"] = self.form_text("lend") == "yes"
         await self.ti.db(vcs.change, self.actor, name, data)
         self.poke()
         return f"Virtual cluster {name} changed."
