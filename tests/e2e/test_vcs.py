@@ -120,6 +120,9 @@ def test_two_vcs_access_caps_refusals_drain_rename_delete(vhub):
     assert {j["id"] for j in ua.ok("GET", "/queue")["items"]} == {a2}
     assert ua.ok("GET", "/quota")["vc"] == {"name": "vc-a", "caps": [{"device_type": "demo-gpu", "cap": 1,
                                                                       "held": 1}]}
+    home = ua.ok("GET", "/home")  # DEV6: the dashboard is the current VC's
+    assert home["pool"] == "vc-a" and [j["id"] for j in home["running"]] == [a1] and \
+        [j["id"] for j in home["queued"]] == [a2]
 
     # changes that strand running work: 409 naming the job, by API and CLI
     r = admin.api("PATCH", "/vcs/vc-a", json={"caps": {"demo-gpu": 0}})

@@ -19,17 +19,16 @@ from ..db import models as m
 from ..domain import states as st
 from ..domain import validation as v
 from ..domain.actor import Actor
-from . import quotas
+from . import quotas, vcs
 from .common import iso
 from .queue import pool_resources
 
-DEFAULT_POOL = "default"
 MAX_LISTED = 50  # of each of running and queued: a dashboard, not the job list
 
 
 def dashboard(session: Session, actor: Actor, nodes: Sequence[NodeCapacity], pool: str | None, compute_defaults,
               storage_defaults, device_types: list[str]) -> dict[str, Any]:
-    pool = v.name(pool, "pool") if pool else DEFAULT_POOL
+    pool = v.name(pool, "pool") if pool else vcs.current_name(session, actor)  # DEV6: the current VC's
     inst = m.Job.workers + m.Job.ps
     rows = session.execute(
         select(m.Job.id, m.Job.name, m.Job.kind, m.Job.status, m.Job.reason, m.Job.device_type,

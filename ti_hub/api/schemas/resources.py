@@ -62,7 +62,7 @@ HOME = answer({"user": STR, "pool": STR, "running": array(HOME_JOB), "queued": a
                "resources": nullable(answer({"pool": STR, "cpu_total": NUM, "cpu_used": NUM, "cpu_free": NUM,
                                              "memory_mib_total": COUNT, "memory_mib_used": COUNT,
                                              "memory_mib_free": COUNT}))}, title="Home")
-HOME_QUERY = {"pool": Param(string(63, pattern=v.NAME_PATTERN), "the pool (virtual cluster); default: default")}
+HOME_QUERY = {"pool": Param(string(63, pattern=v.NAME_PATTERN), "the pool (virtual cluster); default: my current VC")}
 
 # -- volumes ---------------------------------------------------------------------------------------------
 SHARE = answer({"id": ID, "kind": enum(("user", "group")), "grantee": STR, "mode": enum(("ro", "rw"))})

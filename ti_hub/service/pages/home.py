@@ -49,7 +49,7 @@ class HomeHandler(PageHandler):
         self.show(join(body))
 
     async def dashboard(self) -> Safe:
-        """DEV6 for the pool asked for (?pool=), else the default pool."""
+        """DEV6 for the pool asked for (?pool=), else my current VC."""
         o = self.ti.ops_settings
         try:
             d = await self.ti.db(home.dashboard, self.actor, o.nodes, self.get_query_argument("pool", "").strip(),
