@@ -208,7 +208,8 @@ def test_rename_moves_plans_and_jobs_and_delete_only_when_empty(vc_a, settings):
             vcs.get(s, "vc-renamed")
 
 
-BAD = [({"name": "x"}, "name"), ({"name": "vc-bad", "caps": {"demo-gpu": -1}}, "caps.demo-gpu"),
+BAD = [({"name": "x"}, "name"), ({"name": "-vc-bad"}, "name"), ({"name": "vc-bad_"}, "name"),
+       ({"name": "vc-bad", "caps": {"demo-gpu": -1}}, "caps.demo-gpu"),
        ({"name": "vc-bad", "caps": {"cpu": 1}}, "caps.cpu"), ({"name": "vc-bad", "caps": []}, "caps"),
        ({"name": "vc-bad", "color": "red"}, "color")]
 

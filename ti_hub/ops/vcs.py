@@ -191,10 +191,20 @@ def _parse_caps(raw: Any) -> dict[str, int]:
     return out  # type: ignore[return-value]
 
 
+def vc_name(value: Any, field: str = "name") -> str:
+    """A VC's name is also the value of its nodes' ti-hub.io/pool label on Kubernetes, which must begin and end
+    with a letter or digit."""
+    name = v.name(value, field)
+    if not (name[0].isalnum() and name[-1].isalnum()):
+        raise v.ValidationError(f"{field} must begin and end with a letter or digit (it labels the VC's nodes)",
+                                field=field)
+    return name
+
+
 def create(session: Session, actor: Actor, data: dict[str, Any]) -> dict[str, Any]:
     actor.need(S.MANAGE_VC, "creating virtual clusters")
     v.check_fields(data, ("name", "description", "caps"))
-    name = v.name(data.get("name"), "name")
+    name = vc_name(data.get("name"), "name")
     desc = v.text(data.get("description", ""), "description")
     caps = {k: n for k, n in _parse_caps(data.get("caps", {})).items() if n is not None}
     get(session, DEFAULT)
@@ -247,7 +257,7 @@ def change(session: Session, actor: Actor, name: str, data: dict[str, Any]) -> d
     if "lend" in data:
         vc.lend = detail["lend"] = v.boolean(data["lend"], "lend")
     if "name" in data and data["name"] != vc.name:
-        new = v.name(data["name"], "name")
+        new = vc_name(data["name"], "name")
         if vc.name == DEFAULT:
             raise v.ValidationError("the VC default cannot be renamed", field="name")
         if session.scalar(select(m.VirtualCluster.id).where(m.VirtualCluster.name == new)) is not None:
