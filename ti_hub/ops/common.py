@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from ..db import models as m
@@ -38,20 +39,27 @@ def page(session: Session, stmt, limit: int, offset: int, render: Callable[[Any]
     return {"items": [render(r) for r in rows], "total": total, "limit": limit, "offset": offset}
 
 
-def ensure_user(session: Session, name: str, now: dt.datetime) -> m.User:
-    user = session.scalar(select(m.User).where(m.User.name == name))
+def ensure_user(session: Session, name: str, now: dt.datetime, lock: bool = False) -> m.User:
+    """A user's row, made on first use. Two first requests of one user at once (PostgreSQL) both find no row:
+    the loser's insert fails in its savepoint and it reads (and locks) the winner's row instead."""
+    stmt = select(m.User).where(m.User.name == name)
+    user = session.scalar(stmt.with_for_update() if lock else stmt)
     if user is None:
-        user = m.User(name=name, created_at=now, quota_version=0)
-        session.add(user)
-        session.flush()
+        try:
+            with session.begin_nested():
+                user = m.User(name=name, created_at=now, quota_version=0)
+                session.add(user)
+                session.flush()
+        except IntegrityError:
+            user = session.scalar(stmt.with_for_update() if lock else stmt)
+            if user is None:
+                raise
     return user
 
 
 def lock_user(session: Session, name: str, now: dt.datetime) -> m.User:
     """Serialize one user's quota-checked writes: a row lock on PostgreSQL, the write lock on SQLite."""
-    user = session.scalar(select(m.User).where(m.User.name == name).with_for_update())
-    if user is None:
-        user = ensure_user(session, name, now)
+    user = ensure_user(session, name, now, lock=True)
     user.quota_version += 1
     session.flush()
     return user
