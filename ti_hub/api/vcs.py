@@ -68,7 +68,7 @@ class VCHandler(APIHandler):
     async def patch(self, name: str):
         out = await self.op(vcs.change, self.actor, name, self.body())
         # a rename renames its capacity slices' pool: plans are offered by capacity, so read it now
-        self.ti.ops_settings.nodes = await self.ti.read_capacity()
+        await self.ti.refresh_capacity()
         self.ti.poke()  # caps and draining change what may be admitted, and the reasons of what waits
         self.send(out)
 
@@ -86,7 +86,7 @@ class VCMachinesHandler(APIHandler):
             for moved in out.get("moved", []):
                 if not moved["draining"]:
                     await self.ti.backend.assign_machine(moved["machine"], moved["to"])
-        self.ti.ops_settings.nodes = await self.ti.read_capacity()
+        await self.ti.refresh_capacity()
         self.ti.poke()
         self.send(out)
 

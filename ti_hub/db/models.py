@@ -421,3 +421,7 @@ class VCMachine(Base):
     draining: Mapped[bool] = mapped_column(Boolean, default=False)
     next_vc: Mapped[str | None] = mapped_column(String(63), nullable=True)
     vc: Mapped[VirtualCluster] = relationship(back_populates="machines")
+
+
+# tables of other concerns, on the same Base (imported last: they import Base from here)
+from . import monitoring  # noqa: E402,F401

@@ -32,15 +32,15 @@ from ..backends.base import ExecutionBackend
 from ..db import models as m
 from ..db.session import make_engine, make_sessionmaker, sqlite_url, upgrade
 from ..db.writelock import WriteLock
-from ..domain.validation import join_device_rules
 from ..endpoints.origins import Origins
 from ..endpoints.tensorboard import TensorBoards
+from ..health.monitor import HealthMonitor
 from ..ops.rendercache import RenderCache
 from ..ops.settings import OpsSettings
 from ..ops.unixids import UidPolicy
 from ..secretfile import read_or_create
 from ..storage.base import VolumeDriver
-from . import accesslog, volumeusage
+from . import accesslog, capacity, volumeusage
 from .hubnames import HubNames
 from .loop import JobRunner
 from .oauth import SealedStateHubOAuth
@@ -312,34 +312,18 @@ class TiService(Application):
         driver_kw = {"root_dir": self.data_dir} if local and "root_dir" not in self.config.LocalVolumeDriver else {}
         self.volume_driver = self.volume_driver_class(parent=self, log=self.log, **driver_kw)
         self.ops_settings = OpsSettings(dict(self.compute_quota_defaults), dict(self.storage_quota_defaults),
-                                        self._device_rules(), self.max_workers,
+                                        capacity.device_rules(self), self.max_workers,
                                         self.max_ps, uids=self._uid_policy(), secret_key=self.fernet,
                                         rdma=self.backend.supports_rdma, image_note=self.backend.image_note,
-                                        default_role=self.default_role, devices_per_node=self._devices_per_node())
+                                        default_role=self.default_role, devices_per_node=capacity.devices_per_node(self))
         self.render_cache = RenderCache(self.list_cache_size)
         self.hub_names = HubNames(self.hub_lookup_ttl)
         self.tensorboards = self._tensorboards()
         self.runner = JobRunner(self)
+        self.health = HealthMonitor(parent=self, log=self.log)
         self._poke_fd: int | None = None
         self.leader_serves_http = True  # serve() says; scheduler_max_share only applies when it does
         self._seed()
-
-    def _device_rules(self) -> dict[str, list[int]]:
-        """RES4: one rule per device type, whether set here or in the backend's device types (one function,
-        domain.validation.device_count, checks plans and submissions against it)."""
-        try:
-            return join_device_rules(self.device_count_rules, self.backend.device_count_rules)
-        except ValueError as e:
-            raise TraitError(f"TiService.device_count_rules: {e}") from None
-
-    def _devices_per_node(self) -> dict[str, int]:
-        try:
-            joined = join_device_rules({k: [int(n)] for k, n in self.devices_per_node.items()},
-                                       {k: [n] for k, n in self.backend.devices_per_node.items()},
-                                       "devices per node")
-        except ValueError as e:
-            raise TraitError(f"TiService.devices_per_node: {e}") from None
-        return {k: ns[0] for k, ns in joined.items()}
 
     def _uid_policy(self) -> UidPolicy:
         first, last = (int(x) for x in self.unix_uid_range)
@@ -401,23 +385,11 @@ class TiService(Application):
                                  "permission (ti role list shows the roles)", self.default_role)
 
     async def read_capacity(self, settle: bool = False) -> list:
-        """The backend's capacity with the machines virtual clusters own split off (RES2, ops/vcs.py).
-        ``settle`` (the leader): first move draining machines that nothing holds any more to their next VC."""
-        from ..ops import vcs
+        return await capacity.read_capacity(self, settle)
 
-        rows = await self.db(vcs.assignments, readonly=True)
-        if settle and any(r[5] for r in rows):
-            moved = await self.db(vcs.settle, scheduler=True)
-            for node, device, vc in moved:
-                if device < 0:  # a whole node (Kubernetes): its label is the assignment
-                    try:
-                        await self.backend.assign_machine(node, vc)
-                    except Exception:
-                        self.log.exception("labelling node %s for virtual cluster %s failed", node, vc)
-            if moved:
-                rows = await self.db(vcs.assignments, readonly=True)
-        self.backend.set_vc_assignments(rows)
-        return await self.backend.capacity()
+    async def refresh_capacity(self) -> None:
+        """Read the capacity now (after a change to virtual clusters' machines) for this process's plans."""
+        self.ops_settings.nodes = await self.read_capacity()
 
     async def db(self, fn, *args, readonly: bool = False, scheduler: bool = False, **kwargs) -> Any:
         """Run ``fn(session, ...)`` in a worker thread inside one transaction (committed on success).
@@ -583,7 +555,7 @@ class TiService(Application):
             # plans are offered by capacity: a follower reads it itself instead of asking the leader
             while True:
                 try:
-                    self.ops_settings.nodes = await self.read_capacity()
+                    await self.refresh_capacity()
                 except Exception:
                     self.log.exception("reading capacity failed")
                 await asyncio.sleep(self.scheduler_interval)
@@ -617,6 +589,7 @@ class TiService(Application):
             loop.add_reader(poke_reader, drain)
         task = asyncio.ensure_future(self.runner.run_forever())
         usage = asyncio.ensure_future(volumeusage.watch(self)) if self.volume_usage_interval > 0 else None
+        health = asyncio.ensure_future(self.health.run_forever(self))
         for sig in (signal.SIGTERM, signal.SIGINT):
             # jobs run under their own supervisors: stopping the service never stops them
             loop.add_signal_handler(sig, task.cancel)
@@ -627,6 +600,7 @@ class TiService(Application):
         finally:
             if usage is not None:
                 usage.cancel()
+            health.cancel()
             if server is not None:
                 server.stop()
             self.tensorboards.stop_all()

@@ -180,7 +180,7 @@ class VCPageHandler(PoolsPageHandler):
     async def do_rename(self) -> str:
         name, new = self.form_text("vc"), self.form_text("name")
         await self.ti.db(vcs.change, self.actor, name, {"name": new})
-        self.ti.ops_settings.nodes = await self.ti.read_capacity()
+        await self.ti.refresh_capacity()
         return f"Virtual cluster {name} renamed to {new}."
 
     async def do_delete(self) -> str:
@@ -203,7 +203,7 @@ class VCPageHandler(PoolsPageHandler):
             for moved in out["moved"]:
                 if not moved["draining"]:
                     await self.ti.backend.assign_machine(moved["machine"], moved["to"])
-        self.ti.ops_settings.nodes = await self.ti.read_capacity()
+        await self.ti.refresh_capacity()
         self.poke()
         return "; ".join(f"{x['machine']}: {x['from']} -> {x['to']}" + (" once its work ends" if x["draining"]
                                                                           else "") for x in out["moved"]) \

@@ -1,0 +1,118 @@
+"""MON2-3: the alert lifecycle that every alert goes through -- machine rules, jobs past their duration or their
+estimated start, idle workspaces.
+
+An alert opens (``fire``) when its condition starts to hold and closes (``clear``) when it stops; ``key`` names
+the condition ("rule:7:machine:n1", "job:42:overrun", "workspace:9:idle") and at most one alert per key is open.
+Firing an open key again refreshes its message and figures and opens nothing new. Notices go out when an alert
+opens and again every reminder interval while it stays open (``due`` / ``mark_notified``: the leader's
+notifier sends them). Who sees an alert: the users it names (a job's owner) and the admins.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import or_, select
+from sqlalchemy.orm import Session
+
+from .. import scopes as S
+from ..db import models as m
+from ..domain.actor import Actor
+from .common import iso, page, utcnow
+
+KINDS = ("machine", "job", "workspace", "queue")
+SEVERITIES = ("info", "warning", "critical")
+
+
+def open_alert(session: Session, key: str) -> m.monitoring.Alert | None:
+    A = m.monitoring.Alert
+    return session.scalars(select(A).where(A.cleared_at.is_(None), A.key == key).limit(1)).first()
+
+
+def fire(session: Session, key: str, kind: str, subject: str, message: str = "", *, rule: str = "",
+         severity: str = "warning", users: Iterable[str] = (), job_id: int | None = None, machine: str = "",
+         figures: dict[str, Any] | None = None, now: dt.datetime | None = None
+         ) -> tuple[m.monitoring.Alert, bool]:
+    """Open the alert ``key`` or refresh the open one; returns (alert, opened now?)."""
+    assert kind in KINDS and severity in SEVERITIES, (kind, severity)
+    a = open_alert(session, key)
+    if a is not None:
+        a.subject, a.message, a.severity = subject[:255], message, severity
+        a.figures = dict(figures or {})
+        return a, False
+    a = m.monitoring.Alert(key=key[:255], kind=kind, rule=rule[:63], severity=severity, subject=subject[:255],
+                           message=message, job_id=job_id, machine=machine[:255], users=sorted(set(users)),
+                           figures=dict(figures or {}), fired_at=now or utcnow(), notices=0)
+    session.add(a)
+    session.flush()
+    return a, True
+
+
+def clear(session: Session, key: str, now: dt.datetime | None = None) -> bool:
+    """Close the open alert ``key``; False if none was open."""
+    a = open_alert(session, key)
+    if a is None:
+        return False
+    a.cleared_at = now or utcnow()
+    return True
+
+
+def clear_missing(session: Session, prefix: str, still: set[str], now: dt.datetime | None = None) -> list[str]:
+    """Close the open alerts whose key starts with ``prefix`` and is not in ``still`` (an evaluator that sees
+    every condition of its kind at once clears those that no longer hold). Returns the closed keys."""
+    A = m.monitoring.Alert
+    closed = []
+    for a in session.scalars(select(A).where(A.cleared_at.is_(None), A.key.startswith(prefix, autoescape=True))):
+        if a.key not in still:
+            a.cleared_at = now or utcnow()
+            closed.append(a.key)
+    return closed
+
+
+def due(session: Session, now: dt.datetime, reminder_s: float) -> list[m.monitoring.Alert]:
+    """Open alerts that need a notice now: never notified, or last notified ``reminder_s`` ago or more
+    (``reminder_s`` <= 0: only the first notice)."""
+    A = m.monitoring.Alert
+    cond = A.last_notified_at.is_(None)
+    if reminder_s > 0:
+        cond = or_(cond, A.last_notified_at <= now - dt.timedelta(seconds=reminder_s))
+    return list(session.scalars(select(A).where(A.cleared_at.is_(None), cond).order_by(A.id)))
+
+
+def mark_notified(session: Session, ids: Iterable[int], now: dt.datetime) -> None:
+    A = m.monitoring.Alert
+    for a in session.scalars(select(A).where(A.id.in_(list(ids)))):
+        a.last_notified_at = now
+        a.notices += 1
+
+
+def sees_all(actor: Actor) -> bool:
+    # not view-all: every user holds it by default, and alerts name machines and other users' jobs
+    return actor.can(S.MANAGE_ALL_JOBS) or actor.can(S.MANAGE_USERS)
+
+
+def render(a: m.monitoring.Alert) -> dict[str, Any]:
+    return {"id": a.id, "key": a.key, "kind": a.kind, "rule": a.rule, "severity": a.severity,
+            "subject": a.subject, "message": a.message, "job_id": a.job_id, "machine": a.machine,
+            "users": list(a.users), "figures": a.figures, "fired_at": iso(a.fired_at),
+            "last_notified_at": iso(a.last_notified_at), "notices": a.notices, "cleared_at": iso(a.cleared_at),
+            "open": a.cleared_at is None}
+
+
+def list_alerts(session: Session, actor: Actor, *, open_only: bool = True, limit: int = 50, offset: int = 0
+                ) -> dict[str, Any]:
+    """Newest first: the caller's own alerts (those naming them), every alert for admins."""
+    A = m.monitoring.Alert
+    stmt = select(A)
+    if open_only:
+        stmt = stmt.where(A.cleared_at.is_(None))
+    rows = None
+    if not sees_all(actor):
+        # users is a small JSON list: filtered here, not in SQL (JSON containment differs per database)
+        rows = [a for a in session.scalars(stmt.order_by(A.id.desc())) if actor.name in (a.users or [])]
+    if rows is None:
+        return page(session, stmt.order_by(A.id.desc()), limit, offset, render)
+    return {"items": [render(a) for a in rows[offset:offset + limit]], "total": len(rows), "limit": limit,
+            "offset": offset}
