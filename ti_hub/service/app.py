@@ -29,18 +29,15 @@ from traitlets.utils.importstring import import_item
 
 from .. import __version__
 from ..backends.base import ExecutionBackend
-from ..db import models as m
 from ..db.session import make_engine, make_sessionmaker, sqlite_url, upgrade
 from ..db.writelock import WriteLock
 from ..endpoints.origins import Origins
-from ..endpoints.tensorboard import TensorBoards
 from ..health.monitor import HealthMonitor
 from ..ops.rendercache import RenderCache
 from ..ops.settings import OpsSettings
-from ..ops.unixids import UidPolicy
 from ..secretfile import read_or_create
 from ..storage.base import VolumeDriver
-from . import accesslog, capacity, volumeusage
+from . import accesslog, capacity, startup, volumeusage
 from .hubnames import HubNames
 from .loop import JobRunner
 from .oauth import SealedStateHubOAuth
@@ -313,38 +310,17 @@ class TiService(Application):
         self.volume_driver = self.volume_driver_class(parent=self, log=self.log, **driver_kw)
         self.ops_settings = OpsSettings(dict(self.compute_quota_defaults), dict(self.storage_quota_defaults),
                                         capacity.device_rules(self), self.max_workers,
-                                        self.max_ps, uids=self._uid_policy(), secret_key=self.fernet,
+                                        self.max_ps, uids=startup.uid_policy(self), secret_key=self.fernet,
                                         rdma=self.backend.supports_rdma, image_note=self.backend.image_note,
                                         default_role=self.default_role, devices_per_node=capacity.devices_per_node(self))
         self.render_cache = RenderCache(self.list_cache_size)
         self.hub_names = HubNames(self.hub_lookup_ttl)
-        self.tensorboards = self._tensorboards()
+        self.tensorboards = startup.tensorboards(self)
         self.runner = JobRunner(self)
         self.health = HealthMonitor(parent=self, log=self.log)
         self._poke_fd: int | None = None
         self.leader_serves_http = True  # serve() says; scheduler_max_share only applies when it does
-        self._seed()
-
-    def _uid_policy(self) -> UidPolicy:
-        first, last = (int(x) for x in self.unix_uid_range)
-        # only the embedded backend runs user code as local processes; as root it gives each user a uid
-        separate = os.geteuid() == 0 or not self.backend.shares_host_network
-        if not separate and not self.allow_shared_unix_user:
-            self.log.warning("TiHub runs without root: every user's code would run as this process's own user "
-                             "and could read the others' files, so only the first user to run anything may run "
-                             "code (c.TiService.allow_shared_unix_user = True lets everyone; see docs/security.md)")
-        return UidPolicy(first, last, separate, self.allow_shared_unix_user)
-
-    def _tensorboards(self) -> Any:
-        """Processes beside the service where jobs run on this machine (the local backend), else pods beside the
-        jobs (the Kubernetes backend: ti_hub/endpoints/kubetb.py)."""
-        if self.backend.shares_host_network:
-            return TensorBoards(Path(self.data_dir) / "tensorboard", self.tensorboard_idle_timeout,
-                                self.tensorboard_max, log=self.log, volume_path=self.volume_driver.path)
-        from ..endpoints.kubetb import KubeTensorBoards
-
-        return KubeTensorBoards(self.backend, self.tensorboard_image, self.tensorboard_idle_timeout,
-                                self.tensorboard_max, log=self.log)
+        startup.seed(self)
 
     def _lock_path(self, what: str) -> Path:
         """Lock files sit beside an SQLite database, else in the data dir."""
@@ -363,26 +339,6 @@ class TiService(Application):
     def _cookie_secret(self) -> bytes:
         """Kept in the data dir: a restarted service still reads its browsers' login cookies."""
         return read_or_create(Path(self.data_dir) / "ti_cookie_secret", lambda: os.urandom(32).hex().encode())
-
-    def _seed(self) -> None:
-        from sqlalchemy import func, select
-
-        from ..ops.common import utcnow
-
-        with self.sessionmaker.begin() as s:
-            if not s.scalar(select(func.count()).select_from(m.Plan)):
-                for p in self.initial_plans:
-                    s.add(m.Plan(created_at=utcnow(), **{"description": "", "shm_mib": 64, "rdma": False,
-                                                         "pool": "default", **p}))
-            if not s.scalar(select(func.count()).select_from(m.Image)):
-                for img in self.initial_images:
-                    s.add(m.Image(created_at=utcnow(), **{"version": "", "description": "", **img}))
-            from ..ops import grants
-
-            grants.ensure_presets(s)
-            if self.default_role and s.get(m.Role, self.default_role) is None:
-                self.log.warning("TiService.default_role %r is no TiHub role: users who hold no role get no TiHub "
-                                 "permission (ti role list shows the roles)", self.default_role)
 
     async def read_capacity(self, settle: bool = False) -> list:
         return await capacity.read_capacity(self, settle)

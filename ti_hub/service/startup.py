@@ -1,0 +1,57 @@
+"""Things the ti service makes once at start: the Unix uid policy, the TensorBoard supervisor for the backend, and
+the rows a new database starts with (plans, images, the preset roles)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import func, select
+
+from ..db import models as m
+from ..endpoints.tensorboard import TensorBoards
+from ..ops import grants
+from ..ops.common import utcnow
+from ..ops.unixids import UidPolicy
+
+if TYPE_CHECKING:
+    from .app import TiService
+
+
+def uid_policy(svc: TiService) -> UidPolicy:
+    first, last = (int(x) for x in svc.unix_uid_range)
+    # only the embedded backend runs user code as local processes; as root it gives each user a uid
+    separate = os.geteuid() == 0 or not svc.backend.shares_host_network
+    if not separate and not svc.allow_shared_unix_user:
+        svc.log.warning("TiHub runs without root: every user's code would run as this process's own user "
+                        "and could read the others' files, so only the first user to run anything may run "
+                        "code (c.TiService.allow_shared_unix_user = True lets everyone; see docs/security.md)")
+    return UidPolicy(first, last, separate, svc.allow_shared_unix_user)
+
+
+def tensorboards(svc: TiService) -> Any:
+    """Processes beside the service where jobs run on this machine (the local backend), else pods beside the
+    jobs (the Kubernetes backend: ti_hub/endpoints/kubetb.py)."""
+    if svc.backend.shares_host_network:
+        return TensorBoards(Path(svc.data_dir) / "tensorboard", svc.tensorboard_idle_timeout,
+                            svc.tensorboard_max, log=svc.log, volume_path=svc.volume_driver.path)
+    from ..endpoints.kubetb import KubeTensorBoards
+
+    return KubeTensorBoards(svc.backend, svc.tensorboard_image, svc.tensorboard_idle_timeout,
+                            svc.tensorboard_max, log=svc.log)
+
+
+def seed(svc: TiService) -> None:
+    with svc.sessionmaker.begin() as s:
+        if not s.scalar(select(func.count()).select_from(m.Plan)):
+            for p in svc.initial_plans:
+                s.add(m.Plan(created_at=utcnow(), **{"description": "", "shm_mib": 64, "rdma": False,
+                                                     "pool": "default", **p}))
+        if not s.scalar(select(func.count()).select_from(m.Image)):
+            for img in svc.initial_images:
+                s.add(m.Image(created_at=utcnow(), **{"version": "", "description": "", **img}))
+        grants.ensure_presets(s)
+        if svc.default_role and s.get(m.Role, svc.default_role) is None:
+            svc.log.warning("TiService.default_role %r is no TiHub role: users who hold no role get no TiHub "
+                            "permission (ti role list shows the roles)", svc.default_role)
