@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubespawner import KubeSpawner
-from traitlets import Dict, Integer, TraitError, Unicode, default, validate
+from traitlets import Dict, Integer, Unicode, default, validate
 
 from ..backends.base import Mount
 from ..backends.k8s import devicetypes
@@ -40,11 +40,7 @@ class TiKubeSpawner(TiSpawnerMixin, KubeSpawner):
 
     @validate("device_types")
     def _check_device_types(self, proposal):
-        try:
-            devicetypes.parse(proposal["value"])
-        except ValueError as e:
-            raise TraitError(f"TiKubeSpawner.{e}") from None
-        return proposal["value"]
+        return devicetypes.checked(proposal["value"], "TiKubeSpawner")
 
     @default("options_form")
     def _default_options_form(self):

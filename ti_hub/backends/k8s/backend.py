@@ -19,7 +19,7 @@ from typing import Any
 
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio.client.exceptions import ApiException
-from traitlets import Bool, Dict, Float, Integer, List, TraitError, Unicode, validate
+from traitlets import Bool, Dict, Float, Integer, List, Unicode, validate
 
 from .. import metrics as metrics_mod
 from ..base import ExecutionBackend, InstanceStatus, JobObservation, LaunchSpec, NodeCapacity
@@ -94,12 +94,7 @@ class KubernetesBackend(ExecutionBackend):
 
     @validate("device_types")
     def _check_device_types(self, proposal):
-        # at start (config load): a wrong map is named here, never found by a pod that does not schedule
-        try:
-            devicetypes.parse(proposal["value"])
-        except ValueError as e:
-            raise TraitError(f"KubernetesBackend.{e}") from None
-        return proposal["value"]
+        return devicetypes.checked(proposal["value"], "KubernetesBackend")
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)

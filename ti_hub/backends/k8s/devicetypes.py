@@ -112,6 +112,18 @@ def parse(raw: Mapping[str, Any]) -> dict[str, DeviceType]:
     return {dtype: parse_one(dtype, cfg) for dtype, cfg in raw.items()}
 
 
+def checked(raw: Any, owner: str) -> Any:
+    """A traitlets validator's body for ``device_types`` (KubernetesBackend, TiKubeSpawner): the map as given, or
+    a TraitError naming ``owner``'s trait -- at config load, never found later by a pod that does not schedule."""
+    from traitlets import TraitError
+
+    try:
+        parse(raw)
+    except ValueError as e:
+        raise TraitError(f"{owner}.{e}") from None
+    return raw
+
+
 def count_rules(types: Mapping[str, DeviceType]) -> dict[str, list[int]]:
     """RES4: the types' allowed counts, in TiService.device_count_rules' shape."""
     return {t: list(d.counts) for t, d in types.items() if d.counts is not None}
