@@ -108,6 +108,12 @@ class HealthMonitor(LoggingConfigurable):
     async def run_forever(self, svc: TiService) -> None:
         if self.interval <= 0:
             return
+        if isinstance(self.source, LocalHealthSource) and not svc.backend.shares_host_network:
+            # the service's own pod is no machine that runs jobs: its readings would be misattributed
+            self.log.warning("no health sampling: LocalHealthSource reads only the machine it runs on, and the jobs "
+                             "run elsewhere (Kubernetes): set c.HealthMonitor.source_class to a source that reads "
+                             "the DCGM and node exporters through Prometheus")
+            return
         while True:
             started = self.clock()
             try:
