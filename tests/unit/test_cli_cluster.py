@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 
-from test_cli import clean_env, env, run, server  # noqa: F401 - the fake server and its fixtures
+import test_cli
+
+# the fake server and its fixtures (pytest finds fixtures by the module's names)
+server, env, clean_env, run = test_cli.server, test_cli.env, test_cli.clean_env, test_cli.run
 
 USAGE = {
     "days": 7, "since": "2030-01-01T00:00:00+00:00", "idle_threshold": 5.0, "sampled_at": "2030-01-08T00:00:00+00:00",
@@ -26,7 +29,7 @@ USAGE = {
                                "device_type": "a100", "devices": [5], "since": None}]}]}
 
 
-def test_cluster_prints_the_three_tables_and_what_is_measured(env, capsys):  # noqa: F811
+def test_cluster_prints_the_three_tables_and_what_is_measured(env, capsys):
     env.on("GET", "/cluster/usage", USAGE)
     code, out, err = run(capsys, "cluster", "--days", "7")
     assert code == 0, err
@@ -37,7 +40,7 @@ def test_cluster_prints_the_three_tables_and_what_is_measured(env, capsys):  # n
     assert "under 5 % utilization, measured" in err and "unmeasured devices" in err and "past 7 days" in err
 
 
-def test_cluster_subcommands_and_json(env, capsys):  # noqa: F811
+def test_cluster_subcommands_and_json(env, capsys):
     env.on("GET", "/cluster/usage", USAGE)
     code, out, _ = run(capsys, "cluster", "users")
     assert code == 0 and "alice" in out and "bob" in out and "machines:" not in out and "10.1.2.3" not in out
@@ -51,7 +54,7 @@ def test_cluster_subcommands_and_json(env, capsys):  # noqa: F811
     assert code == 0 and json.loads(out) == USAGE
 
 
-def test_cluster_says_when_nothing_is_measured(env, capsys):  # noqa: F811
+def test_cluster_says_when_nothing_is_measured(env, capsys):
     env.on("GET", "/cluster/usage", {**USAGE, "measuring": False})
     code, _, err = run(capsys, "cluster", "vcs")
     assert code == 0 and "NOT measured now" in err
