@@ -135,6 +135,7 @@ EXPECT: dict[tuple[str, str], Case] = {
     ("/templates/{id}", "get"): Case(OK, DENY, DENY, "template"),
     ("/templates/{id}", "delete"): Case(OK, DENY, DENY, "fresh_template"),
     ("/cluster", "get"): same(OK),
+    ("/cluster/usage", "get"): same(OK),
     ("/audit", "get"): Case(DENY, DENY, OK),
     # people (ACC3-4): users:manage; disabling, enabling and deleting act on users made for the request
     ("/users", "get"): Case(DENY, DENY, OK),

@@ -114,3 +114,14 @@ class ClusterHandler(APIHandler):
         from ..service.status import cluster_status
 
         self.send(await self.op(cluster_status, self.ti.ops_settings.nodes))
+
+
+class ClusterUsageHandler(APIHandler):
+    async def get(self):
+        self.actor.need(S.VIEW_CLUSTER, "viewing cluster status")
+        from ..service.clusterusage import cluster_usage
+
+        acc = self.ti.accounting
+        days = v.query_int(self.args(), "days", min(30, acc.max_days), 1, acc.max_days)
+        self.send(await self.op(cluster_usage, self.actor, self.ti.ops_settings.nodes, days, acc.idle_threshold,
+                                max(60.0, 3 * self.ti.health.interval)))

@@ -38,6 +38,7 @@ from ..ops.settings import OpsSettings
 from ..secretfile import read_or_create
 from ..storage.base import VolumeDriver
 from . import accesslog, capacity, startup, volumeusage
+from .accounting import ClusterAccounting
 from .hubnames import HubNames
 from .loop import JobRunner
 from .oauth import SealedStateHubOAuth
@@ -318,6 +319,7 @@ class TiService(Application):
         self.tensorboards = startup.tensorboards(self)
         self.runner = JobRunner(self)
         self.health = HealthMonitor(parent=self, log=self.log)
+        self.accounting = ClusterAccounting(parent=self, log=self.log)
         self._poke_fd: int | None = None
         self.leader_serves_http = True  # serve() says; scheduler_max_share only applies when it does
         startup.seed(self)
@@ -545,6 +547,7 @@ class TiService(Application):
             loop.add_reader(poke_reader, drain)
         task = asyncio.ensure_future(self.runner.run_forever())
         usage = asyncio.ensure_future(volumeusage.watch(self)) if self.volume_usage_interval > 0 else None
+        self.accounting.attach(self)  # before the first health sample
         health = asyncio.ensure_future(self.health.run_forever(self))
         for sig in (signal.SIGTERM, signal.SIGINT):
             # jobs run under their own supervisors: stopping the service never stops them

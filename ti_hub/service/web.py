@@ -248,6 +248,11 @@ ROUTES: list[Route] = [
                      errors=(404, 409, 502))}, {"id": C.ID_PARAM}),
     Route("/cluster", resources.ClusterHandler, {
         "get": Op("Nodes, devices and usage (custom:ti:cluster:view)", R.CLUSTER)}),
+    Route("/cluster/usage", resources.ClusterUsageHandler, {
+        "get": Op("Per VC, user and machine: devices used, free, idle (under the idle threshold) and unmeasured now; "
+                  "booked and idle device-hours over the past days; machines' addresses and what runs there "
+                  "(custom:ti:cluster:view; others' rows and job names: view-all)", R.CLUSTER_USAGE,
+                  query=R.CLUSTER_USAGE_QUERY)}),
     Route("/workspaces/{owner}/{name}", workspaces.WorkspaceHandler, {
         "get": Op("Workspace admission state (the spawner: custom:ti:workspaces:admit)", S.WORKSPACE,
                   errors=(404,)),

@@ -100,3 +100,21 @@ CLUSTER = answer({
                                        "additionalProperties": answer({"total": COUNT, "used": COUNT})}})),
     "device_types": array(answer({"device_type": STR, "total": COUNT, "used": COUNT, "gap": COUNT, "free": INT})),
     "running": COUNT, "queued": COUNT}, title="Cluster")
+
+# -- cluster usage (MON1): idle now, booked/idle device-hours, machines and what runs there --------------
+_HOURS = {"booked_hours": NUM, "idle_hours": NUM, "unmeasured_hours": NUM,
+          "idle_percent": nullable(number(0, 100, "idle / booked device-hours in the window, in percent"))}
+_NOW = {"used": COUNT, "idle": COUNT, "unmeasured": COUNT}
+CLUSTER_USAGE = answer({
+    "days": COUNT, "since": TIME, "idle_threshold": NUM, "sampled_at": MAYBE_TIME, "measuring": BOOL,
+    "vcs": array(answer({"vc": STR, "device_type": STR, "total": COUNT, "unschedulable": COUNT, "free": COUNT,
+                         **_NOW, **_HOURS})),
+    "users": array(answer({"user": STR, **_NOW, **_HOURS})),
+    "machines": array(answer({
+        "machine": STR, "address": STR, "pools": array(STR), "device_types": array(STR), "total": COUNT,
+        "unschedulable": COUNT, "free": COUNT, **_NOW, **_HOURS,
+        "running": array(answer({"id": nullable(ID), "name": nullable(STR), "owner": nullable(STR), "kind": STR,
+                                 "device_type": STR, "devices": array(COUNT), "since": MAYBE_TIME}))}))},
+    title="ClusterUsage")
+CLUSTER_USAGE_QUERY = {"days": Param(integer(1, 3660), "the window of booked/idle device-hours in days (default 30; "
+                                                      "at most ClusterAccounting.keep_days)")}

@@ -13,6 +13,7 @@ from tornado import web
 
 from ... import scopes as S
 from ...ops import queue
+from ..clusterusage import cluster_usage
 from ..history import read_history
 from ..status import cluster_overview
 from .base import PAGE, PageHandler
@@ -41,6 +42,9 @@ class ClusterPageHandler(PageHandler):
         o = await self.ti.db(cluster_overview, nodes, readonly=True)
         panel = await self.ti.db(queue.panel, a, nodes, readonly=True)
         hist = await self.ti.db(read_history, since, self.ti.usage_history_interval, readonly=True)
+        acc = self.ti.accounting
+        usage = await self.ti.db(cluster_usage, a, nodes, min(30, acc.max_days), acc.idle_threshold,
+                                 max(60.0, 3 * self.ti.health.interval), readonly=True)
         users = [u for u in o["users"] if everyone or u["user"] == a.name]
         hist_users = {u: s for u, s in hist["users"].items() if everyone or u == a.name}
         hist_scores = {k: s for k, s in hist["scores"].items() if everyone or k.split("/", 1)[0] == a.name}
@@ -70,6 +74,7 @@ class ClusterPageHandler(PageHandler):
             el("h2", "Machines"),
             table("cluster-nodes", ["machine", "pool", "device type", "count", "used", "preemptible used",
                                     "available", "status", "jobs"], node_rows, "No machines reported yet."),
+            self.idle_section(usage, everyone),
             el("h2", "Over time"),
             el("form", select("Window", "hours", [(str(h), t) for h, t in WINDOWS], selected=str(hours),
                               form_id="window"),
@@ -80,6 +85,46 @@ class ClusterPageHandler(PageHandler):
             self.charts(hist["pools"], hist_users, hist["queues"], hist_scores, everyone),
         ]
         self.show(join(body))
+
+    @staticmethod
+    def idle_section(u: dict, everyone: bool) -> Safe:
+        """Idle devices now and booked/idle device-hours (MON1), machines' addresses and what runs there."""
+        def hours(r: dict) -> list:
+            pct = r["idle_percent"]
+            return [f"{r['booked_hours']:.2f}", f"{r['idle_hours']:.2f}", "" if pct is None else f"{pct:g} %",
+                    f"{r['unmeasured_hours']:.2f}"]
+
+        hour_heads = [f"booked device-hours ({u['days']} d)", "idle device-hours", "idle %",
+                      "unmeasured device-hours"]
+        now = ["used", "idle now", "unmeasured now"]
+        measured = (f"latest health sample {u['sampled_at'][:19].replace('T', ' ')} UTC"
+                    if u["measuring"] else "no recent health sample: nothing is measured now")
+        runs = [[mc["machine"], mc["address"],
+                 f"{r['owner']}/{r['name']}" if r["owner"] else "another user's job", r["kind"], r["device_type"],
+                 ",".join(str(d) for d in r["devices"]), (r["since"] or "")[:19].replace("T", " ")]
+                for mc in u["machines"] for r in mc["running"]]
+        return join([
+            el("h2", "Idle devices and device-hours"),
+            el("p", f"Idle: a device held by a job or workspace whose GPU utilization reads under "
+                    f"{u['idle_threshold']:g} % ({measured}). Unmeasured: a held device without a utilization "
+                    f"reading (demo devices, no NVIDIA driver): neither idle nor busy. Device-hours: the past "
+                    f"{u['days']} days, summed every health sample; idle % = idle / booked.", class_="muted"),
+            table("usage-vcs", ["virtual cluster", "device type", "total", "used", "free", "idle now",
+                                "unmeasured now", *hour_heads],
+                  [[v["vc"], v["device_type"], v["total"], v["used"], v["free"], v["idle"], v["unmeasured"],
+                    *hours(v)] for v in u["vcs"]], "No devices.", caption="Per virtual cluster"),
+            table("usage-users", ["user", *now, *hour_heads],
+                  [[r["user"], r["used"], r["idle"], r["unmeasured"], *hours(r)] for r in u["users"]],
+                  "Nobody holds devices, nor did in the window.",
+                  caption="Per user" if everyone else "Mine"),
+            table("usage-machines", ["machine", "address", "virtual clusters", "total", "used", "free", "idle now",
+                                     "unmeasured now", *hour_heads],
+                  [[mc["machine"], mc["address"], ", ".join(mc["pools"]), mc["total"], mc["used"], mc["free"],
+                    mc["idle"], mc["unmeasured"], *hours(mc)] for mc in u["machines"]], "No machines reported yet.",
+                  caption="Per machine"),
+            table("machine-work", ["machine", "address", "job", "kind", "device type", "devices", "since (UTC)"],
+                  runs, "Nothing runs on the machines.", caption="What runs on each machine"),
+        ])
 
     @staticmethod
     def charts(pools: dict, users: dict, queues: dict, scores: dict, everyone: bool) -> Safe:
