@@ -53,4 +53,3 @@ configure(c)  # noqa: F821
 # c.IdlePolicy.grace = 1800                 # ... then stop it 30 min later unless its owner renews the lease
 # c.IdlePolicy.threshold = 5.0              # utilization percent
 # c.IdlePolicy.exempt_groups = {"staff"}
-# c.HealthMonitor.window = 9000             # at least idle_time + grace

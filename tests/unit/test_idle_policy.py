@@ -6,17 +6,18 @@ from ti_hub.health import idle
 from ti_hub.health.readings import DeviceReading, Snapshot
 
 DEVS = [("n1", "gpu", 0), ("n1", "gpu", 1)]
-KW = {"threshold": 5.0, "idle_time": 30.0, "grace": 20.0}
+KW = {"idle_time": 30.0, "grace": 20.0}
 
 
-def samples(*utils, start: float = 1000.0, every: float = 10.0) -> list[Snapshot]:
-    """One snapshot per entry: a number for both devices, a pair for each, None for "not measured"."""
-    out = []
+def samples(*utils, start: float = 1000.0, every: float = 10.0, threshold: float = 5.0, keep: float = 3600.0
+            ) -> idle.IdleRuns:
+    """The runs after one snapshot per entry: a number for both devices, a pair for each, None for "not measured"."""
+    runs = idle.IdleRuns(threshold, keep)
     for k, u in enumerate(utils):
         pair = u if isinstance(u, tuple) else (u, u)
-        out.append(Snapshot(start + k * every, (), tuple(
+        runs.add(Snapshot(start + k * every, (), tuple(
             DeviceReading("n1", "gpu", i, utilization_percent=x) for i, x in enumerate(pair))))
-    return out
+    return runs
 
 
 def test_devices_below_the_threshold_for_idle_time_are_warned_with_their_figures():
@@ -46,7 +47,7 @@ def test_one_busy_device_or_sample_keeps_the_workspace():
     # busy a moment ago: the clock starts after it
     assert idle.decide(samples(*[0] * 6, 90, 0, 0, 0), DEVS, now=1090.0, **KW).state == idle.OK
     # the threshold is the operator's
-    assert idle.decide(samples(*[40] * 10), DEVS, now=1090.0, **{**KW, "threshold": 50.0}).state == idle.WARN
+    assert idle.decide(samples(*[40] * 10, threshold=50.0), DEVS, now=1090.0, **KW).state == idle.WARN
 
 
 def test_unmeasured_or_missing_readings_never_count_as_idle():
@@ -56,7 +57,7 @@ def test_unmeasured_or_missing_readings_never_count_as_idle():
     assert idle.decide(samples(*[0] * 7, None, 0, 0), DEVS, now=1090.0, **KW).state == idle.OK
     # a device that the samples do not have at all
     assert idle.decide(samples(*[0] * 10), [("n2", "gpu", 0)], now=1090.0, **KW).state == idle.OK
-    assert idle.decide([], DEVS, now=1090.0, **KW).state == idle.OK
+    assert idle.decide(samples(), DEVS, now=1090.0, **KW).state == idle.OK
 
 
 def test_a_renewal_restarts_the_clock_and_a_warning_before_it_does_not_count():
@@ -78,6 +79,18 @@ def test_off_without_idle_time_or_devices():
     snaps = samples(*[0] * 10)
     assert idle.decide(snaps, DEVS, now=1090.0, **{**KW, "idle_time": 0}).state == idle.OK
     assert idle.decide(snaps, [], now=1090.0, **KW).state == idle.OK
+
+
+def test_runs_keep_a_bounded_window_and_ignore_a_snapshot_seen_twice():
+    runs = samples(*[0] * 100, keep=95.0)  # 1000 .. 1990
+    ats, us = runs.runs[("n1", "gpu", 0)]
+    assert ats[0] >= 1990 - 95 and len(ats) == len(us) == 10
+    v = idle.decide(runs, DEVS, now=1990.0, warned_at=1960.0, **KW)  # a long idle spell: reclaimed all the same
+    assert v.state == idle.RECLAIM and v.since == 1900.0
+    runs.add(Snapshot(1990.0, (), ()))  # the same sample again: nothing changes
+    assert len(runs.runs) == 2
+    runs.add(Snapshot(2000.0, (), ()))  # the devices missing from a sample: their runs end
+    assert runs.runs == {}
 
 
 def test_exemptions_by_user_or_group():

@@ -32,7 +32,7 @@ class IdlePolicy(LoggingConfigurable):
         0.0, config=True,
         help="Seconds a running workspace's devices must all stay below `threshold` percent utilization, in every "
              "health sample, before its owner is warned. 0 (the default): the policy is off. The health sampler "
-             "(HealthMonitor.interval) must run, and HealthMonitor.window must cover idle_time + grace.")
+             "(HealthMonitor.interval) must run.")
     grace = Float(
         1800.0, config=True,
         help="Seconds between the warning and the reclaim (the workspace is stopped and its devices go back to the "
@@ -60,10 +60,12 @@ class IdlePolicy(LoggingConfigurable):
         self.warned: set[int] = set()  # the workspaces warned at the last sample
         self.first = True
         self.reclaims = 0
+        self.runs = idle.IdleRuns(self.threshold, 0.0)
 
     def start(self, svc: TiService) -> None:
         """On the leader only (serve()): judge every health sample."""
         self.svc = svc
+        self.runs = idle.IdleRuns(self.threshold, self.idle_time + self.grace + 2 * max(svc.health.interval, 1.0))
         if self.idle_time > 0:
             self.log.info("idle policy: workspaces with devices below %.1f %% for %.0f s are warned, then "
                           "reclaimed after %.0f s", self.threshold, self.idle_time, self.grace)
@@ -88,23 +90,26 @@ class IdlePolicy(LoggingConfigurable):
     async def evaluate(self, snapshot: Snapshot) -> None:
         svc = self.svc
         held = await svc.db(ops.holding_devices, readonly=True, scheduler=True)
-        snaps = svc.health.since(self.idle_time + self.grace + 2 * max(svc.health.interval, 1.0), now=snapshot.at)
+        self.runs.add(snapshot)
         members = await self.exempt_groups_members() if held else {}
-        warn, reclaim = [], []
+        warn, reclaim, warned = [], [], set()
         for w in held:
             groups = [g for g, users in members.items() if w.owner in users]
             if idle.exempt(w.owner, groups, self.exempt_users, self.exempt_groups):
                 continue
-            v = idle.decide(snaps, w.devices, now=snapshot.at, threshold=self.threshold, idle_time=self.idle_time,
+            v = idle.decide(self.runs, w.devices, now=snapshot.at, idle_time=self.idle_time,
                             grace=self.grace, started_at=queueing.epoch(w.started_at),
                             renewed_at=queueing.epoch(w.renewed_at), warned_at=queueing.epoch(w.warned_at))
             if v.state == idle.WARN:
-                warn.append((w.id, v.figures))
+                warned.add(w.id)
+                if v.figures:  # a new warning (one given already stands as it was)
+                    warn.append((w.id, v.figures))
             elif v.state == idle.RECLAIM:
                 reclaim.append((w.id, v.figures))
-        # the write lock only when there is something to write: a warning or reclaim, or alerts to close (ours
-        # of the last sample, or any left by an earlier run of the service)
-        if not (warn or reclaim or self.warned or self.first):
+        # the write lock only when there is something to write: a warning or a reclaim, or alerts to close (of
+        # workspaces warned at the last sample and not now, or, at the first sample, left by an earlier run)
+        if not (warn or reclaim or (self.warned - warned) or self.first):
+            self.warned = warned
             return
         now = queueing.from_epoch(snapshot.at)
 
@@ -113,12 +118,12 @@ class IdlePolicy(LoggingConfigurable):
                 if ops.warn(s, job_id, figures, now):
                     self.log.info("idle policy: workspace %d warned: %s", job_id, figures)
             done = [job_id for job_id, figures in reclaim if ops.reclaim(s, job_id, figures, now)]
-            ops.clear_others(s, {job_id for job_id, _ in warn}, now)
+            ops.clear_others(s, warned, now)
             return done
 
         done = await svc.db(write, scheduler=True)
         self.first = False
-        self.warned = {job_id for job_id, _ in warn}
+        self.warned = warned
         if done:
             self.reclaims += len(done)
             self.log.info("idle policy: workspaces %s reclaimed (their devices were idle)", done)
