@@ -179,6 +179,7 @@ def test_busy_devices_and_exempt_users_are_left_alone(ihub, readings):
 
 
 def test_a_workspace_without_devices_has_no_lease(ihub):
+    assert "ti-idle-culler" not in ihub.admin.hub_api("GET", "/services").json()  # the culler is off by default
     u = ihub.person("cpu")
     start_workspace(u, "cpu-desk", plan="cpu-small")
     try:
