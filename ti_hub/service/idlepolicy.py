@@ -1,5 +1,5 @@
 """WS6: TiHub's device-aware idle policy, on the leader: at every health sample, each running workspace that holds
-devices is judged from the recent samples (ti_hub/health/idle.py); an idle one is warned (an alert and a history
+devices is judged from its devices' idle runs (ti_hub/health/idle.py); an idle one is warned (an alert and a history
 line), then reclaimed after the grace unless its owner renews its lease (POST /workspaces/{owner}/{name}/lease).
 
 Activity-based culling (no browser or kernel activity) is jupyterhub-idle-culler's, a hub service
@@ -66,7 +66,10 @@ class IdlePolicy(LoggingConfigurable):
         """On the leader only (serve()): judge every health sample."""
         self.svc = svc
         self.runs = idle.IdleRuns(self.threshold, self.idle_time + self.grace + 2 * max(svc.health.interval, 1.0))
-        if self.idle_time > 0:
+        if self.idle_time > 0 and svc.health.interval <= 0:
+            self.log.warning("idle policy: IdlePolicy.idle_time is set but HealthMonitor.interval is 0 (no health "
+                             "samples): no workspace will be warned nor reclaimed")
+        elif self.idle_time > 0:
             self.log.info("idle policy: workspaces with devices below %.1f %% for %.0f s are warned, then "
                           "reclaimed after %.0f s", self.threshold, self.idle_time, self.grace)
             svc.health.subscribe("idle", self.evaluate)
