@@ -45,3 +45,11 @@ configure(c)  # noqa: F821
 # c.TiSSHGateway.failed_logins_per_user = 10
 # c.TiSSHGateway.max_connections_per_user = 100
 # c.TiSSHGateway.allow_port_forwarding = True      # `ssh -L` to the workspace's localhost only
+
+# --- Idle reclamation (SPEC WS6; docs/admin-guide.md "Idle reclamation"), both off by default -----------------
+# from ti_hub.hub_config import configure_culler
+# configure_culler(c, timeout=7200)        # jupyterhub-idle-culler: stop workspaces without activity for 2 h
+# c.IdlePolicy.idle_time = 7200             # warn when a workspace's devices stay below the threshold for 2 h,
+# c.IdlePolicy.grace = 1800                 # ... then stop it 30 min later unless its owner renews the lease
+# c.IdlePolicy.threshold = 5.0              # utilization percent
+# c.IdlePolicy.exempt_groups = {"staff"}

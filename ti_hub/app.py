@@ -114,6 +114,7 @@ def _run_hub(args: argparse.Namespace, data: Path) -> int:
     env["TI_HUB_SSH_IP"] = args.ssh_ip or args.ip
     if args.admin:
         env["TI_HUB_ADMIN"] = args.admin
+    env["TI_HUB_CULL_IDLE_TIMEOUT"], env["TI_HUB_CULL_EVERY"] = str(args.cull_idle_timeout), str(args.cull_every)
     if not _has_nvidia_gpu() and args.demo_gpus:
         # no GPU here: fake demo devices so that the whole flow can be tried (jobs see CUDA_VISIBLE_DEVICES only)
         env.setdefault("TI_HUB_DEMO_GPUS", str(args.demo_gpus))
@@ -210,6 +211,11 @@ def build_parser(full: bool = True) -> argparse.ArgumentParser:
     s.add_argument("--ssh-ip", default=os.environ.get("TI_HUB_SSH_IP", ""),
                    help="address the SSH gateway listens on (default: --ip)")
     s.add_argument("--config", default="", help="a jupyterhub_config.py (default: TiHub's packaged defaults)")
+    s.add_argument("--cull-idle-timeout", type=int, default=int(os.environ.get("TI_HUB_CULL_IDLE_TIMEOUT", "0") or 0),
+                   help="stop workspaces without activity for this many seconds (jupyterhub-idle-culler as a hub "
+                        "service; 0: off, the default)")
+    s.add_argument("--cull-every", type=int, default=int(os.environ.get("TI_HUB_CULL_EVERY", "0") or 0),
+                   help="seconds between two checks of the activity culler (default: half its timeout)")
     s.add_argument("--demo-gpus", type=int, default=4,
                    help="fake demo devices when this machine has no NVIDIA GPU (0: none; default %(default)s)")
     s.add_argument("--start-timeout", type=float, default=60, help="seconds to wait for the hub to answer")

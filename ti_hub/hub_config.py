@@ -3,7 +3,8 @@
 Every setting here can be overridden after the call in your jupyterhub_config.py.
 Environment (set by ``ti-hub start``): TI_HUB_DATA_DIR, TI_HUB_ADMIN, TI_HUB_ADMIN_PASSWORD, TI_HUB_IP,
 TI_HUB_PORT, TI_HUB_HUB_PORT, TI_HUB_PROXY_API_PORT, TI_HUB_SERVICE_PORT, TI_HUB_SSH_PORT, TI_HUB_SSH_IP,
-TI_HUB_CONFIG_FILE, TI_HUB_RUN_ID (this run's id, which the ti service's /health echoes: ti_hub/app.py).
+TI_HUB_CONFIG_FILE, TI_HUB_RUN_ID (this run's id, which the ti service's /health echoes: ti_hub/app.py),
+TI_HUB_CULL_IDLE_TIMEOUT and TI_HUB_CULL_EVERY (the activity culler: configure_culler).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from .secretfile import read_or_create
 SERVICE = "ti"
 SPAWNER_SERVICE = "ti-spawner"
 SSH_SERVICE = "ti-ssh"
+CULLER_SERVICE = "ti-idle-culler"
 # the services load this same config: they get what it was computed from, and compute the same
 PASSED_ENV = ("TI_HUB_DATA_DIR", "TI_HUB_USER_DATA_DIR", "TI_HUB_ENDPOINT_ORIGIN", "TI_HUB_CONFIG_FILE", "TI_HUB_DEMO_GPUS", "TI_HUB_IP", "TI_HUB_PORT",
               "TI_HUB_HUB_PORT", "TI_HUB_PROXY_API_PORT", "TI_HUB_SERVICE_PORT", "TI_HUB_SSH_PORT", "TI_HUB_SSH_IP",
@@ -94,6 +96,29 @@ def configure_ssh(c, d: Path, env, ip: str, port: int, service_port: int, servic
     c.JupyterHub.load_roles.append(ssh_role())
 
 
+def culler_role() -> dict:
+    """What jupyterhub-idle-culler needs to stop idle servers (its README), and nothing more: it never culls users."""
+    return {"name": CULLER_SERVICE, "description": "TiHub's activity culler (jupyterhub-idle-culler)",
+            "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"],
+            "services": [CULLER_SERVICE]}
+
+
+def configure_culler(c, timeout: int, every: int = 0, extra_args: tuple[str, ...] = ()) -> None:
+    """WS6: jupyterhub-idle-culler as a hub-managed service: workspaces without activity (no browser, kernel or
+    terminal activity reported to the hub) for ``timeout`` seconds are stopped, checked every ``every`` seconds
+    (0: timeout / 2). ``timeout`` 0 removes it. Call it after ``configure(c)``; ``ti-hub start
+    --cull-idle-timeout`` does it. Device utilization is TiHub's own idle policy (c.IdlePolicy), not this."""
+    c.JupyterHub.services = [svc for svc in c.JupyterHub.services if svc.get("name") != CULLER_SERVICE]
+    c.JupyterHub.load_roles = [r for r in c.JupyterHub.load_roles if r.get("name") != CULLER_SERVICE]
+    if timeout <= 0:
+        return
+    every = every if every > 0 else max(1, timeout // 2)
+    cmd = [sys.executable, "-m", "jupyterhub_idle_culler", f"--timeout={int(timeout)}", f"--cull-every={int(every)}",
+           *extra_args]
+    c.JupyterHub.services.append({"name": CULLER_SERVICE, "command": cmd, "display": False})
+    c.JupyterHub.load_roles.append(culler_role())
+
+
 def configure(c, data: str | os.PathLike | None = None) -> None:
     d = Path(data).resolve() if data else data_dir()
     env = os.environ
@@ -149,6 +174,7 @@ def configure(c, data: str | os.PathLike | None = None) -> None:
         {"name": SPAWNER_SERVICE, "api_token": spawner_token, "display": False},
     ]
     configure_ssh(c, d, env, ip, port, service_port, service_env, config_file)
+    configure_culler(c, int(env.get("TI_HUB_CULL_IDLE_TIMEOUT", "") or 0), int(env.get("TI_HUB_CULL_EVERY", "") or 0))
 
     c.JupyterHub.spawner_class = "ti_hub.spawner.local.TiLocalSpawner"
     c.JupyterHub.allow_named_servers = True

@@ -172,6 +172,9 @@ EXPECT: dict[tuple[str, str], Case] = {
     ("/workspaces/{owner}/{name}", "post"): same(DENY, body=lambda: {"groups": []}),
     ("/workspaces/{owner}/{name}/running", "post"): same(DENY, body=lambda: {"state": {}}),
     ("/workspaces/{owner}/{name}/stop", "post"): same(DENY, body=lambda: {"reason": "matrix"}),
+    # WS6: the owner's or a manager's, but the world has no workspace mx-workspace (404); the positive cases are
+    # tests/e2e/test_idle_reclaim.py's
+    ("/workspaces/{owner}/{name}/lease", "post"): same(DENY),
     ("/workspace-options/{owner}", "get"): same(DENY),
     ("/ssh/command", "get"): same(OK),
     ("/ssh/keys/{user}", "get"): same(DENY),

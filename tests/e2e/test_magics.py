@@ -175,7 +175,7 @@ def test_workspace_kernels_load_the_magics_by_themselves(hub, new_user, tmp_path
             "print(__doc__, [k for k in globals() if 'autoload' in k])",
         ], env, tmp_path).cells
         assert stream(cells[0]) == str(sorted(["ti", "ti_form", "ti_jobs", "ti_kill", "ti_logs", "ti_monitor",
-                                               "ti_queue", "ti_quota", "ti_tensorboard", "ti_vc"])) + "\n"
+                                               "ti_queue", "ti_quota", "ti_renew", "ti_tensorboard", "ti_vc"])) + "\n"
         listed = json.loads(stream(cells[1]))
         assert [(j["name"], j["status"]) for j in listed] == [("nb-box", "running")]
         assert stream(cells[2]) == "Automatically created module for IPython interactive environment []\n"

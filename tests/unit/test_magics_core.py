@@ -178,6 +178,22 @@ def test_the_vc_magic_shows_or_chooses_the_current_vc():
         commands.parse("ti_vc", "team-a extra")
 
 
+def test_the_renew_magic_renews_this_workspace_or_a_named_one(monkeypatch):
+    """%ti_renew is `ti workspace renew`: without a name, the workspace the kernel runs in."""
+    from ti_hub.cli import workspaces
+
+    args = commands.parse("ti_renew", "")
+    assert args.workspace is None and args.func.__name__ == "cmd_renew"
+    assert commands.parse("ti_renew", "my-desk --json").workspace == "my-desk"
+    monkeypatch.setenv("JUPYTERHUB_USER", "ann")
+    monkeypatch.setenv("JUPYTERHUB_SERVER_NAME", "desk")
+    assert workspaces.this_workspace() == "desk"
+    monkeypatch.setenv("JUPYTERHUB_SERVER_NAME", "")
+    assert workspaces.this_workspace() == "default"
+    monkeypatch.delenv("JUPYTERHUB_USER")
+    assert workspaces.this_workspace() is None
+
+
 def test_error_line_names_the_field_and_the_quota():
     e = ApiError(403, "over_quota", "over quota for devices", "plan",
                  {"resource": "devices", "requested": 4, "used": 0, "limit": 3})

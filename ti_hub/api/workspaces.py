@@ -1,4 +1,5 @@
-"""/workspaces/{owner}/{name}[/running|/stop]: the hub's spawner asks for admission here.
+"""/workspaces/{owner}/{name}[/running|/stop]: the hub's spawner asks for admission here; /lease: the owner
+renews a workspace's lease on its devices (the idle policy, ops/idle.py).
 
 The spawner sends the owner's hub scopes (``scopes``) with each start and form: the hub's RBAC, custom roles
 included, decides what a workspace may do, and only the spawner's identity may vouch for them
@@ -10,7 +11,7 @@ from __future__ import annotations
 import asyncio
 
 from ..domain import validation as v
-from ..ops import images, workspaces
+from ..ops import idle, images, workspaces
 from .base import APIHandler
 
 
@@ -72,6 +73,12 @@ class WorkspaceStopHandler(APIHandler):
             await self.ti.backend.drop_workspace_pull_secret(out["id"], owner, name)
         self.ti.poke()
         self.send(out)
+
+
+class WorkspaceLeaseHandler(APIHandler):
+    async def post(self, owner: str, name: str):
+        """WS6: the owner (or a manager of all jobs) renews the lease: the idle clock restarts (ops/idle.py)."""
+        self.send(await self.op(idle.renew, self.actor, owner, name))
 
 
 class WorkspaceOptionsHandler(APIHandler):

@@ -8,6 +8,7 @@
     %ti_jobs [--all] [--json]    %ti_logs JOB [-f]    %ti_kill JOB    %ti_queue    %ti_quota
     %ti_monitor JOB              %ti_form             %ti_tensorboard JOB --logdir /mnt/out/tb
     %ti_vc [NAME]                # show (or choose) my current virtual cluster
+    %ti_renew                    # renew this workspace's lease (the idle policy)
     %ti ANY TI COMMAND
 
 They use the `ti` CLI's client and settings (TI_API_URL and the workspace's JUPYTERHUB_API_TOKEN).

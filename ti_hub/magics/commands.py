@@ -26,6 +26,7 @@ MAGIC_COMMANDS = {
     "ti_quota": ("quota",),
     "ti_tensorboard": ("job", "tensorboard"),
     "ti_vc": ("vc", "use"),
+    "ti_renew": ("workspace", "renew"),
 }
 
 

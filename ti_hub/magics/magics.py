@@ -82,6 +82,12 @@ class TiMagics(Magics):
         self._cli("ti_vc", line)
 
     @line_magic
+    def ti_renew(self, line: str) -> None:
+        """Renew this workspace's lease on its devices (`ti workspace renew`), so that the idle policy does not
+        stop it: %ti_renew [NAME] [--json]."""
+        self._cli("ti_renew", line)
+
+    @line_magic
     def ti_tensorboard(self, line: str) -> None:
         """TensorBoard for a log directory of a job's volumes (`ti job tensorboard`); prints its URL:
         %ti_tensorboard JOB --logdir /mnt/out/tb, %ti_tensorboard JOB (the running ones), %ti_tensorboard JOB --stop."""

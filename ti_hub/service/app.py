@@ -40,6 +40,7 @@ from ..storage.base import VolumeDriver
 from . import accesslog, capacity, startup, volumeusage
 from .accounting import ClusterAccounting
 from .hubnames import HubNames
+from .idlepolicy import IdlePolicy
 from .loop import JobRunner
 from .oauth import SealedStateHubOAuth
 from .processes import fork_followers, hold_instance_lock, stop_followers
@@ -320,6 +321,7 @@ class TiService(Application):
         self.runner = JobRunner(self)
         self.health = HealthMonitor(parent=self, log=self.log)
         self.accounting = ClusterAccounting(parent=self, log=self.log)
+        self.idle = IdlePolicy(parent=self, log=self.log)
         self._poke_fd: int | None = None
         self.leader_serves_http = True  # serve() says; scheduler_max_share only applies when it does
         startup.seed(self)
@@ -548,6 +550,7 @@ class TiService(Application):
         task = asyncio.ensure_future(self.runner.run_forever())
         usage = asyncio.ensure_future(volumeusage.watch(self)) if self.volume_usage_interval > 0 else None
         self.accounting.attach(self)  # before the first health sample
+        self.idle.start(self)  # a health subscriber: before the first sample
         health = asyncio.ensure_future(self.health.run_forever(self))
         for sig in (signal.SIGTERM, signal.SIGINT):
             # jobs run under their own supervisors: stopping the service never stops them

@@ -264,6 +264,11 @@ ROUTES: list[Route] = [
     Route("/workspaces/{owner}/{name}/stop", workspaces.WorkspaceStopHandler, {
         "post": Op("Report a workspace stopped (the spawner)", J.JOB, body=S.STOPPED, errors=(404,))},
         {"owner": C.USER_PARAM, "name": Param(C.NAME, "the workspace")}),
+    Route("/workspaces/{owner}/{name}/lease", workspaces.WorkspaceLeaseHandler, {
+        "post": Op("Renew a running workspace's lease on its devices: the idle policy's clock restarts and its idle "
+                   "alert closes (the owner, or custom:ti:jobs:manage-all; audited when not the owner's)", S.LEASE,
+                   errors=(404, 409))},
+        {"owner": C.USER_PARAM, "name": Param(C.NAME, "the workspace")}),
     Route("/workspace-options/{owner}", workspaces.WorkspaceOptionsHandler, {
         "get": Op("Spawn form choices for a user (the spawner)", S.FORM_CHOICES, query=S.GROUPS_QUERY)},
         {"owner": C.USER_PARAM}),

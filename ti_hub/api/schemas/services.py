@@ -28,6 +28,10 @@ MOUNT_SOURCE = answer({"source": STR, "kind": STR, "mount_path": STR, "read_only
 WORKSPACE = answer({**JOB_FIELDS, "jupyter": BOOL, "rdma": BOOL, "unix_uid": nullable(INT),
                     "mounts": array(MOUNT_SOURCE)},
                    ["queue", "events", "endpoint_urls", "tensorboards"], title="Workspace")
+# WS6: a renewed lease, with the idle alert it closed (ops/idle.py renew; ops/alerts.py render)
+LEASE = answer({"id": ID, "owner": STR, "name": STR, "status": STR, "renewed_at": STR, "devices": array(STR),
+                "cleared_alert": nullable({"type": "object", "description": "the idle alert this renewal closed"})},
+               title="Lease")
 # the owner's registry credentials, to pull the image with: no username, never a password
 FORM_CREDENTIAL = answer({"id": ID, "name": STR, "registry": STR}, title="FormCredential")
 FORM_CHOICES = answer({"plans": array(PLAN), "images": array(IMAGE), "volumes": array(VOLUME),

@@ -1,0 +1,211 @@
+"""Idle reclamation (WS6, MON3): the activity culler (jupyterhub-idle-culler as a hub service) stops workspaces
+without activity; TiHub's device-aware policy warns about a workspace whose devices sit idle, reclaims it after
+the grace unless its owner renews the lease, and its device starts the next queued job.
+
+The device readings come from the TEST SOURCE (ti_hub/health/testsource.py): a file this test writes.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from hubproc import own_hub
+
+pytestmark = pytest.mark.e2e
+
+IDLE_TIME, GRACE = 3, 4
+EXEMPT_GROUP = "idle-exempt"
+
+
+@pytest.fixture(scope="module")
+def readings(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("idle-readings") / "readings.json"
+
+
+@pytest.fixture(scope="module")
+def ihub(tmp_path_factory, readings):
+    set_utilization(readings, 0)
+    yield from own_hub(tmp_path_factory, "idlehub", (
+        "c.HealthMonitor.source_class = 'ti_hub.health.testsource.TestReadingsSource'\n"
+        f"c.TestReadingsSource.path = {str(readings)!r}\n"
+        "c.HealthMonitor.interval = 1\n"
+        "c.LocalBackend.devices = {'demo-gpu': 1}\n"
+        "c.TiService.scheduler_interval = 0.3\n"
+        f"c.IdlePolicy.idle_time = {IDLE_TIME}\nc.IdlePolicy.grace = {GRACE}\nc.IdlePolicy.threshold = 10\n"
+        f"c.IdlePolicy.exempt_groups = {{{EXEMPT_GROUP!r}}}\nc.IdlePolicy.groups_ttl = 0.5\n"))
+
+
+def set_utilization(path: Path, percent: float | None) -> None:
+    path.write_text(json.dumps({"devices": [{"device_type": "demo-gpu", "device": 0,
+                                             "utilization_percent": percent}]}))
+
+
+def start_workspace(u, server: str, plan: str = "demo-gpu-1") -> dict:
+    r = u.hub_api("POST", f"/users/{u.name}/servers/{server}", json={"plan": plan})
+    assert r.status_code in (201, 202), r.text
+    u.wait_server(server)
+    ws = u.ok("GET", f"/jobs/{server}")
+    assert ws["status"] == "running", ws
+    return ws
+
+
+def stop_workspace(u, server: str) -> None:
+    u.hub_api("DELETE", f"/users/{u.name}/servers/{server}")
+    u.wait_server(server, ready=False)
+
+
+def events(u, job_id: int, status: str) -> list[dict]:
+    return [e for e in u.ok("GET", f"/jobs/{job_id}")["events"] if e["status"] == status]
+
+
+def wait_for(what, timeout: float = 30.0, every: float = 0.3):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = what()
+        if got:
+            return got
+        time.sleep(every)
+    raise TimeoutError(f"still not true after {timeout} s")
+
+
+def idle_warnings(u, job_id: int) -> list[dict]:
+    return [e for e in events(u, job_id, "alert") if e["message"].startswith("idle:")]
+
+
+def test_an_idle_workspace_is_warned_then_reclaimed_and_its_device_starts_the_queued_job(ihub, readings):
+    # busy while the hub waits for the workspace's server (a loaded machine may take longer than the short
+    # idle time and grace of this test), idle from then on
+    set_utilization(readings, 90)
+    u, admin = ihub.person("idle"), ihub.admin
+    ws = start_workspace(u, "idle-desk")
+    set_utilization(readings, 0)
+    waiting = u.ok("POST", "/jobs", json={"name": "idle-next", "plan": "demo-gpu-1", "image": "python-cpu",
+                                          "command": "sleep 600"})
+    try:
+        assert u.ok("GET", f"/jobs/{waiting['id']}")["status"] == "queued"  # the only demo-gpu is the workspace's
+        (warning,) = wait_for(lambda: idle_warnings(u, ws["id"]), IDLE_TIME + 20)
+        assert "below 10.0 %" in warning["message"] and "unless its lease is renewed" in warning["message"]
+        assert u.ok("GET", f"/jobs/{ws['id']}")["status"] == "running"  # warned, not yet reclaimed
+
+        done = u.wait_job(ws["id"], ("stopped",), timeout=GRACE + 30)
+        assert done["reason"].startswith("stopped by ti-idle-policy: its devices were idle (mean 0.0 %"), done
+        assert [e["status"] for e in done["events"]][-3:] == ["alert", "killing", "stopped"]
+        u.wait_server("idle-desk", ready=False)  # the hub stopped the server
+        assert u.wait_job(waiting["id"], ("running",), timeout=30)["status"] == "running"  # its device, at once
+
+        (entry,) = admin.ok("GET", "/audit", params={"target": f"{u.name}/idle-desk"})["items"]
+        assert (entry["actor"], entry["action"]) == ("ti-idle-policy", "job.reclaim")
+        figures = entry["detail"]["figures"]
+        assert figures["owner"] == u.name and figures["workspace"] == "idle-desk"
+        assert len(figures["devices"]) == 1 and figures["devices"][0].endswith("/demo-gpu/0")
+        assert figures["mean_utilization"] == 0.0
+        assert figures["threshold_percent"] == 10.0 and figures["idle_seconds"] >= IDLE_TIME
+        assert figures["idle_since"] and figures["reclaim_at"]
+        # a stopped workspace has no lease
+        r = u.api("POST", f"/workspaces/{u.name}/idle-desk/lease")
+        assert r.status_code == 409 and r.json()["field"] == "name", r.text
+    finally:
+        u.api("POST", f"/jobs/{waiting['id']}/kill")
+        stop_workspace(u, "idle-desk")
+        u.wait_job(waiting["id"], ("killed",))
+
+
+def test_a_renewed_lease_keeps_the_workspace_past_the_grace(ihub, readings):
+    set_utilization(readings, 90)
+    u, other, admin = ihub.person("renew"), ihub.person("nosy"), ihub.admin
+    ws = start_workspace(u, "renew-desk")
+    set_utilization(readings, 0)
+    try:
+        wait_for(lambda: idle_warnings(u, ws["id"]), IDLE_TIME + 20)
+        out = u.ti("workspace", "renew", "renew-desk", "--json")
+        assert out.returncode == 0, out.stderr
+        renewed = time.monotonic()
+        lease = json.loads(out.stdout)
+        assert lease["name"] == "renew-desk" and lease["owner"] == u.name and lease["renewed_at"]
+        alert = lease["cleared_alert"]  # the ti_alerts row of the warning, closed by the renewal
+        assert alert["key"] == f"workspace:{ws['id']}:idle" and alert["rule"] == "idle" and not alert["open"]
+        assert alert["users"] == [u.name] and alert["job_id"] == ws["id"]
+        assert alert["figures"]["workspace"] == "renew-desk" and alert["figures"]["mean_utilization"] == 0.0
+        assert [e["message"] for e in events(u, ws["id"], "lease")] == ["lease renewed"]
+        # others may not renew it; an admin (jobs:manage-all) may, and is audited
+        assert other.api("POST", f"/workspaces/{u.name}/renew-desk/lease").status_code in (403, 404)
+        by_admin = admin.ok("POST", f"/workspaces/{u.name}/renew-desk/lease")
+        assert by_admin["cleared_alert"] is None
+        assert [e["action"] for e in admin.ok("GET", "/audit", params={"target": f"{u.name}/renew-desk"})["items"]
+                ] == ["job.renew"]
+        # past the grace since the warning, and more: the clock restarted at the renewal, so it still runs
+        time.sleep(max(0.0, renewed + GRACE + 1 - time.monotonic()))
+        assert u.ok("GET", f"/jobs/{ws['id']}")["status"] == "running"
+        text = u.ti("workspace", "renew", "renew-desk")
+        assert text.returncode == 0 and "lease renewed" in text.stdout, text.stderr
+    finally:
+        stop_workspace(u, "renew-desk")
+
+
+def quiet_for(u, job_id: int, seconds: float) -> None:
+    """Nothing happens to the workspace for ``seconds`` (longer than idle_time + grace)."""
+    time.sleep(seconds)
+    job = u.ok("GET", f"/jobs/{job_id}")
+    assert job["status"] == "running" and not idle_warnings(u, job_id), job["events"]
+
+
+def test_busy_devices_and_exempt_users_are_left_alone(ihub, readings):
+    u = ihub.person("busy")
+    set_utilization(readings, 85)
+    ws = start_workspace(u, "busy-desk")
+    try:
+        quiet_for(u, ws["id"], IDLE_TIME + GRACE + 2)
+    finally:
+        stop_workspace(u, "busy-desk")
+
+    set_utilization(readings, None)  # not measured: never idle
+    ws = start_workspace(u, "busy-desk")
+    try:
+        quiet_for(u, ws["id"], IDLE_TIME + 2)
+    finally:
+        stop_workspace(u, "busy-desk")
+
+    vip = ihub.person("vip")
+    assert ihub.admin.hub_api("POST", f"/groups/{EXEMPT_GROUP}", json={"users": [vip.name]}).status_code == 201
+    ws = start_workspace(vip, "vip-desk")
+    set_utilization(readings, 0)
+    try:
+        quiet_for(vip, ws["id"], IDLE_TIME + GRACE + 2)
+    finally:
+        stop_workspace(vip, "vip-desk")
+
+
+def test_a_workspace_without_devices_has_no_lease(ihub):
+    assert "ti-idle-culler" not in ihub.admin.hub_api("GET", "/services").json()  # the culler is off by default
+    u = ihub.person("cpu")
+    start_workspace(u, "cpu-desk", plan="cpu-small")
+    try:
+        r = u.api("POST", f"/workspaces/{u.name}/cpu-desk/lease")
+        assert r.status_code == 409 and "holds no device" in r.json()["detail"], r.text
+        out = u.ti("workspace", "renew", "cpu-desk")
+        assert out.returncode == 1 and "holds no device" in out.stderr
+    finally:
+        stop_workspace(u, "cpu-desk")
+
+
+# -- the activity culler ----------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def culling_hub(tmp_path_factory):
+    yield from own_hub(tmp_path_factory, "cullhub", extra_env={"TI_HUB_CULL_IDLE_TIMEOUT": "3",
+                                                                "TI_HUB_CULL_EVERY": "1"})
+
+
+def test_the_activity_culler_stops_an_inactive_workspace(culling_hub):
+    admin = culling_hub.admin
+    services = admin.hub_api("GET", "/services").json()
+    assert "ti-idle-culler" in services, services
+    u = culling_hub.person("cull")
+    r = u.hub_api("POST", f"/users/{u.name}/servers/cull-desk", json={"plan": "cpu-small"})
+    assert r.status_code in (201, 202), r.text
+    ws = u.wait_job("cull-desk", ("running", "stopped"), timeout=60)
+    stopped = u.wait_job(ws["id"], ("stopped",), timeout=60)  # no activity for 3 s: the culler stopped it
+    assert u.hub_api("GET", f"/users/{u.name}").json()["servers"].get("cull-desk") is None
+    assert stopped["kind"] == "workspace"

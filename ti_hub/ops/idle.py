@@ -1,0 +1,152 @@
+"""WS6: the database side of the device-aware idle policy -- warnings, reclaims and lease renewals.
+
+The pure verdict is ti_hub/health/idle.py; the leader's shell that calls it every health sample is
+ti_hub/service/idlepolicy.py. The warning is the alert ``workspace:{id}:idle`` (ops/alerts.py: the notifier
+mails it, the Jobs panel shows it) and a line in the workspace's history. A lease renewal is a ``lease`` event
+in the history: the idle clock counts from the newest one of the current run. A reclaim stops the workspace as
+an operator's stop does (the hub stops its server, its devices go back to the queue) and is recorded in the
+history and the audit log with the figures that triggered it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from ..db import models as m
+from ..domain import states as st
+from ..domain.actor import Actor
+from ..domain.errors import Conflict, NotFound
+from ..health.idle import Device, placement_devices
+from . import alerts, audit
+from .common import iso, utcnow
+from .jobs import STOP_REQUESTED, alert, audit_others, find, record
+
+POLICY = Actor("ti-idle-policy", kind="service")  # the audit log's actor for reclaims
+LEASE = "lease"  # the history event of a renewal
+
+
+def alert_key(job_id: int) -> str:
+    return f"workspace:{job_id}:idle"
+
+
+@dataclass(frozen=True)
+class Held:
+    """A running workspace that holds devices, as the policy needs it."""
+
+    id: int
+    owner: str
+    name: str
+    devices: tuple[Device, ...]
+    started_at: dt.datetime | None
+    renewed_at: dt.datetime | None
+    warned_at: dt.datetime | None
+
+
+def holding_devices(session: Session) -> list[Held]:
+    """Running workspaces with devices (those without are the activity culler's), with their renewal and warning."""
+    J = m.Job
+    rows = session.execute(select(J.id, J.owner, J.name, J.device_type, J.placement, J.started_at).where(
+        J.kind == "workspace", J.status == st.RUNNING, J.devices_per_instance > 0)).all()
+    if not rows:
+        return []
+    ids = [r.id for r in rows]
+    E = m.JobEvent
+    renewed = dict(session.execute(select(E.job_id, func.max(E.at)).where(E.job_id.in_(ids), E.status == LEASE)
+                                   .group_by(E.job_id)).all())
+    A = m.monitoring.Alert
+    warned = {a.key: a.fired_at for a in session.scalars(select(A).where(
+        A.cleared_at.is_(None), A.key.in_([alert_key(i) for i in ids])))}
+    out = []
+    for r in rows:
+        devices = tuple(placement_devices(r.placement, r.device_type))
+        if devices:
+            out.append(Held(r.id, r.owner, r.name, devices, r.started_at, renewed.get(r.id),
+                            warned.get(alert_key(r.id))))
+    return out
+
+
+def _figures(job: m.Job, figures: dict[str, Any]) -> dict[str, Any]:
+    return {"owner": job.owner, "workspace": job.name, **figures}
+
+
+def warn(session: Session, job_id: int, figures: dict[str, Any], now: dt.datetime | None = None) -> bool:
+    """Open (or refresh) the workspace's idle alert; the history line is written once per warning. Returns
+    whether the alert opened now."""
+    job = session.get(m.Job, job_id)
+    if job is None or job.status != st.RUNNING:
+        return False
+    figs = _figures(job, figures)
+    devices = ", ".join(figs.get("devices", []))
+    subject = f"workspace {job.owner}/{job.name} is idle: its devices will be reclaimed"
+    message = (f"The devices of workspace {job.name} ({devices}) have been used below "
+               f"{figs.get('threshold_percent')} % since {figs.get('idle_since')} (mean "
+               f"{figs.get('mean_utilization')} %). It will be stopped at {figs.get('reclaim_at')} unless you renew "
+               f"its lease (the Jobs panel, `ti workspace renew {job.name}`, or %ti_renew in a notebook).")
+    _, opened = alerts.fire(session, alert_key(job.id), "workspace", subject, message, rule="idle",
+                            users=[job.owner], job_id=job.id, figures=figs, now=now)
+    if opened:
+        alert(session, job.id, f"idle: devices below {figs.get('threshold_percent')} % since "
+                               f"{figs.get('idle_since')}; stopped at {figs.get('reclaim_at')} unless its lease is "
+                               f"renewed", now)
+    return opened
+
+
+def reclaim(session: Session, job_id: int, figures: dict[str, Any], now: dt.datetime | None = None) -> bool:
+    """Stop the workspace as an operator's stop does (the leader's loop has the hub stop its server); recorded in
+    its history and the audit log with the figures. False when it no longer runs."""
+    job = session.get(m.Job, job_id)
+    if job is None or job.status != st.RUNNING:
+        return False
+    figs = _figures(job, figures)
+    record(session, job, st.KILLING,
+           f"{STOP_REQUESTED} by {POLICY.name}: its devices were idle (mean {figs.get('mean_utilization')} %, "
+           f"below {figs.get('threshold_percent')} % since {figs.get('idle_since')}); lease not renewed", now)
+    audit.record(session, POLICY, "job.reclaim", f"{job.owner}/{job.name}",
+                 {"id": job.id, "kind": job.kind, "from": st.RUNNING, "to": job.status, "figures": figs},
+                 clock=(lambda: now) if now else utcnow)
+    alerts.clear(session, alert_key(job.id), now)
+    return True
+
+
+def clear_others(session: Session, warned: set[int], now: dt.datetime | None = None) -> list[str]:
+    """Close the idle alerts of workspaces not warned in this evaluation (busy again, stopped, exempt)."""
+    A = m.monitoring.Alert
+    still = {alert_key(i) for i in warned}
+    closed = []
+    for a in session.scalars(select(A).where(A.cleared_at.is_(None), A.kind == "workspace", A.rule == "idle")):
+        if a.key not in still:
+            a.cleared_at = now or utcnow()
+            closed.append(a.key)
+    return closed
+
+
+def renew(session: Session, actor: Actor, owner: str, name: str, now: dt.datetime | None = None) -> dict[str, Any]:
+    """The owner (or a manager of all jobs) renews a running workspace's lease: the idle clock restarts now and
+    its idle alert, if any, closes."""
+    now = now or utcnow()
+    job = find(session, actor, f"{owner}/{name}", manage=True)
+    if job.kind != "workspace":
+        raise NotFound(f"workspace {owner}/{name} does not exist ({name} is a training job)", field="name")
+    if job.status != st.RUNNING:
+        raise Conflict(f"workspace {owner}/{name} is {job.status}: only a running workspace has a lease",
+                       field="name")
+    devices = placement_devices(job.placement, job.device_type)
+    if not devices:
+        raise Conflict(f"workspace {owner}/{name} holds no device: it has no lease to renew (the activity "
+                       f"culler, if enabled, stops idle workspaces without devices)", field="name")
+    key = alert_key(job.id)
+    open_ = alerts.open_alert(session, key)
+    cleared = alerts.render(open_) if open_ is not None else None
+    alerts.clear(session, key, now)
+    if cleared is not None:
+        cleared = {**cleared, "open": False, "cleared_at": iso(now)}
+    by = "" if actor.name == job.owner else f" by {actor.name}"
+    session.add(m.JobEvent(job_id=job.id, at=now, status=LEASE, message=f"lease renewed{by}"))
+    audit_others(session, actor, job, "renew", job.status)
+    return {"id": job.id, "owner": job.owner, "name": job.name, "status": job.status, "renewed_at": iso(now),
+            "devices": [f"{n}/{t}/{i}" for n, t, i in devices], "cleared_alert": cleared}
