@@ -43,6 +43,7 @@ from ..storage.base import VolumeDriver
 from . import accesslog, capacity, volumeusage
 from .hubnames import HubNames
 from .loop import JobRunner
+from .notifier import Notifier
 from .oauth import SealedStateHubOAuth
 from .processes import fork_followers, hold_instance_lock, stop_followers
 from .web import handlers, origin_handlers
@@ -321,6 +322,7 @@ class TiService(Application):
         self.tensorboards = self._tensorboards()
         self.runner = JobRunner(self)
         self.health = HealthMonitor(parent=self, log=self.log)
+        self.notifier = Notifier(parent=self, log=self.log)
         self._poke_fd: int | None = None
         self.leader_serves_http = True  # serve() says; scheduler_max_share only applies when it does
         self._seed()
@@ -590,6 +592,7 @@ class TiService(Application):
         task = asyncio.ensure_future(self.runner.run_forever())
         usage = asyncio.ensure_future(volumeusage.watch(self)) if self.volume_usage_interval > 0 else None
         health = asyncio.ensure_future(self.health.run_forever(self))
+        notifier = asyncio.ensure_future(self.notifier.run_forever(self))
         for sig in (signal.SIGTERM, signal.SIGINT):
             # jobs run under their own supervisors: stopping the service never stops them
             loop.add_signal_handler(sig, task.cancel)
@@ -601,6 +604,7 @@ class TiService(Application):
             if usage is not None:
                 usage.cancel()
             health.cancel()
+            notifier.cancel()
             if server is not None:
                 server.stop()
             self.tensorboards.stop_all()
