@@ -136,6 +136,7 @@ EXPECT: dict[tuple[str, str], Case] = {
     ("/templates/{id}", "delete"): Case(OK, DENY, DENY, "fresh_template"),
     ("/cluster", "get"): same(OK),
     ("/audit", "get"): Case(DENY, DENY, OK),
+    ("/alerts", "get"): same(OK),
     # people (ACC3-4): users:manage; disabling, enabling and deleting act on users made for the request
     ("/users", "get"): Case(DENY, DENY, OK),
     ("/users", "post"): Case(DENY, DENY, OK, body=lambda: {"name": unique("mxu"), "password": "pw-matrix-12345"}),
