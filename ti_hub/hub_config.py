@@ -143,7 +143,9 @@ def configure(c, data: str | os.PathLike | None = None) -> None:
     if config_file:
         cmd.append(f"--TiService.config_file={config_file}")
     c.JupyterHub.services = [
-        {"name": SERVICE, "url": f"http://127.0.0.1:{service_port}", "command": cmd, "environment": service_env,
+        # the SMTP password of alert emails (service/notifier.py) reaches the ti service only, not the SSH gateway
+        {"name": SERVICE, "url": f"http://127.0.0.1:{service_port}", "command": cmd,
+         "environment": {**service_env, **{k: env[k] for k in ("TI_SMTP_PASSWORD",) if env.get(k)}},
          "display": True, "oauth_no_confirm": True,
          "oauth_client_allowed_scopes": [*S.PERMISSIONS, "read:users:name!user", "read:users:groups!user"]},
         {"name": SPAWNER_SERVICE, "api_token": spawner_token, "display": False},
