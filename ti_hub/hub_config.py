@@ -16,6 +16,7 @@ from pathlib import Path
 
 from . import scopes as S
 from .domain.validation import NAME_RULE
+from .hubalerts import HubAlerts
 from .hubdb import use_wal
 from .secretfile import read_or_create
 
@@ -163,6 +164,9 @@ def configure(c, data: str | os.PathLike | None = None) -> None:
     c.TiSpawnerMixin.ti_api_url = f"http://127.0.0.1:{service_port}/services/{SERVICE}/api/v1"
     c.TiSpawnerMixin.ti_public_api_url = f"http://{ip}:{port}/services/{SERVICE}/api/v1"
     c.TiSpawnerMixin.ti_api_token = spawner_token
+    # the home page's banner of the user's open alerts, asked by the hub of the ti service (ti_hub/hubalerts.py)
+    c.JupyterHub.template_vars = {**c.JupyterHub.template_vars,
+                                  "ti_alerts": HubAlerts(c.TiSpawnerMixin.ti_api_url, spawner_token)}
     # what users' code writes (homes, job work dirs, volumes) may live on a file system of its own
     ud = Path(env["TI_HUB_USER_DATA_DIR"]).resolve() if env.get("TI_HUB_USER_DATA_DIR") else d
     c.TiLocalSpawner.root_dir = str(ud / "workspaces")

@@ -126,6 +126,15 @@ def test_an_overrun_alert_is_mailed_to_owner_and_admins_reminded_and_cleared(nhu
     assert owner.api("GET", "/alerts", params={"open": "maybe"}).status_code == 400
     cli = owner.ti("alert", "list", "--json")
     assert cli.returncode == 0 and [a["key"] for a in json.loads(cli.stdout)] == [key], cli.stderr
+    # another user's alerts: the hub (its home page's banner) and admins only
+    assert other.api("GET", "/alerts", params={"user": owner.name}).status_code == 403
+    assert [a["key"] for a in admin.ok("GET", "/alerts", params={"user": owner.name})["items"]] == [key]
+    assert admin.ok("GET", "/alerts", params={"user": other.name})["total"] == 0
+    # the hub's home page shows a banner with my open alerts, escaped; none for another user
+    home = owner.browser.get(f"{nhub.url}/hub/home", timeout=30)
+    assert home.status_code == 200 and 'id="ti-alerts-banner"' in home.text, home.text[:2000]
+    assert "1 open TiHub alert<" in home.text and f"({owner.name}/late) is running past" in home.text
+    assert 'id="ti-alerts-banner"' not in other.browser.get(f"{nhub.url}/hub/home", timeout=30).text
     listed = owner.ti("alert", "list")
     assert listed.returncode == 0 and f"{owner.name}/late) is running past" in listed.stdout, listed.stdout
 
@@ -138,6 +147,7 @@ def test_an_overrun_alert_is_mailed_to_owner_and_admins_reminded_and_cleared(nhu
     owner.ok("POST", f"/jobs/{j['id']}/kill")
     owner.wait_job(j["id"])
     assert owner.ok("GET", "/alerts")["items"] == []
+    assert 'id="ti-alerts-banner"' not in owner.browser.get(f"{nhub.url}/hub/home", timeout=30).text
     gone = owner.ok("GET", "/alerts", params={"open": "false"})["items"]
     assert gone[0]["key"] == key and gone[0]["cleared_at"] and not gone[0]["open"]
     time.sleep(1)  # a round in flight when it was killed may still deliver

@@ -188,8 +188,8 @@ ROUTES: list[Route] = [
         "delete": Op("Delete my template", None, 204, errors=(404,))}, {"id": C.NAME_OR_ID}),
     Route("/alerts", alerts.AlertsHandler, {
         "get": Op("Alerts naming me (a job of mine past its duration, waiting past its estimate, ...), newest "
-                  "first; every alert for custom:ti:jobs:manage-all or custom:ti:users:manage",
-                  AL.ALERT_PAGE, query=AL.ALERT_QUERY)}),
+                  "first; every alert for custom:ti:jobs:manage-all or custom:ti:users:manage; user=NAME: that "
+                  "user's (the hub's home page, admins)", AL.ALERT_PAGE, query=AL.ALERT_QUERY, errors=(403,))}),
     Route("/audit", admin.AuditHandler, {
         "get": Op("Changes operators made, newest first (custom:ti:users:manage)",
                   AD.AUDIT_PAGE, query=AD.AUDIT_QUERY)}),

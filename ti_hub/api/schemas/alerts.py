@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .common import ANY_OBJECT, BOOL, COUNT, ID, MAYBE_TIME, STR, TIME, answer, array, enum, flag, nullable, \
+from ..contract import Param
+from .common import ANY_OBJECT, BOOL, COUNT, ID, MAYBE_TIME, STR, TIME, USERNAME, answer, array, enum, flag, nullable, \
     page, page_of
 
 ALERT = answer({
@@ -12,4 +13,6 @@ ALERT = answer({
     "last_notified_at": MAYBE_TIME, "notices": COUNT, "cleared_at": MAYBE_TIME, "open": BOOL},
     title="Alert", description="a condition that held (a job past its duration, a hot GPU): open until it clears")
 ALERT_PAGE = page_of(ALERT)
-ALERT_QUERY = {"open": flag("only open alerts (default true); false: cleared ones too"), **page()}
+ALERT_QUERY = {"open": flag("only open alerts (default true); false: cleared ones too"),
+               "user": Param(USERNAME, "the alerts naming this user (the hub's home page banner, admins)"),
+               **page()}
