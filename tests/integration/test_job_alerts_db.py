@@ -66,3 +66,28 @@ def test_a_run_past_its_duration_opens_an_alert_that_a_kill_clears(seeded, setti
     with db.begin() as s:
         jobs.record(s, s.get(m.Job, j), st.KILLING, "kill requested")
     assert open_keys(db) == []
+
+
+def test_a_volume_over_its_capacity_opens_an_alert_until_it_is_back_under(seeded, settings, tmp_path):
+    from ti_hub.domain.mounts import GIB
+    from ti_hub.ops import quotas, volumes
+    from ti_hub.storage.local import LocalVolumeDriver
+
+    db = seeded
+    driver = LocalVolumeDriver(root_dir=str(tmp_path))
+    with db.begin() as s:
+        quotas.set_quota(s, ADMIN, {"user": "gil", "kind": "filesystem", "capacity_gib": 10})
+        vid = volumes.create(s, user("gil"), {"name": "fullvol", "kind": "filesystem", "capacity_gib": 1},
+                             driver, {})["id"]
+    t = queueing.from_epoch(NOW)
+    with db.begin() as s:
+        volumes.record_usage(s, {vid: 2 * GIB}, t)
+    with db.begin() as s:
+        (a,) = alerts.list_alerts(s, user("gil"))["items"]
+        assert a["key"] == f"volume:{vid}:capacity" and a["subject"] == "Volume gil/fullvol is over its capacity"
+        assert a["figures"]["used_bytes"] == 2 * GIB and a["figures"]["capacity_gib"] == 1
+        volumes.record_usage(s, {vid: 3 * GIB}, t)  # still over: the same alert
+    assert open_keys(db) == [f"volume:{vid}:capacity"]
+    with db.begin() as s:
+        volumes.record_usage(s, {vid: GIB // 2}, t)
+    assert open_keys(db) == []
