@@ -10,6 +10,7 @@ import ipaddress
 import smtplib
 import socket
 import ssl
+import threading
 
 import pytest
 from aiosmtpd.controller import Controller
@@ -160,3 +161,41 @@ def test_mail_goes_through_a_tls_server_with_a_login(tmp_path, mode, monkeypatch
                      smtp_password="s3cret-pw", sender="t@example.org").send_mail(ALERT, ["a@example.org"], "")
     finally:
         ctl.stop()
+
+
+def test_a_failed_channel_is_retried_alone_and_the_round_completes_once_all_went_out():
+    """The webhook answers 500 once: the email goes out once, the webhook is posted again at the next try, and
+    only then is the notice complete (marked notified by the caller)."""
+    import asyncio
+    import json
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    posts: list[dict] = []
+
+    class Hook(BaseHTTPRequestHandler):
+        def do_POST(self):
+            posts.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(500 if len(posts) == 1 else 204)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    inbox = Inbox()
+    ctl = Controller(inbox, hostname="127.0.0.1", port=free_port())
+    ctl.start()
+    try:
+        n = Notifier(smtp_host="127.0.0.1", smtp_port=ctl.port, smtp_tls="none", sender="t@example.org",
+                     webhook_urls=[f"http://127.0.0.1:{server.server_address[1]}/hook"], retry_interval=0)
+
+        async def twice():
+            return [await n.notify(ALERT, ["alice@example.org"], "https://hub") for _ in range(2)]
+
+        assert asyncio.run(twice()) == [False, True]
+        assert len(inbox.got) == 1 and len(posts) == 2  # the email was not sent again
+        assert posts[1]["recipients"] == ["alice@example.org"] and n.sent == 2
+    finally:
+        ctl.stop()
+        server.shutdown()
