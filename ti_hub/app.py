@@ -168,10 +168,11 @@ def cmd_upgrade_db(args: argparse.Namespace) -> int:
 def cmd_help_config(args: argparse.Namespace) -> int:
     from .backends.local import LocalBackend
     from .service.app import TiService
+    from .service.notifier import Notifier
     from .spawner.local import TiLocalSpawner
     from .ssh.settings import TiSSHGateway
 
-    for cls in (TiService, LocalBackend, TiLocalSpawner, TiSSHGateway):
+    for cls in (TiService, Notifier, LocalBackend, TiLocalSpawner, TiSSHGateway):
         print(cls.class_get_help())
     return 0
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from . import scopes as S
 from .domain.validation import NAME_RULE
+from .hubalerts import HubAlerts
 from .hubdb import use_wal
 from .secretfile import read_or_create
 
@@ -168,7 +169,9 @@ def configure(c, data: str | os.PathLike | None = None) -> None:
     if config_file:
         cmd.append(f"--TiService.config_file={config_file}")
     c.JupyterHub.services = [
-        {"name": SERVICE, "url": f"http://127.0.0.1:{service_port}", "command": cmd, "environment": service_env,
+        # the SMTP password of alert emails (service/notifier.py) reaches the ti service only, not the SSH gateway
+        {"name": SERVICE, "url": f"http://127.0.0.1:{service_port}", "command": cmd,
+         "environment": {**service_env, **{k: env[k] for k in ("TI_SMTP_PASSWORD",) if env.get(k)}},
          "display": True, "oauth_no_confirm": True,
          "oauth_client_allowed_scopes": [*S.PERMISSIONS, "read:users:name!user", "read:users:groups!user"]},
         {"name": SPAWNER_SERVICE, "api_token": spawner_token, "display": False},
@@ -187,6 +190,9 @@ def configure(c, data: str | os.PathLike | None = None) -> None:
     c.TiSpawnerMixin.ti_api_url = f"http://127.0.0.1:{service_port}/services/{SERVICE}/api/v1"
     c.TiSpawnerMixin.ti_public_api_url = f"http://{ip}:{port}/services/{SERVICE}/api/v1"
     c.TiSpawnerMixin.ti_api_token = spawner_token
+    # the home page's banner of the user's open alerts, asked by the hub of the ti service (ti_hub/hubalerts.py)
+    c.JupyterHub.template_vars = {**c.JupyterHub.template_vars,
+                                  "ti_alerts": HubAlerts(c.TiSpawnerMixin.ti_api_url, spawner_token)}
     # what users' code writes (homes, job work dirs, volumes) may live on a file system of its own
     ud = Path(env["TI_HUB_USER_DATA_DIR"]).resolve() if env.get("TI_HUB_USER_DATA_DIR") else d
     c.TiLocalSpawner.root_dir = str(ud / "workspaces")

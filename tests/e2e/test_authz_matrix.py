@@ -137,6 +137,7 @@ EXPECT: dict[tuple[str, str], Case] = {
     ("/cluster", "get"): same(OK),
     ("/cluster/usage", "get"): same(OK),
     ("/audit", "get"): Case(DENY, DENY, OK),
+    ("/alerts", "get"): same(OK),
     # people (ACC3-4): users:manage; disabling, enabling and deleting act on users made for the request
     ("/users", "get"): Case(DENY, DENY, OK),
     ("/users", "post"): Case(DENY, DENY, OK, body=lambda: {"name": unique("mxu"), "password": "pw-matrix-12345"}),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import shlex
 import threading
+import time
 
 import pytest
 
@@ -232,13 +233,16 @@ def test_the_autoload_file_is_packaged():
 class ScriptedClient:
     """Answers GET /jobs/7 from a script of job documents, and the log from a growing text."""
 
-    def __init__(self, jobs: list, log: str = ""):
+    def __init__(self, jobs: list, log: str = "", alerts: list | None = None):
         self.jobs, self.log, self.calls = list(jobs), log, []
+        self.alerts = list(alerts or [])
         self.lock = threading.Lock()
 
     def get(self, path, body=None, params=None):
         with self.lock:
             self.calls.append((path, dict(params or {})))
+            if path == "/alerts":
+                return {"items": self.alerts, "total": len(self.alerts), "limit": 500, "offset": 0}
             if path.endswith("/logs"):
                 start = 0 if "tail" in (params or {}) else params["offset"]
                 written = self.log[:self.written]
@@ -277,11 +281,35 @@ def test_the_monitor_follows_a_job_to_its_end_in_a_thread():
     logs = [params for path, params in client.calls if path.endswith("/logs")]
     assert logs[0] == {"tail": 200} and logs[1] == {"offset": 6} and logs[-1] == {"offset": 12}
     # the round after the end read the log's rest (nothing more came): then it stopped; metrics only while running
-    assert [p for p, _ in client.calls if not p.endswith("/logs")] == [
+    assert [p for p, _ in client.calls if not p.endswith("/logs") and p != "/alerts"] == [
         "/jobs/7", "/jobs/7", "/jobs/7", "/jobs/7/metrics", "/jobs/7", "/jobs/7"] and len(logs) == 3
     assert mon.usage is None  # not shown once the job has ended
     assert ">completed</span>" in mon._info.value and "step2" in mon._log.value
     assert mon._kill_button.disabled and mon._stop_button.disabled
+    mon.close()
+
+
+def test_the_monitor_names_the_open_alerts_of_its_job():
+    pytest.importorskip("ipywidgets")
+    from ti_hub.magics.monitor import JobMonitor
+
+    started = iso(NOW - dt.timedelta(seconds=5))
+    mine = {"id": 3, "job_id": 7, "open": True, "subject": "Job 7 (me/x) is running past its declared duration",
+            "fired_at": "2026-11-27T03:00:00Z"}
+    other = {**mine, "id": 4, "job_id": 8, "subject": "Job 8 (me/y) is waiting longer than estimated"}
+    client = ScriptedClient([job(status="running", started_at=started)], alerts=[mine, other])
+    mon = JobMonitor(client, 7, interval=0.01)
+    deadline = time.monotonic() + 10
+    while "alert:" not in mon._info.value and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert "&#9888; alert: Job 7 (me/x) is running past its declared duration (since 2026-11-27T03:00:00Z)" \
+        in mon._info.value
+    assert "Job 8" not in mon._info.value
+    client.alerts = []  # cleared: the line goes
+    deadline = time.monotonic() + 10
+    while "alert:" in mon._info.value and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert "alert:" not in mon._info.value
     mon.close()
 
 

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from .. import __version__
-from . import account, admin, cluster, images, jobs, misc, people, queue, roles, storage, vc, workspaces
+from . import account, admin, alerts, cluster, images, jobs, misc, people, queue, roles, storage, vc, workspaces
 from .client import ApiError, TiConnectionError
 from .common import Formatter, add_global_options, wrap
 from .config import Aborted, NotLoggedIn, UsageError
@@ -58,6 +58,7 @@ def build_parser(parser_class: type[argparse.ArgumentParser] = argparse.Argument
     images.register(root)
     account.register(root)
     admin.register(root)
+    alerts.register(root)
     people.register(root)
     roles.register(root)
     vc.register(root)

@@ -206,7 +206,8 @@ def register(sub: Any) -> None:
     p.add_argument("--estimated-duration", type=duration, metavar="DURATION",
                    help="expected run time: seconds, or 30m, 2h, 1h30m")
     p.add_argument("--on-overrun", choices=("alert", "stop"), default=None,
-                   help="past --estimated-duration: alert (the default: an alert in its history) or stop it")
+                   help="past --estimated-duration: alert (the default: an alert in its history, by email, in "
+                        "`ti alert list`) or stop it")
     p.add_argument("--template", metavar="NAME", help="apply this template first; the fields given here win")
     p.add_argument("--description", metavar="TEXT", help="free text")
     p.add_argument("--from-file", metavar="SPEC.json",

@@ -39,6 +39,7 @@ class MonitorView:
     final: bool = False
     note: str = ""                  # the last poll's problem, or "stopped watching"
     usage: tuple[str, ...] = ()     # resource use now, a line per instance (GET /jobs/{id}/metrics)
+    alerts: tuple[str, ...] = ()    # the job's open alerts (GET /alerts), a line each
 
     @property
     def status_text(self) -> str:
@@ -154,8 +155,15 @@ def usage_lines(doc: Mapping[str, Any] | None, instance: int | None = None, most
     return lines + ((f"... and {len(items) - most} more instances",) if len(items) > most else ())
 
 
+def alert_lines(items: Any, job_id: Any) -> tuple[str, ...]:
+    """The open alerts of GET /alerts about this job, as lines: "running past its declared duration (since ...)"."""
+    return tuple(f"{a.get('subject', '')} (since {a.get('fired_at', '?')})" for a in items or ()
+                 if a.get("job_id") == job_id and a.get("open", True))
+
+
 def view_of(job: Mapping[str, Any], log: str = "", now: dt.datetime | None = None, note: str = "",
-            instance: int | None = None, usage: Mapping[str, Any] | None = None) -> MonitorView:
+            instance: int | None = None, usage: Mapping[str, Any] | None = None,
+            alerts: Any = None) -> MonitorView:
     now = now or dt.datetime.now(dt.timezone.utc)
     status = str(job.get("status") or "unknown")
     reason = str(job.get("reason") or "")
@@ -167,7 +175,8 @@ def view_of(job: Mapping[str, Any], log: str = "", now: dt.datetime | None = Non
     return MonitorView(title=title, status=status, color=COLORS.get(status, "#57606a"), reason=reason,
                        queue=queue_line(job, now), metrics=metrics_of(job, now), log=log, log_label=label,
                        final=status in FINAL, note=note,
-                       usage=usage_lines(usage, instance) if status == "running" else ())
+                       usage=usage_lines(usage, instance) if status == "running" else (),
+                       alerts=alert_lines(alerts, job.get("id")))
 
 
 # -- the log tail -------------------------------------------------------------------------------
@@ -218,6 +227,8 @@ def render_info(view: MonitorView) -> str:
         parts.append(f"<div style='font-size:90%'>{cells}</div>")
     for line in view.usage:
         parts.append(f"<div style='font-size:90%'><span style='opacity:.7'>usage</span> {e(line)}</div>")
+    for line in view.alerts:
+        parts.append(f"<div style='color:#cf222e'>&#9888; alert: {e(line)}</div>")
     if view.note:
         parts.append(f"<div style='color:#9a6700'>{e(view.note)}</div>")
     return "".join(parts)

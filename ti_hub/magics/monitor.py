@@ -46,6 +46,7 @@ class JobMonitor(w.VBox):
         self._offset: int | None = None
         self._note = ""
         self.usage: dict[str, Any] | None = None  # the last GET /jobs/{id}/metrics while the job runs
+        self.alerts: list[dict[str, Any]] = []  # the open alerts naming the caller (GET /alerts)
         self._stopped = False
         self._gone = False
         self._wake = threading.Event()
@@ -64,7 +65,8 @@ class JobMonitor(w.VBox):
 
     @property
     def view(self) -> core.MonitorView:
-        return core.view_of(self.job, self._tail.text, note=self._note, instance=self._instance, usage=self.usage)
+        return core.view_of(self.job, self._tail.text, note=self._note, instance=self._instance, usage=self.usage,
+                            alerts=self.alerts)
 
     @property
     def running(self) -> bool:
@@ -135,6 +137,7 @@ class JobMonitor(w.VBox):
                 self.job = dict(job)
                 self._note = ""
             self._read_usage()
+            self._read_alerts()
             if core.waiting_for_logs(self.job):
                 return False
             return self._read_log() and self.view.final
@@ -159,6 +162,14 @@ class JobMonitor(w.VBox):
         with self._lock:
             self.usage = usage
 
+    def _read_alerts(self) -> None:
+        try:
+            page = self._client.get("/alerts", params={"limit": 500}) or {}
+        except ApiError:
+            page = {}  # an older ti service has no alerts: the view shows none
+        with self._lock:
+            self.alerts = [a for a in page.get("items") or [] if a.get("job_id") == self.job.get("id")]
+
     def _read_log(self) -> bool:
         params: dict[str, Any] = {}
         if self._instance is not None:
@@ -178,7 +189,7 @@ class JobMonitor(w.VBox):
     def _show(self) -> None:
         with self._lock:
             view = core.view_of(self.job, self._tail.text, now=dt.datetime.now(dt.timezone.utc),
-                                note=self._note, instance=self._instance, usage=self.usage)
+                                note=self._note, instance=self._instance, usage=self.usage, alerts=self.alerts)
             info, log = core.render_info(view), core.render_log(view)
             # only what changed goes to the browser
             if self._info.value != info:

@@ -20,7 +20,7 @@ from ..domain import states as st
 from ..domain import validation as v
 from ..domain.actor import FULL, SUMMARY, Actor
 from ..domain.errors import Conflict, Forbidden, NotFound
-from . import audit, jobspec, quotas, secretenv, unixids, vcs
+from . import alerts, audit, jobspec, quotas, secretenv, unixids, vcs
 from .common import estimate_iso, iso, lock_user, utcnow
 from .rendercache import RenderCache
 from .settings import OpsSettings
@@ -86,6 +86,9 @@ def render(j: m.Job | Any, queue: dict[str, Any] | None = None, view: str = FULL
 def record(session: Session, job: m.Job, status: str, message: str = "", now: dt.datetime | None = None) -> None:
     """Every status change goes through here so that the history and timestamps stay consistent."""
     now = now or utcnow()
+    before = job.status
+    if before != status:
+        end_alerts(session, job, before, now)
     job.status = status
     job.reason = message
     if status == st.QUEUED:
@@ -97,10 +100,35 @@ def record(session: Session, job: m.Job, status: str, message: str = "", now: dt
     session.add(m.JobEvent(job_id=job.id, at=now, status=status, message=message))
 
 
-def alert(session: Session, job_id: int, message: str, now: dt.datetime | None = None) -> None:
-    """Every alert about a job goes through here (a late start, an overrun): today an ``alert`` event in its
-    history, where its owner, the pages and the CLI see it."""
-    session.add(m.JobEvent(job_id=job_id, at=now or utcnow(), status="alert", message=message))
+# MON2-3: the alerts about a job that its own state ends (``end_alerts``), by rule
+ALERT_SUBJECTS = {"overrun": "is running past its declared duration", "wait": "is waiting longer than estimated"}
+
+
+def alert(session: Session, job_id: int, message: str, now: dt.datetime | None = None, *, rule: str = "",
+          figures: dict[str, Any] | None = None) -> None:
+    """Every alert about a job goes through here (a late start, an overrun): an ``alert`` event in its history,
+    where its owner, the pages and the CLI see it, and, with a ``rule`` (ALERT_RULES), an open alert in the
+    alert lifecycle (ops/alerts.py: notices by email and webhook, in the product) until the job leaves the state
+    the rule holds in (``record``)."""
+    now = now or utcnow()
+    session.add(m.JobEvent(job_id=job_id, at=now, status="alert", message=message))
+    job = session.get(m.Job, job_id)
+    if rule and job is not None:
+        kind = "workspace" if job.kind == "workspace" else "job"
+        alerts.fire(session, f"job:{job_id}:{rule}", kind,
+                    f"{kind.capitalize()} {job_id} ({job.owner}/{job.name}) {ALERT_SUBJECTS.get(rule, rule)}",
+                    message, rule=rule, users=[job.owner], job_id=job_id,
+                    figures={"owner": job.owner, "name": job.name, **(figures or {})}, now=now)
+
+
+def end_alerts(session: Session, job: m.Job, before: str, now: dt.datetime) -> None:
+    """Clear the job's open alerts whose condition its leaving ``before`` ends (it started, ended, was stopped).
+    Only a job that may have one pays the query: one that waited past its estimate, or one that declared a
+    duration."""
+    if before == st.QUEUED and job.wait_alerted:
+        alerts.clear(session, f"job:{job.id}:wait", now)
+    elif before == st.RUNNING and job.estimated_duration:
+        alerts.clear(session, f"job:{job.id}:overrun", now)
 
 
 def find(session: Session, actor: Actor, ref: Any, manage: bool = False, summary: bool = False) -> m.Job:

@@ -15,6 +15,7 @@ from ..domain.errors import Conflict, Forbidden, NotFound
 from ..domain.mounts import GIB, over_capacity_reason
 from ..domain.states import ACTIVE
 from ..storage.base import VolumeDriver
+from . import alerts as lifecycle  # the name "alerts" is the list of messages below
 from . import quotas
 from .common import iso, lock_user, page, utcnow
 
@@ -242,6 +243,8 @@ def record_usage(session: Session, measured: dict[int, int | None], now) -> list
         used = measured[vol.id]
         vol.used_bytes = used
         if used is None or used <= vol.capacity_gib * GIB:
+            if vol.over_capacity_since is not None:
+                lifecycle.clear(session, f"volume:{vol.id}:capacity", now)
             vol.over_capacity_since = None
             continue
         if vol.over_capacity_since is not None:
@@ -249,7 +252,16 @@ def record_usage(session: Session, measured: dict[int, int | None], now) -> list
         vol.over_capacity_since = now
         reason = over_capacity_reason(f"{vol.owner}/{vol.name}", used, vol.capacity_gib)
         alerts.append(reason)
+        writers = set()
         for j in session.scalars(select(m.Job).where(m.Job.status.in_(ACTIVE))):
             if any(mnt.get("volume_id") == vol.id and not mnt.get("read_only") for mnt in j.spec.get("volumes", [])):
                 session.add(m.JobEvent(job_id=j.id, at=now, status="alert", message=reason))
+                writers.add(j.owner)
+        # MON2-3: one open alert (notices by email and webhook, in the product) until it is back under; kind
+        # "queue": what it does is keep jobs from mounting it read-write
+        lifecycle.fire(session, f"volume:{vol.id}:capacity", "queue",
+                       f"Volume {vol.owner}/{vol.name} is over its capacity", reason, rule="volume-capacity",
+                       users={vol.owner, *writers}, figures={"owner": vol.owner, "volume": vol.name,
+                                                             "used_bytes": used, "capacity_gib": vol.capacity_gib},
+                       now=now)
     return alerts

@@ -42,6 +42,7 @@ from .accounting import ClusterAccounting
 from .hubnames import HubNames
 from .idlepolicy import IdlePolicy
 from .loop import JobRunner
+from .notifier import Notifier
 from .oauth import SealedStateHubOAuth
 from .processes import fork_followers, hold_instance_lock, stop_followers
 from .web import handlers, origin_handlers
@@ -322,6 +323,7 @@ class TiService(Application):
         self.health = HealthMonitor(parent=self, log=self.log)
         self.accounting = ClusterAccounting(parent=self, log=self.log)
         self.idle = IdlePolicy(parent=self, log=self.log)
+        self.notifier = Notifier(parent=self, log=self.log)
         self._poke_fd: int | None = None
         self.leader_serves_http = True  # serve() says; scheduler_max_share only applies when it does
         startup.seed(self)
@@ -552,6 +554,7 @@ class TiService(Application):
         self.accounting.attach(self)  # before the first health sample
         self.idle.start(self)  # a health subscriber: before the first sample
         health = asyncio.ensure_future(self.health.run_forever(self))
+        notifier = asyncio.ensure_future(self.notifier.run_forever(self))
         for sig in (signal.SIGTERM, signal.SIGINT):
             # jobs run under their own supervisors: stopping the service never stops them
             loop.add_signal_handler(sig, task.cancel)
@@ -563,6 +566,7 @@ class TiService(Application):
             if usage is not None:
                 usage.cancel()
             health.cancel()
+            notifier.cancel()
             if server is not None:
                 server.stop()
             self.tensorboards.stop_all()

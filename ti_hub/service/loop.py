@@ -274,7 +274,9 @@ class JobRunner:
             if what[0] == overrun.STOP:
                 record(s, j, st.KILLING, f"kill requested: {what[1]}")
             else:
-                alert(s, j.id, what[1], queueing.from_epoch(now))
+                alert(s, j.id, what[1], queueing.from_epoch(now), rule="overrun",
+                      figures={"declared_s": j.estimated_duration,
+                               "ran_s": int(now - queueing.epoch(j.started_at))})
                 alerted.add(j.id)
         return alerted
 

@@ -24,6 +24,7 @@ from ..domain.errors import Conflict
 from ..domain.mounts import HeldMount, MountRequest, check_capacity, check_conflicts, over_capacity_reason
 from ..ops.jobs import LIST_COLUMNS, alert, record
 from ..ops import vcs
+from ..ops.common import iso
 from ..ops.quotas import Limits, resolve_limit
 from ..scheduler import core
 from ..scheduler.estimate import Holding, estimate_starts, expected_duration, units_of
@@ -398,7 +399,10 @@ def apply(s: Session, dec: Decisions) -> None:
         for j in s.scalars(select(m.Job).where(m.Job.id.in_(list(dec.alerts)))):
             if j.status == st.QUEUED and not j.wait_alerted:
                 j.wait_alerted = True
-                alert(s, j.id, dec.alerts[j.id], now)
+                est = j.estimated_start
+                alert(s, j.id, dec.alerts[j.id], now, rule="wait",
+                      figures={"estimated_start": iso(est), "late_s": int((now - est).total_seconds())}
+                      if est is not None else {})
 
 
 def requeue_preempted(s: Session, job_id: int) -> None:

@@ -6,11 +6,12 @@ from jupyterhub.services.auth import HubOAuthCallbackHandler
 from tornado import web
 
 from .. import __version__
-from ..api import account, admin, endpoints, jobs, people, resources, roles, ssh, vcs, workspaces
+from ..api import account, admin, alerts, endpoints, jobs, people, resources, roles, ssh, vcs, workspaces
 from ..api.base import APIHandler
 from ..api.contract import Op, Param, Route, route_regex
 from ..api.schemas import account as A
 from ..api.schemas import admin as AD
+from ..api.schemas import alerts as AL
 from ..api.schemas import common as C
 from ..api.schemas import jobs as J
 from ..api.schemas import people as PE
@@ -185,6 +186,10 @@ ROUTES: list[Route] = [
     Route("/templates/{id}", account.TemplateHandler, {
         "get": Op("A template of mine or of my groups", A.TEMPLATE, errors=(404,)),
         "delete": Op("Delete my template", None, 204, errors=(404,))}, {"id": C.NAME_OR_ID}),
+    Route("/alerts", alerts.AlertsHandler, {
+        "get": Op("Alerts naming me (a job of mine past its duration, waiting past its estimate, ...), newest "
+                  "first; every alert for custom:ti:jobs:manage-all or custom:ti:users:manage; user=NAME: that "
+                  "user's (the hub's home page, admins)", AL.ALERT_PAGE, query=AL.ALERT_QUERY, errors=(403,))}),
     Route("/audit", admin.AuditHandler, {
         "get": Op("Changes operators made, newest first (custom:ti:users:manage)",
                   AD.AUDIT_PAGE, query=AD.AUDIT_QUERY)}),

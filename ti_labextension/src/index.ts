@@ -37,7 +37,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       u => (me = u.name),
       err => console.warn('TiHub: cannot read the current user', err)
     );
-    const jobs = new JobsPanel();
+    const jobs = new JobsPanel(() => me);
     jobs.title.icon = jobsIcon;
     const storage = new StoragePanel(() => me);
     storage.title.icon = storageIcon;

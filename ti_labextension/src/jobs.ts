@@ -1,6 +1,7 @@
 // The Jobs panel (SPEC DEV1, JOB2-JOB6, Q6): my jobs with live status, why a queued job waits,
 // submit, live logs, kill / pause / resume / clone, and a job's detail.
 
+import { AlertsBar } from './alerts';
 import { button, errorText, h, message, PollingPanel, table, when } from './dom';
 import { JobForm } from './jobform';
 import { qs, requestAPI } from './request';
@@ -43,9 +44,13 @@ export class JobsPanel extends PollingPanel {
   private vcBar = new VCBar(() => this.vcChanged());
   // kept across the detail's redraws (every 2 s), so what the user types in it survives them
   private tbForm: HTMLFormElement | null = null;
+  // my open alerts (MON2-3): a badge and a list above the jobs, whatever the view
+  private alerts: AlertsBar;
 
-  constructor() {
+  /** `me`: the workspace's user, once known ('' before). */
+  constructor(me: () => string = () => '') {
     super(2000);
+    this.alerts = new AlertsBar(me, id => this.openDetail(id));
     this.id = 'ti-jobs-panel';
     this.title.caption = 'TiHub jobs';
     this.addClass('ti-panel');
@@ -62,7 +67,8 @@ export class JobsPanel extends PollingPanel {
       button('Refresh', () => void this.tick()),
       h('label', { for: 'ti-jobs-all' }, filter, ' include finished')
     );
-    this.node.append(this.header, this.vcBar.node, this.main);
+    this.node.append(this.header, this.alerts.node, this.vcBar.node, this.main);
+    this.alerts.start();
     this.main.append(this.listArea);
     this.listArea.append(message('loading', 'Loading your jobs…'));
   }
@@ -111,6 +117,7 @@ export class JobsPanel extends PollingPanel {
   }
 
   protected async refresh(): Promise<void> {
+    this.alerts.poll();
     if (this.view === 'list') {
       this.vcBar.poll();
       await this.refreshList();

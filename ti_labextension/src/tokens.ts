@@ -174,3 +174,23 @@ export interface ICurrentVC {
 export interface IMyQuota {
   vc: { name: string; caps: { device_type: string; cap: number; held: number }[] };
 }
+
+/** GET /alerts: a condition about my work (a job past its duration, an idle workspace), open until it clears. */
+export interface IAlert {
+  id: number;
+  key: string;
+  kind: 'machine' | 'job' | 'workspace' | 'queue';
+  rule: string;
+  severity: 'info' | 'warning' | 'critical';
+  subject: string;
+  message: string;
+  job_id: number | null;
+  machine: string;
+  users: string[];
+  figures: Record<string, unknown>;
+  fired_at: string;
+  last_notified_at: string | null;
+  notices: number;
+  cleared_at: string | null;
+  open: boolean;
+}

@@ -191,6 +191,11 @@ def configure_hub(c):
     c.TiSpawnerMixin.ti_public_api_url = (
         f"http://{hub_service}.{SETTINGS['releaseNamespace']}.svc:{port}{prefix}api/v1")
     c.TiSpawnerMixin.ti_api_token = spawner_token
+    # the home page's banner of the user's open alerts, asked by the hub of the ti service (ti_hub/hubalerts.py)
+    from ti_hub.hubalerts import HubAlerts
+
+    c.JupyterHub.template_vars = {**c.JupyterHub.template_vars,
+                                  "ti_alerts": HubAlerts(c.TiSpawnerMixin.ti_api_url, spawner_token)}
 
     # kubespawner's own traits, for the pods TiKubeSpawner makes
     c.KubeSpawner.namespace = _kube["namespace"]
