@@ -34,6 +34,7 @@ from ..db.session import make_engine, make_sessionmaker, sqlite_url, upgrade
 from ..db.writelock import WriteLock
 from ..endpoints.origins import Origins
 from ..endpoints.tensorboard import TensorBoards
+from ..health.alerting import AlertRules
 from ..health.monitor import HealthMonitor
 from ..ops.rendercache import RenderCache
 from ..ops.settings import OpsSettings
@@ -321,6 +322,7 @@ class TiService(Application):
         self.tensorboards = self._tensorboards()
         self.runner = JobRunner(self)
         self.health = HealthMonitor(parent=self, log=self.log)
+        self.alert_rules = AlertRules(parent=self, log=self.log)
         self._poke_fd: int | None = None
         self.leader_serves_http = True  # serve() says; scheduler_max_share only applies when it does
         self._seed()
@@ -589,6 +591,7 @@ class TiService(Application):
             loop.add_reader(poke_reader, drain)
         task = asyncio.ensure_future(self.runner.run_forever())
         usage = asyncio.ensure_future(volumeusage.watch(self)) if self.volume_usage_interval > 0 else None
+        self.alert_rules.start(self)  # subscribes to the health samples: nothing to cancel
         health = asyncio.ensure_future(self.health.run_forever(self))
         for sig in (signal.SIGTERM, signal.SIGINT):
             # jobs run under their own supervisors: stopping the service never stops them
