@@ -12,6 +12,7 @@ so the leader's evaluations every few seconds only compute the newest snapshot (
 from __future__ import annotations
 
 import operator
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -65,32 +66,34 @@ class Holding:
                 "latest": self.latest, "interval": self.rule.interval}
 
 
+def _max_by_machine(values: list[float | int | None], machines: list[str]) -> dict[str, float]:
+    """The largest value per machine, None skipped (the cold evaluation's main cost: kept to one tight loop)."""
+    out: dict[str, float] = {}
+    for x, m in zip(values, machines):
+        if x is not None and (m not in out or x > out[m]):
+            out[m] = x
+    return out
+
+
 def snapshot_values(snap: Snapshot) -> Values:
-    """Every metric's value per machine in one snapshot (one pass over devices and hosts)."""
-    ecc: dict[str, float] = {}
-    temp: dict[str, float] = {}
-    for d in snap.devices:
-        m = d.machine or d.node
-        if d.ecc_uncorrectable is not None:
-            x = float(d.ecc_uncorrectable)
-            if x > ecc.get(m, -1.0):
-                ecc[m] = x
-        if d.temperature_c is not None:
-            x = float(d.temperature_c)
-            if x > temp.get(m, -1e9):
-                temp[m] = x
+    """Every metric's value per machine in one snapshot."""
+    devs = snap.devices
+    machines = [d.machine or d.node for d in devs]
+    ecc = _max_by_machine([d.ecc_uncorrectable for d in devs], machines)
+    temp = _max_by_machine([d.temperature_c for d in devs], machines)
     cpu: dict[str, float] = {}
     mem: dict[str, float] = {}
     disk: dict[str, float] = {}
     for h in snap.hosts:
+        m = h.machine
         if h.cpu_percent is not None:
-            cpu[h.machine] = float(h.cpu_percent)
-        used = h.memory_used_percent
-        if used is not None:
-            mem[h.machine] = used
-        sized = [f for f in h.filesystems if f.size_bytes > 0]
-        if sized:
-            disk[h.machine] = min(100.0 - f.used_percent for f in sized)
+            cpu[m] = float(h.cpu_percent)
+        total, avail = h.memory_total_bytes, h.memory_available_bytes
+        if total and avail is not None:
+            mem[m] = 100.0 * (total - avail) / total  # HostReading.memory_used_percent, inlined (200 hosts)
+        free = [100.0 * f.avail_bytes / f.size_bytes for f in h.filesystems if f.size_bytes > 0]
+        if free:
+            disk[m] = min(free)
     return {"gpu_ecc": ecc, "gpu_temperature": temp, "cpu": cpu, "memory": mem, "disk_free": disk}
 
 
@@ -111,35 +114,38 @@ class ValueCache:
             del self.by_at[at]
 
 
+def _hits(vals: dict[str, float], op: str, thr: float) -> list[str]:
+    # one comprehension per operator: no call per sample
+    if op == ">":
+        return [k for k, x in vals.items() if x > thr]
+    if op == ">=":
+        return [k for k, x in vals.items() if x >= thr]
+    if op == "<":
+        return [k for k, x in vals.items() if x < thr]
+    return [k for k, x in vals.items() if x <= thr]
+
+
 def evaluate(rules: Iterable[RuleSpec], snapshots: Sequence[Snapshot], now: float,
              cache: ValueCache | None = None) -> list[Holding]:
     """The (rule, machine) pairs that hold now; ``snapshots`` oldest first (HealthMonitor.since)."""
     cache = cache or ValueCache()
     out: list[Holding] = []
     for rule in rules:
+        window = [cache.values(s)[rule.metric] for s in snapshots if now - rule.interval <= s.at <= now]
+        total: Counter[str] = Counter()
+        matching: Counter[str] = Counter()
+        for vals in window:
+            total.update(vals.keys())
+            matching.update(_hits(vals, rule.op, rule.threshold))
+        pick = max if rule.op in (">", ">=") else min
         test = OPS[rule.op]
-        start = now - rule.interval
-        matching: dict[str, int] = {}
-        total: dict[str, int] = {}
-        worst: dict[str, float] = {}
-        latest: dict[str, float] = {}
-        higher = rule.op in (">", ">=")
-        thr = rule.threshold
-        for snap in snapshots:
-            if snap.at < start or snap.at > now:
-                continue
-            for machine, x in cache.values(snap)[rule.metric].items():
-                total[machine] = total.get(machine, 0) + 1
-                latest[machine] = x
-                if test(x, thr):
-                    matching[machine] = matching.get(machine, 0) + 1
-                    w = worst.get(machine)
-                    if w is None or (x > w if higher else x < w):
-                        worst[machine] = x
         for machine, k in matching.items():
             n = total[machine]
-            if 100.0 * k >= rule.percent * n:
-                out.append(Holding(rule, machine, k, n, worst[machine], latest[machine]))
+            if 100.0 * k < rule.percent * n:
+                continue
+            seen = [vals[machine] for vals in window if machine in vals]
+            worst = pick(x for x in seen if test(x, rule.threshold))
+            out.append(Holding(rule, machine, k, n, worst, seen[-1]))
     return out
 
 

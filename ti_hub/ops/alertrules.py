@@ -200,7 +200,12 @@ def apply(session: Session, rules: Iterable[m.alertrules.AlertRule], evaluated: 
     machines cordoned now (the shell cordons them on Kubernetes too)."""
     by_id = {r.id: r for r in rules}
     holdings = list(holdings)
-    still: dict[int, set[str]] = defaultdict(set)
+    evaluated = set(evaluated)
+    A = m.monitoring.Alert
+    was_open = {a.key: a for a in session.scalars(
+        select(A).where(A.cleared_at.is_(None), A.key.startswith(PREFIX, autoescape=True)))}
+    # what stays open: what holds now, and the alerts of enabled rules that were not due this time
+    still = {k for k in was_open if _rule_id(k) in by_id and _rule_id(k) not in evaluated}
     owners = None
     if any(by_id[h.rule.id].notify_owners for h in holdings if h.rule.id in by_id):
         owners = owners_by_machine(session, node_machine)
@@ -211,12 +216,12 @@ def apply(session: Session, rules: Iterable[m.alertrules.AlertRule], evaluated: 
         if r is None:
             continue
         k = key(r.id, h.machine)
-        still[r.id].add(k)
+        still.add(k)
         figures = h.figures()
         subject = describe(h, r.name)
         message = f"Alert rule {r.name!r} ({METRICS[r.metric]}) holds on machine {h.machine}."
         if r.cordon:
-            was = alerts.open_alert(session, k)
+            was = was_open.get(k)
             if h.machine in cordoned:
                 figures["cordon"] = CORDONED
             elif dry_run:
@@ -233,13 +238,12 @@ def apply(session: Session, rules: Iterable[m.alertrules.AlertRule], evaluated: 
         users = sorted(owners.get(h.machine, ())) if owners is not None and r.notify_owners else []
         alerts.fire(session, k, "machine", subject, message, rule=r.name, severity=r.severity, users=users,
                     machine=h.machine, figures=figures)
-    for rid in evaluated:
-        if rid in by_id:
-            alerts.clear_missing(session, f"{PREFIX}{rid}:", still[rid])
-    # alerts of rules deleted or disabled meanwhile (the API clears them too; this catches any left)
-    A = m.monitoring.Alert
-    for a in session.scalars(select(A).where(A.cleared_at.is_(None), A.key.startswith(PREFIX, autoescape=True))):
-        rid = a.key.split(":")[1]
-        if not rid.isdigit() or int(rid) not in by_id:
-            a.cleared_at = utcnow()
+    # closes what no longer holds, and the alerts of rules deleted or disabled meanwhile (the API clears those
+    # too; this catches any left)
+    alerts.clear_missing(session, PREFIX, still)
     return now_cordoned
+
+
+def _rule_id(alert_key: str) -> int | None:
+    rid = alert_key.split(":")[1] if alert_key.count(":") >= 1 else ""
+    return int(rid) if rid.isdigit() else None
