@@ -37,6 +37,17 @@ def test_a_rule_holds_when_the_matching_samples_reach_its_percent():
     assert evaluate([dataclasses.replace(CPU, percent=51)], snaps, now=95.0) == []
 
 
+def test_a_window_still_filling_counts_the_samples_it_should_hold():
+    first = [snap(0.0, {"m1": 99.0})]
+    assert [h.machine for h in evaluate([CPU], first, 0.0)] == ["m1"]  # 1 of 1 sample
+    assert evaluate([CPU], first, 0.0, sample_interval=10.0) == []  # 1 of the 10 a 100 s window holds
+    half = [snap(t * 10.0, {"m1": 99.0}) for t in range(5)]
+    (h,) = evaluate([CPU], half, 40.0, sample_interval=10.0)  # 5 of 10: 50 %
+    assert (h.matching, h.samples) == (5, 5)
+    ecc = [snap(0.0, devices=(dev("g1", 0, ecc=1),))]
+    assert [h.machine for h in evaluate([ECC], ecc, 0.0, sample_interval=15.0)] == ["g1"]  # 1 of 4 >= 1 %
+
+
 def test_only_samples_inside_the_interval_count():
     old = [snap(t, {"m1": 99.0}) for t in (0.0, 10.0, 20.0)]
     new = [snap(t, {"m1": 10.0}) for t in (200.0, 210.0)]

@@ -56,10 +56,11 @@ class AlertRules(LoggingConfigurable):
         snaps = svc.health.since(longest, now)
         node_machine = {n.name: machine_of(n) for n in svc.ops_settings.nodes or []}
         dry_run = self.cordon_dry_run
+        sample_interval = svc.health.interval
 
         def run(session):
             # evaluated in the worker thread too: the event loop never waits for it
-            holdings = evaluate(due, snaps, now, self.cache)
+            holdings = evaluate(due, snaps, now, self.cache, sample_interval)
             self.cache.forget(now - longest - 1)
             return alertrules.apply(session, rules, [s.id for s in due], holdings, node_machine, dry_run)
 

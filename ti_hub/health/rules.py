@@ -3,7 +3,8 @@
 A rule looks back ``interval`` seconds. Each snapshot there gives each machine at most one value of the rule's
 metric (a machine whose metric was not measured in a snapshot has no sample there); the rule holds on a machine
 when at least one sample matches ``value op threshold`` and the matching samples are at least ``percent`` % of
-that machine's samples in the window (SPEC MON2's ``percent_threshold``).
+that machine's samples in the window (SPEC MON2's ``percent_threshold``); while the window is still filling
+(after a start) the samples it should hold are counted instead.
 
 Per-machine values of a snapshot are computed once and kept in a ``ValueCache`` keyed by the snapshot's time,
 so the leader's evaluations every few seconds only compute the newest snapshot (benchmarks/bench_alert_rules.py).
@@ -126,8 +127,12 @@ def _hits(vals: dict[str, float], op: str, thr: float) -> list[str]:
 
 
 def evaluate(rules: Iterable[RuleSpec], snapshots: Sequence[Snapshot], now: float,
-             cache: ValueCache | None = None) -> list[Holding]:
-    """The (rule, machine) pairs that hold now; ``snapshots`` oldest first (HealthMonitor.since)."""
+             cache: ValueCache | None = None, sample_interval: float = 0.0) -> list[Holding]:
+    """The (rule, machine) pairs that hold now; ``snapshots`` oldest first (HealthMonitor.since).
+
+    ``sample_interval`` (HealthMonitor.interval): the percent counts at least the samples the interval should
+    hold, so that a rule "for 80 % of 5 minutes" does not fire on the first sample after a start (an ECC rule at
+    1 % still fires on one sample)."""
     cache = cache or ValueCache()
     out: list[Holding] = []
     for rule in rules:
@@ -139,9 +144,10 @@ def evaluate(rules: Iterable[RuleSpec], snapshots: Sequence[Snapshot], now: floa
             matching.update(_hits(vals, rule.op, rule.threshold))
         pick = max if rule.op in (">", ">=") else min
         test = OPS[rule.op]
+        expected = int(rule.interval // sample_interval) if sample_interval > 0 else 0
         for machine, k in matching.items():
             n = total[machine]
-            if 100.0 * k < rule.percent * n:
+            if 100.0 * k < rule.percent * max(n, expected):
                 continue
             seen = [vals[machine] for vals in window if machine in vals]
             worst = pick(x for x in seen if test(x, rule.threshold))
