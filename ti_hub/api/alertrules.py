@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..domain import validation as v
+from ..health.alerting import platform_cordon
 from ..ops import alertrules, cordons
 from .base import APIHandler
 
@@ -35,10 +36,8 @@ class CordonedHandler(APIHandler):
 
 
 async def _changed(handler: APIHandler, row: dict, changed: bool, schedulable: bool) -> None:
-    if changed:
-        # Kubernetes keeps cordons on the node too; the embedded platform reads the table alone
-        await handler.ti.backend.set_schedulable(row["machine"], schedulable)
-        handler.ti.poke()  # the scheduler re-reads capacity: places work there again, or no more
+    if changed:  # Kubernetes keeps cordons on the node too; the scheduler re-reads capacity at once
+        await platform_cordon(handler.ti, row["machine"], schedulable)
 
 
 class CordonHandler(APIHandler):

@@ -22,6 +22,17 @@ if TYPE_CHECKING:
     from ..service.app import TiService
 
 
+async def platform_cordon(svc: TiService, machine: str, schedulable: bool) -> None:
+    """After a cordon or uncordon is stored: the platform's own cordon (Kubernetes: the node), then a scheduling
+    cycle. A platform that refuses is logged: TiHub's table alone already decides where it places work."""
+    try:
+        await svc.backend.set_schedulable(machine, schedulable)
+    except Exception:
+        svc.log.exception("%s %s on the platform failed (TiHub's own placement follows its table anyway)",
+                          "uncordoning" if schedulable else "cordoning", machine)
+    svc.poke()
+
+
 class AlertRules(LoggingConfigurable):
     """Evaluates the machine alert rules that admins manage (GET /alert-rules) on the leader."""
 
@@ -70,9 +81,4 @@ class AlertRules(LoggingConfigurable):
         for machine in cordoned:
             self.log.warning("machine %s cordoned by an alert rule: no new work is placed there until an admin "
                              "uncordons it (running work keeps running)", machine)
-            try:
-                await svc.backend.set_schedulable(machine, False)
-            except Exception:
-                self.log.exception("cordoning %s on the platform failed (TiHub places nothing there anyway)", machine)
-        if cordoned:
-            svc.poke()
+            await platform_cordon(svc, machine, False)

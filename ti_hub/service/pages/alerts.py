@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from tornado import web
 
+from ...health.alerting import platform_cordon
 from ...health.rules import METRICS, OPS
 from ...ops import alertrules, cordons
 from ...ops.alerts import SEVERITIES
@@ -152,14 +153,12 @@ class AlertsPageHandler(PageHandler):
         row, changed = await self.ti.db(cordons.cordon, self.actor, self.form_text("machine"),
                                         {"reason": self.form_text("reason")}, list(self.ti.ops_settings.nodes or []))
         if changed:
-            await self.ti.backend.set_schedulable(row["machine"], False)
-            self.poke()
+            await platform_cordon(self.ti, row["machine"], False)
         return f"Machine {row['machine']} cordoned: no new work is placed there."
 
     async def do_uncordon(self) -> str:
         row, changed = await self.ti.db(cordons.uncordon, self.actor, self.form_text("machine"),
                                         list(self.ti.ops_settings.nodes or []))
         if changed:
-            await self.ti.backend.set_schedulable(row["machine"], True)
-            self.poke()
+            await platform_cordon(self.ti, row["machine"], True)
         return f"Machine {row['machine']} is back in scheduling."
