@@ -138,6 +138,16 @@ EXPECT: dict[tuple[str, str], Case] = {
     ("/cluster/usage", "get"): same(OK),
     ("/audit", "get"): Case(DENY, DENY, OK),
     ("/alerts", "get"): same(OK),
+    # machine alert rules and cordons (MON2, ADM3): vc:manage; the cordon is undone at once (sorted: uncordon next)
+    ("/alert-rules", "get"): Case(DENY, DENY, OK),
+    ("/alert-rules", "post"): Case(DENY, DENY, OK, body=lambda: {"name": unique("mx-rule"), "metric": "cpu",
+                                                                  "op": ">", "threshold": 99, "enabled": False}),
+    ("/alert-rules/{id}", "get"): Case(DENY, DENY, OK, "alert_rule"),
+    ("/alert-rules/{id}", "patch"): Case(DENY, DENY, OK, "alert_rule", body=lambda: {"description": "changed"}),
+    ("/alert-rules/{id}", "delete"): Case(DENY, DENY, OK, "fresh_alert_rule"),
+    ("/machines/cordoned", "get"): Case(DENY, DENY, OK),
+    ("/machines/{machine}/(cordon)", "post"): Case(DENY, DENY, OK, body=lambda: {"reason": "matrix"}),
+    ("/machines/{machine}/(uncordon)", "post"): Case(DENY, DENY, OK),
     # people (ACC3-4): users:manage; disabling, enabling and deleting act on users made for the request
     ("/users", "get"): Case(DENY, DENY, OK),
     ("/users", "post"): Case(DENY, DENY, OK, body=lambda: {"name": unique("mxu"), "password": "pw-matrix-12345"}),
@@ -218,6 +228,10 @@ class World:
             "role": self.admin.ok("POST", "/roles", json={"name": "mx-role-kept",
                                                           "permissions": ["vc:view"]})["name"],
             "vc": self.admin.ok("POST", "/vcs", json={"name": "mx-vc-kept"})["name"],
+            "alert_rule": self.admin.ok("POST", "/alert-rules", json={"name": "mx-rule-kept", "metric": "memory",
+                                                                      "op": ">", "threshold": 99,
+                                                                      "enabled": False})["id"],
+            "machine": self.admin.ok("GET", "/cluster")["nodes"][0]["name"],
         }
         o.wait_job(self.objects["job"], ("running",))  # what others may see of a job depends on its state
         done = o.ok("POST", "/jobs", json={**job_body(), "command": "echo done"})
@@ -249,6 +263,9 @@ class World:
         if what == "fresh_grant":
             return a.ok("POST", "/grants", json={"grants": [{"role": "mx-role-kept", "group": "ti-admins"}]}
                         )["items"][0]["id"], None
+        if what == "fresh_alert_rule":
+            return a.ok("POST", "/alert-rules", json={"name": unique("mx-rule"), "metric": "cpu", "op": ">",
+                                                      "threshold": 99, "enabled": False})["id"], None
         if what == "fresh_template":
             return o.ok("POST", "/templates", json={"name": unique("mx-tpl"), "spec": {"command": "true"}})["id"], None
         if what == "fresh_user":
@@ -273,7 +290,7 @@ class World:
         out = out.replace("{owner}", self.owner.name).replace("{name}", "mx-workspace")
         if case.target == "fresh_user":
             out = out.replace("{user}", str(obj))
-        out = out.replace("{group}", str(obj))
+        out = out.replace("{group}", str(obj)).replace("{machine}", str(self.objects["machine"]))
         out = out.replace("{user}", self.owner.name).replace("(", "").replace(")", "")
         assert "{" not in out, out
         return self.hub.api_url + out

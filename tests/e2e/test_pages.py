@@ -18,9 +18,10 @@ pytestmark = pytest.mark.e2e
 GPUS = 2
 PAGES = {"": "page-list", "queue": "queue-table", "cluster": "cluster-pools", "plans": "plans-table",
          "pools": "pools-table", "quotas": "quotas-table", "people": "people-users", "audit": "audit-table",
-         "account": "my-quota", "roles": "roles-table", "jobs": "jobs-table"}
-ADMIN_ONLY = ("quotas", "people", "audit", "roles", "jobs")
-NEEDS = {"jobs": "custom:ti:jobs:manage-all"}  # the permission each admin page names (users:manage otherwise)
+         "account": "my-quota", "roles": "roles-table", "jobs": "jobs-table",
+         "alerts": "alert-rules-table"}
+ADMIN_ONLY = ("quotas", "people", "audit", "roles", "jobs", "alerts")
+NEEDS = {"jobs": "custom:ti:jobs:manage-all", "alerts": "custom:ti:vc:manage"}  # the permission each admin page names (users:manage otherwise)
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGp1c3QgYSB0ZXN0IGtleSBmb3IgdGhlIHBhZ2VzISEh page@test"
 
 

@@ -7,6 +7,7 @@ import itertools
 import json
 from typing import Any
 
+from . import alertrules
 from .client import quote
 from .common import JOB_HELP, add_json, command, examples, group
 from .config import make_client
@@ -95,3 +96,4 @@ def register(root: Any) -> None:
     p.add_argument("action", choices=list(JOB_ACTIONS), help="kill, stop, requeue or reset")
     p.add_argument("job", metavar="JOB", help=JOB_HELP)
     add_json(p)
+    alertrules.register(sub)

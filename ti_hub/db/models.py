@@ -426,3 +426,4 @@ class VCMachine(Base):
 # tables of other concerns, on the same Base (imported last: they import Base from here)
 from . import monitoring  # noqa: E402,F401
 from . import accounting  # noqa: E402,F401
+from . import alertrules  # noqa: E402,F401

@@ -113,12 +113,13 @@ def _check_plan_runs(plan: m.Plan, instances: int, settings: OpsSettings) -> Non
     except v.ValidationError as e:
         # the plan is what the submitter chose (and can change): the error names it
         raise v.ValidationError(f"plan {plan.name!r}: {e.detail}", field="plan") from None
-    if not plans.fits_somewhere(plan, settings.nodes):
+    # cordoned machines count: they are expected back, and the job waits for them (ADM3; scheduler/core.py)
+    if not plans.fits_somewhere(plan, settings.nodes, cordoned=True):
         raise v.ValidationError(f"plan {plan.name!r} cannot run on this cluster: no machine in pool {plan.pool!r} "
                                 f"has {plan.device_count} x {plan.device_type}, {plan.cpu:g} CPU and "
                                 f"{plan.memory_mib} MiB", field="plan")
     if instances > 1:
-        why = unfit(machine_shapes(settings.nodes), plan.pool, plan.device_type, plans.instance_of(plan), instances)
+        why = unfit(machine_shapes(settings.nodes, cordoned=True), plan.pool, plan.device_type, plans.instance_of(plan), instances)
         if why is not None:
             raise v.ValidationError(f"workers: {instances} instances of plan {plan.name!r} can never run at once: "
                                     f"{why}", field="workers")

@@ -39,10 +39,11 @@ def instance_of(plan: m.Plan) -> Instance:
     return Instance(plan.device_count, plan.cpu, plan.memory_mib)
 
 
-def fits_somewhere(plan: m.Plan, nodes: Sequence[NodeCapacity]) -> bool:
+def fits_somewhere(plan: m.Plan, nodes: Sequence[NodeCapacity], cordoned: bool = False) -> bool:
     """A plan is offered only if some node of its pool can run one instance of it (the seed's defect); the
-    scheduler's own rule (``unfit``), so that what is offered is what it can place."""
-    return unfit(machine_shapes(nodes), plan.pool, plan.device_type, instance_of(plan), 1) is None
+    scheduler's own rule (``unfit``), so that what is offered is what it can place. ``cordoned``: count cordoned
+    machines too (a submission waits for them: they are expected back)."""
+    return unfit(machine_shapes(nodes, cordoned), plan.pool, plan.device_type, instance_of(plan), 1) is None
 
 
 def parse(data: dict[str, Any], device_rules: dict[str, list[int]], partial: bool = False,

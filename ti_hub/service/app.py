@@ -32,6 +32,7 @@ from ..backends.base import ExecutionBackend
 from ..db.session import make_engine, make_sessionmaker, sqlite_url, upgrade
 from ..db.writelock import WriteLock
 from ..endpoints.origins import Origins
+from ..health.alerting import AlertRules
 from ..health.monitor import HealthMonitor
 from ..ops.rendercache import RenderCache
 from ..ops.settings import OpsSettings
@@ -324,6 +325,7 @@ class TiService(Application):
         self.accounting = ClusterAccounting(parent=self, log=self.log)
         self.idle = IdlePolicy(parent=self, log=self.log)
         self.notifier = Notifier(parent=self, log=self.log)
+        self.alert_rules = AlertRules(parent=self, log=self.log)
         self._poke_fd: int | None = None
         self.leader_serves_http = True  # serve() says; scheduler_max_share only applies when it does
         startup.seed(self)
@@ -553,6 +555,7 @@ class TiService(Application):
         usage = asyncio.ensure_future(volumeusage.watch(self)) if self.volume_usage_interval > 0 else None
         self.accounting.attach(self)  # before the first health sample
         self.idle.start(self)  # a health subscriber: before the first sample
+        self.alert_rules.start(self)  # subscribes to the health samples: nothing to cancel
         health = asyncio.ensure_future(self.health.run_forever(self))
         notifier = asyncio.ensure_future(self.notifier.run_forever(self))
         for sig in (signal.SIGTERM, signal.SIGINT):

@@ -3,12 +3,14 @@ backend's capacity with the machines that virtual clusters own split off (RES2, 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from traitlets import TraitError
 
 from ..backends.base import NodeCapacity
 from ..domain.validation import join_device_rules
+from ..health.sources import machine_of
 
 if TYPE_CHECKING:
     from .app import TiService
@@ -44,9 +46,9 @@ def devices_per_node(svc: TiService) -> dict[str, int]:
 async def read_capacity(svc: TiService, settle: bool = False) -> list[NodeCapacity]:
     """The backend's capacity with the machines virtual clusters own split off (RES2, ops/vcs.py).
     ``settle`` (the leader): first move draining machines that nothing holds any more to their next VC."""
-    from ..ops import vcs
+    from ..ops import cordons, vcs
 
-    rows = await svc.db(vcs.assignments, readonly=True)
+    rows, cordoned = await svc.db(lambda s: (vcs.assignments(s), cordons.cordoned_names(s)), readonly=True)
     if settle and any(r[5] for r in rows):
         moved = await svc.db(vcs.settle, scheduler=True)
         for node, device, vc in moved:
@@ -58,4 +60,12 @@ async def read_capacity(svc: TiService, settle: bool = False) -> list[NodeCapaci
         if moved:
             rows = await svc.db(vcs.assignments, readonly=True)
     svc.backend.set_vc_assignments(rows)
-    return await svc.backend.capacity()
+    return without_cordoned(await svc.backend.capacity(), cordoned)
+
+
+def without_cordoned(nodes: list[NodeCapacity], cordoned: set[str]) -> list[NodeCapacity]:
+    """ADM3: a cordoned machine's capacity nodes (its VC slices too) take no new work; what runs keeps running."""
+    if not cordoned:
+        return nodes
+    return [dataclasses.replace(n, schedulable=False)
+            if n.schedulable and (n.name in cordoned or machine_of(n) in cordoned) else n for n in nodes]

@@ -6,12 +6,13 @@ from jupyterhub.services.auth import HubOAuthCallbackHandler
 from tornado import web
 
 from .. import __version__
-from ..api import account, admin, alerts, endpoints, jobs, people, resources, roles, ssh, vcs, workspaces
+from ..api import account, admin, alertrules, alerts, endpoints, jobs, people, resources, roles, ssh, vcs, workspaces
 from ..api.base import APIHandler
 from ..api.contract import Op, Param, Route, route_regex
 from ..api.schemas import account as A
 from ..api.schemas import admin as AD
 from ..api.schemas import alerts as AL
+from ..api.schemas import alertrules as AR
 from ..api.schemas import common as C
 from ..api.schemas import jobs as J
 from ..api.schemas import people as PE
@@ -193,6 +194,28 @@ ROUTES: list[Route] = [
     Route("/audit", admin.AuditHandler, {
         "get": Op("Changes operators made, newest first (custom:ti:users:manage)",
                   AD.AUDIT_PAGE, query=AD.AUDIT_QUERY)}),
+    # machine alert rules and cordoned machines (MON2, ADM3): custom:ti:vc:manage, like the machines of pools
+    Route("/alert-rules", alertrules.AlertRulesHandler, {
+        "get": Op("Machine alert rules, each with where it fires now (custom:ti:vc:manage)", AR.RULE_PAGE),
+        "post": Op("Define a machine alert rule (custom:ti:vc:manage)", AR.RULE, 201, body=AR.NEW_RULE,
+                   errors=(409,))}),
+    Route("/alert-rules/{id}", alertrules.AlertRuleHandler, {
+        "get": Op("A machine alert rule and its open alerts: where it fires now (custom:ti:vc:manage)", AR.RULE,
+                  errors=(404,)),
+        "patch": Op("Change, enable or disable a machine alert rule; disabling closes its alerts "
+                    "(custom:ti:vc:manage)", AR.RULE, body=AR.RULE_CHANGE, errors=(404, 409)),
+        "delete": Op("Delete a machine alert rule and close its alerts (custom:ti:vc:manage)", None, 204,
+                     errors=(404,))}, {"id": C.ID_PARAM}),
+    Route("/machines/cordoned", alertrules.CordonedHandler, {
+        "get": Op("Machines out of scheduling: since when, by whom (an admin or ti-alerts) and why "
+                  "(custom:ti:vc:manage)", AR.CORDON_PAGE)}),
+    Route("/machines/{machine}/(cordon)", alertrules.CordonHandler, {
+        "post": Op("Take a machine out of scheduling (Kubernetes: cordon the node); running work keeps running "
+                   "(custom:ti:vc:manage)", AR.CORDON, body=AR.CORDON_BODY, errors=(404,))},
+        {"machine": AR.MACHINE_PARAM}),
+    Route("/machines/{machine}/(uncordon)", alertrules.UncordonHandler, {
+        "post": Op("Put a machine back into scheduling (custom:ti:vc:manage)", AR.CORDON, errors=(404,))},
+        {"machine": AR.MACHINE_PARAM}),
     # people (ACC3-4): every operation needs custom:ti:users:manage (service/people.py)
     Route("/users", people.UsersHandler, {
         "get": Op("Users with their profiles (custom:ti:users:manage)", PE.USER_PAGE, query=C.PAGE, errors=(502,)),

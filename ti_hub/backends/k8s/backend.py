@@ -302,6 +302,12 @@ class KubernetesBackend(ExecutionBackend):
         await core.patch_node(node, ob.pool_label_patch(self.pool_label, vc),
                               _content_type="application/merge-patch+json")
 
+    async def set_schedulable(self, node: str, schedulable: bool) -> None:
+        """ADM3: cordon or uncordon the node (what `kubectl cordon` does); its running pods keep running."""
+        core = k8s.CoreV1Api(await self.api())
+        await core.patch_node(node, {"spec": {"unschedulable": None if schedulable else True}},
+                              _content_type="application/merge-patch+json")
+
     # -- launch ---------------------------------------------------------------------------------------------
     async def launch(self, spec: LaunchSpec) -> dict[str, Any]:
         await self.start_watches()

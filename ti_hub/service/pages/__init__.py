@@ -8,6 +8,7 @@ and ``charts`` are the pure builders (escaping, SVG).
 from __future__ import annotations
 
 from .account import AccountPageHandler
+from .alerts import AlertsPageHandler
 from .audit import AuditPageHandler
 from .admin import PlansPageHandler, QuotasPageHandler
 from .base import PAGES, PageHandler
@@ -23,7 +24,7 @@ HANDLERS: dict[str, type[PageHandler]] = {
     "": HomeHandler, "queue": QueuePageHandler, "cluster": ClusterPageHandler, "plans": PlansPageHandler,
     "pools": VCPageHandler, "quotas": QuotasPageHandler, "people": PeoplePageHandler,
     "audit": AuditPageHandler, "account": AccountPageHandler, "roles": RolesPageHandler,
-    "jobs": JobsPageHandler,
+    "jobs": JobsPageHandler, "alerts": AlertsPageHandler,
 }
 assert set(HANDLERS) == {p.name for p in PAGES}, "every page in the nav has a handler"
 

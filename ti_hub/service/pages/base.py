@@ -46,6 +46,7 @@ PAGES: tuple[Page, ...] = (
     Page("people", "People and permissions", S.MANAGE_USERS, "People"),
     Page("roles", "Roles", S.MANAGE_USERS, "Roles"),
     Page("audit", "Audit log", S.MANAGE_USERS, "Audit"),
+    Page("alerts", "Alerts", S.MANAGE_VC, "Alerts"),
     Page("account", "My account", None, "Account"),
 )
 PAGE = {p.name: p for p in PAGES}

@@ -21,6 +21,8 @@ ABOUT = {
     "quotas": "compute and storage limits per user",
     "people": "users, groups, roles and the permissions they grant",
     "audit": "who changed what, and when",
+    "alerts": "machine alert rules (ECC errors, GPU temperature, CPU, memory, disk), where they fire, cordoned "
+              "machines",
     "roles": "TiHub's roles: compose them from the seven permissions and give them to users and groups",
     "account": "my permissions, quota and usage, SSH keys and API tokens",
 }
