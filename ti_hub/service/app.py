@@ -42,6 +42,7 @@ from ..secretfile import read_or_create
 from ..storage.base import VolumeDriver
 from . import accesslog, capacity, volumeusage
 from .hubnames import HubNames
+from .metrics import MetricsExporter
 from .loop import JobRunner
 from .oauth import SealedStateHubOAuth
 from .processes import fork_followers, hold_instance_lock, stop_followers
@@ -321,6 +322,7 @@ class TiService(Application):
         self.tensorboards = self._tensorboards()
         self.runner = JobRunner(self)
         self.health = HealthMonitor(parent=self, log=self.log)
+        self.metrics = MetricsExporter(parent=self, log=self.log)
         self._poke_fd: int | None = None
         self.leader_serves_http = True  # serve() says; scheduler_max_share only applies when it does
         self._seed()

@@ -1,0 +1,156 @@
+"""Events counted in the process where they happen (scheduler: the leader; requests: every API process), kept in
+prometheus_client's multiprocess mode so that whichever process answers a scrape reports all of them.
+
+``setup(directory)`` runs once in the leader before the API processes fork (TiService.initialize through
+MetricsExporter): it points prometheus_client at per-process files under ``directory`` and creates the
+instruments. Until then every function here is a no-op (the CLI, unit tests, tools that import the scheduler).
+Counters restart at 0 with the service, as Prometheus expects of counters (``rate()`` handles resets).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+# seconds: a queue wait spans seconds (an idle cluster) to days (a full one)
+WAIT_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200, 86400, 259200)
+CYCLE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+API_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+
+
+class Instruments:
+    def __init__(self) -> None:
+        from prometheus_client import Counter, Histogram
+
+        kw: dict[str, Any] = {"registry": None}  # never the global registry: the scrape reads the files
+        self.admissions = Counter("ti_admissions_total", "Jobs and workspaces admitted by the scheduler",
+                                  ["pool", "device_type", "kind"], **kw)
+        self.preemptions = Counter("ti_preemptions_total", "Jobs preempted to make room for others (JOB8)",
+                                   ["pool", "device_type"], **kw)
+        self.wait = Histogram("ti_queue_wait_seconds", "Time admitted jobs waited in their queue (recorded at "
+                              "admission: from queued to admitted)", ["pool", "device_type", "kind"],
+                              buckets=WAIT_BUCKETS, **kw)
+        self.cycle = Histogram("ti_scheduler_cycle_seconds", "Duration of the scheduler's cycles (capacity, "
+                               "stops, watching, admission)", buckets=CYCLE_BUCKETS, **kw)
+        self.ws_starts = Counter("ti_workspace_starts_total", "Workspaces admitted to start", ["pool", "device_type"],
+                                 **kw)
+        self.reclaims = Counter("ti_workspace_reclaims_total", "Idle workspaces stopped to reclaim their devices",
+                                ["pool", "device_type"], **kw)
+        self.api = Histogram("ti_api_request_duration_seconds", "Latency of the ti service's HTTP requests by "
+                             "route pattern (never the raw path)", ["method", "route", "code"],
+                             buckets=API_BUCKETS, **kw)
+
+
+_inst: Instruments | None = None
+_dir: str | None = None
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def setup(root: str | Path) -> str:
+    """Multiprocess mode under ``root/<this pid>`` (the leader's; API processes fork from it and write files
+    of their own there). Directories of earlier runs are removed: their counters ended with them. Returns the
+    directory that scrapes read."""
+    global _inst, _dir
+    from prometheus_client import values
+
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    for old in root.iterdir():
+        if old.is_dir() and old.name.isdigit() and int(old.name) != os.getpid() and not alive(int(old.name)):
+            shutil.rmtree(old, ignore_errors=True)
+    here = root / str(os.getpid())
+    shutil.rmtree(here, ignore_errors=True)
+    here.mkdir()
+    # chosen at import time from the environment by prometheus_client; set both so that values created from now
+    # on (ours are created below, and only ours exist in this process) are per-process files here
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(here)
+    values.ValueClass = values.MultiProcessValue()
+    _inst, _dir = Instruments(), str(here)
+    return _dir
+
+
+def directory() -> str | None:
+    return _dir
+
+
+def scheduled(admitted: list[tuple[str, str, str, float | None]], preempted: list[tuple[str, str]]) -> None:
+    """A scheduling decision applied: admitted (pool, device_type, kind, seconds waited or None), preempted
+    (pool, device_type) victims."""
+    if _inst is None:
+        return
+    for pool, dtype, kind, waited in admitted:
+        _inst.admissions.labels(pool, dtype, kind).inc()
+        if waited is not None:
+            _inst.wait.labels(pool, dtype, kind).observe(max(0.0, waited))
+        if kind == "workspace":
+            _inst.ws_starts.labels(pool, dtype).inc()
+        # every queue that admitted anything shows its other counters from 0 on (a panel of rates then shows a
+        # flat line, not "no data")
+        _inst.preemptions.labels(pool, dtype)
+        _inst.reclaims.labels(pool, dtype)
+    for pool, dtype in preempted:
+        _inst.preemptions.labels(pool, dtype).inc()
+
+
+def decided(dec: Any, now: float) -> tuple[list[tuple[str, str, str, float | None]], list[tuple[str, str]]]:
+    """What ``scheduled`` counts of a queueing.Decisions: each admitted job's queue and wait (queued_at to now),
+    and a (pool, device type) per preempted victim (the preempting job's: a victim holds that device type)."""
+    admitted, preempted = [], []
+    for a in dec.admitted:
+        j = dec.full.get(a.job_id)
+        if j is None:
+            continue
+        waited = None if j.queued_at is None else now - j.queued_at.timestamp()
+        admitted.append((j.pool, j.device_type, j.kind, waited))
+    for _victim, by in dec.preempt.items():
+        j = dec.full.get(by)
+        if j is not None:
+            preempted.append((j.pool, j.device_type))
+    return admitted, preempted
+
+
+def cycle(seconds: float) -> None:
+    if _inst is not None:
+        _inst.cycle.observe(seconds)
+
+
+def reclaimed(pool: str, device_type: str) -> None:
+    """An idle workspace was stopped to reclaim its devices (the idle policy calls this)."""
+    if _inst is not None:
+        _inst.reclaims.labels(pool, device_type).inc()
+
+
+def route_of(handler: Any) -> str:
+    """A request's route pattern: the API route's template ("/jobs/{id}"), a page's name, or the handler's
+    class; never the raw path (its ids would make a series per job)."""
+    route = getattr(handler, "route", None)
+    path = getattr(route, "path", None)
+    if isinstance(path, str):
+        return path
+    page = getattr(handler, "page", None)
+    name = getattr(page, "name", None)
+    if isinstance(name, str):
+        return "page:" + name
+    return type(handler).__name__
+
+
+def request_done(handler: Any) -> None:
+    """From the access log (every finished request of this process)."""
+    if _inst is None:
+        return
+    try:
+        _inst.api.labels(handler.request.method, route_of(handler), str(handler.get_status())).observe(
+            handler.request.request_time())
+    except Exception:  # noqa: BLE001 - a metric must never break a request
+        pass
