@@ -66,7 +66,7 @@ def test_state_families_from_rows():
     assert value(found, "ti_devices_allocated", pool="default", device_type="demo-gpu") == 0
     assert value(found, "ti_node_devices_allocated", node="n2", machine="box", pool="vc-a",
                  device_type="demo-gpu") == 3
-    assert value(found, "ti_node_info", node="n2", machine="box", pool="vc-a") == 1
+    assert value(found, "ti_node_info", node="n2", machine="box", pool="vc-a", schedulable="true") == 1
     assert value(found, "ti_user_devices_allocated", user="bob", pool="vc-a", device_type="demo-gpu") == 3
     assert value(found, "ti_user_usage_score", user="bob", device_type="demo-gpu") == 12.5
     assert value(found, "ti_user_jobs", user="ann", state="queued") == 3

@@ -71,8 +71,9 @@ def families(fig: Figures, nodes: Sequence[NodeCapacity], now: float, idle_below
                                 labels=nlabels)
     n_idle = GaugeMetricFamily("ti_node_devices_idle", f"Allocated devices of each capacity node whose measured "
                                f"utilization is under {idle_below:g}%", labels=nlabels)
-    info = GaugeMetricFamily("ti_node_info", "Capacity nodes: the pool (virtual cluster) and machine of each; 1 "
-                             "while schedulable, 0 while not", labels=["node", "machine", "pool"])
+    info = GaugeMetricFamily("ti_node_info", "Capacity nodes (always 1): the pool (virtual cluster) and machine of "
+                             "each, and whether it takes new work; join on node", labels=["node", "machine", "pool",
+                                                                                        "schedulable"])
     pool_total: Counter[tuple[str, str]] = Counter()
     pool_alloc: Counter[tuple[str, str]] = Counter()
     pool_idle: Counter[tuple[str, str]] = Counter()
@@ -80,7 +81,7 @@ def families(fig: Figures, nodes: Sequence[NodeCapacity], now: float, idle_below
     for n in nodes:
         machine = machine_of(n)
         pool_of[n.name] = n.pool
-        info.add_metric([n.name, machine, n.pool], 1 if n.schedulable else 0)
+        info.add_metric([n.name, machine, n.pool, "true" if n.schedulable else "false"], 1)
         for dtype, devs in sorted(n.devices.items()):
             key = (n.name, dtype)
             labels = [n.name, machine, n.pool, dtype]

@@ -98,6 +98,7 @@ def scheduled(admitted: list[tuple[str, str, str, float | None]], preempted: lis
         # every queue that admitted anything shows its other counters from 0 on (a panel of rates then shows a
         # flat line, not "no data")
         _inst.preemptions.labels(pool, dtype)
+        _inst.ws_starts.labels(pool, dtype)
         _inst.reclaims.labels(pool, dtype)
     for pool, dtype in preempted:
         _inst.preemptions.labels(pool, dtype).inc()
