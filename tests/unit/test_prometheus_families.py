@@ -10,8 +10,9 @@ from ti_hub.backends.base import NodeCapacity
 from ti_hub.health.readings import DeviceReading, FsReading, HostReading, NetReading, Snapshot
 from ti_hub.health.sources import MACHINE_LABEL
 from ti_hub.metrics import process
-from ti_hub.metrics.db import Figures
+from ti_hub.metrics.db import Figures, with_health
 from ti_hub.metrics.families import device_use, render
+from ti_hub.metrics.health import health_text
 
 NOW = 1_800_000_000.0
 
@@ -31,14 +32,15 @@ NODES = [NodeCapacity("n1", "default", {"demo-gpu": [0, 1]}, 8, 16000),
 
 def figures(snapshot=None) -> Figures:
     queued_at = dt.datetime.fromtimestamp(NOW - 90, dt.timezone.utc)
-    return Figures(
+    fig = Figures(
+        states=[("queued", 3), ("running", 1), ("completed", 7)],
         jobs=[("queued", "single", "default", 3), ("running", "workspace", "vc-a", 1)],
         queues=[("default", "demo-gpu", "single", 3, queued_at)],
         user_jobs=[("ann", "queued", 3), ("bob", "running", 1)],
         user_devices=[("bob", "vc-a", "demo-gpu", 3)],
         scores=[("bob", "demo-gpu", 12.5)],
-        placements=[("vc-a", "demo-gpu", {"instances": [{"node": "n2", "devices": [0, 1, 2]}]})],
-        snapshot=snapshot)
+        placements=[("vc-a", "demo-gpu", {"instances": [{"node": "n2", "devices": [0, 1, 2]}]})])
+    return with_health(fig, snapshot)
 
 
 SNAP = Snapshot(NOW - 5, hosts=(
@@ -55,7 +57,8 @@ SNAP = Snapshot(NOW - 5, hosts=(
 
 def test_state_families_from_rows():
     found = samples(render(figures(), NODES, NOW, 10.0))
-    assert value(found, "ti_jobs", state="queued", kind="single", pool="default") == 3
+    assert value(found, "ti_jobs", state="completed") == 7
+    assert value(found, "ti_active_jobs", state="queued", kind="single", pool="default") == 3
     assert value(found, "ti_queue_length", pool="default", device_type="demo-gpu", kind="single") == 3
     assert value(found, "ti_queue_oldest_wait_seconds", pool="default", device_type="demo-gpu", kind="single") == 90
     # a queue the capacity offers but nobody waits in is a 0, not missing
@@ -78,13 +81,13 @@ def test_idle_is_allocated_and_measured_under_the_threshold():
     allocated, idle = device_use(figures(SNAP), NODES, 10.0)
     assert allocated == {("n2", "demo-gpu"): 3}
     assert idle == {("n2", "demo-gpu"): 1}  # device 0 (2%); not 1 (80%), not 2 (unmeasured)
-    found = samples(render(figures(SNAP), NODES, NOW, 10.0))
+    found = samples(render(figures(SNAP), NODES, NOW, 10.0, health=health_text(SNAP).encode()))
     assert value(found, "ti_devices_idle", pool="vc-a", device_type="demo-gpu") == 1
     assert device_use(figures(SNAP), NODES, 90.0)[1] == {("n2", "demo-gpu"): 2}
 
 
 def test_health_in_dcgm_and_node_exporter_names():
-    found = samples(render(figures(SNAP), NODES, NOW, 10.0))
+    found = samples(render(figures(SNAP), NODES, NOW, 10.0, health=health_text(SNAP).encode()))
     gpu0 = dict(gpu="0", UUID="GPU-0", Hostname="box", modelName="demo-gpu", node="n2", device_type="demo-gpu")
     assert value(found, "DCGM_FI_DEV_GPU_UTIL", **gpu0) == 2.0
     assert value(found, "DCGM_FI_DEV_FB_USED", **gpu0) == 1024
@@ -129,3 +132,15 @@ def test_decisions_counted_with_the_wait_of_each_admitted_job():
     admitted, preempted = process.decided(dec, NOW)
     assert admitted == [("p", "g", "single", 30.0), ("p", "g", "workspace", None)]
     assert preempted == [("p", "g")]
+
+
+def test_label_values_and_numbers_are_written_as_the_format_says():
+    from ti_hub.metrics.text import Family, render as render_text
+
+    f = Family("t_x", "a help\nwith a newline", ["a"])
+    for v, x in (('q"uote\\back\nline', 1.5), ("plain", 3), ("nan", float("nan")), ("inf", float("inf"))):
+        f.add([v], x)
+    (fam,) = text_string_to_metric_families(render_text([f]))
+    got = {s.labels["a"]: s.value for s in fam.samples}
+    assert got['q"uote\\back\nline'] == 1.5 and got["plain"] == 3 and got["inf"] == float("inf")
+    assert got["nan"] != got["nan"] and fam.documentation == "a help\nwith a newline"

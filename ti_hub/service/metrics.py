@@ -5,12 +5,16 @@ hold only that scope: it needs no access to the service otherwise), or a TiHub a
 
 A scrape reads the database once (a few grouped SELECTs) and renders in a worker thread; the text is kept for
 ``MetricsExporter.cache_seconds`` so that concurrent scrapes (two Prometheus replicas, a dashboard's burst)
-share one read.
+share one read. The health series (DCGM's and the node exporter's names: most of the text with 200 machines)
+are rendered once per health sample by the leader, which samples, into a file beside the event counters
+(``health.prom``, with the GPUs' utilizations for idleness in ``health.json``); every API process serves that.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,14 +24,22 @@ from traitlets.config import LoggingConfigurable
 
 from ..api.base import APIHandler
 from ..domain.errors import Forbidden
+from ..health.readings import Snapshot
 from ..metrics import process
 from ..metrics.db import read_figures
 from ..metrics.families import render
+from ..metrics.health import health_text
 
 if TYPE_CHECKING:
     from .app import TiService
 
 READ_METRICS = "read:metrics"  # JupyterHub's scope for /hub/metrics
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
 
 
 class MetricsExporter(LoggingConfigurable):
@@ -44,8 +56,8 @@ class MetricsExporter(LoggingConfigurable):
     multiprocess_dir = Unicode(
         "", config=True,
         help="Where the API processes and the scheduler keep their counters and histograms for any of them to "
-             "report (prometheus_client's multiprocess mode); default: data_dir/prometheus. Emptied of earlier "
-             "runs at start.")
+             "report (prometheus_client's multiprocess mode), and the leader the latest health sample's series; "
+             "default: data_dir/prometheus. Earlier runs' are removed at start.")
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -54,9 +66,40 @@ class MetricsExporter(LoggingConfigurable):
         self._text: bytes = b""
         self._at = float("-inf")
         self._pending: asyncio.Future | None = None
+        # this process's copy of the leader's health files: (their mtime, util, sample time, text)
+        self._health: tuple = (None, {}, None, b"")
+        health = getattr(self.parent, "health", None)
+        if health is not None:  # runs on the leader only (the sampler does)
+            health.subscribe("metrics", self.sampled)
+
+    async def sampled(self, snap: Snapshot) -> None:
+        await asyncio.to_thread(self.write_health, snap)
+
+    def write_health(self, snap: Snapshot) -> None:
+        d = Path(self.directory)
+        util = [[r.node, r.device_type, r.device, r.utilization_percent] for r in snap.devices
+                if r.utilization_percent is not None]
+        write_atomically(d / "health.prom", health_text(snap).encode())
+        write_atomically(d / "health.json", json.dumps({"at": snap.at, "util": util}).encode())
+
+    def _read_health(self) -> tuple:
+        d = Path(self.directory)
+        try:
+            mtime = (d / "health.json").stat().st_mtime_ns
+            if mtime == self._health[0]:
+                return self._health
+            doc = json.loads((d / "health.json").read_bytes())
+            text = (d / "health.prom").read_bytes()
+        except (OSError, ValueError):
+            return (None, {}, None, b"")  # no sample yet (or sampling is off)
+        util = {(n, t, int(i)): float(u) for n, t, i, u in doc["util"]}
+        self._health = (mtime, util, float(doc["at"]), text)
+        return self._health
 
     def _render(self, session, nodes, now: float) -> bytes:
-        return render(read_figures(session), nodes, now, self.idle_utilization_percent, self.directory)
+        fig = read_figures(session)
+        _, fig.util, fig.health_at, health = self._read_health()
+        return render(fig, nodes, now, self.idle_utilization_percent, self.directory, health)
 
     async def scrape(self, svc: TiService) -> bytes:
         now = time.monotonic()
