@@ -100,7 +100,10 @@ def test_every_dashboard_query_returns_series_from_a_real_prometheus(mhub, readi
         "health readings and the job's device in the metrics")
     assert any(s.value == 1 and s.labels["device_type"] == "demo-gpu" for s in found["ti_devices_idle"])
     assert any(s.labels["user"] == u.name and s.value == 1 for s in found["ti_user_devices_allocated"])
+    # counted by the leader, which serves no HTTP here (api_processes 2): an API process reports them
     assert any(s.value >= 1 for s in found["ti_admissions"] if s.name == "ti_admissions_total")
+    assert any(s.value >= 1 for s in found["ti_scheduler_cycle_seconds"] if s.name.endswith("_count"))
+    assert any(s.labels.get("route") == "/jobs/{id}" for s in found["ti_api_request_duration_seconds"])
 
     port = free_port()
     config = tmp_path / "prometheus.yml"
