@@ -1,14 +1,17 @@
 """Prometheus metrics (SPEC MON4) against a real Prometheus: Debian's ``prometheus``, started here with a
 config that scrapes a live ti service's /metrics with a bearer token; every PromQL query of every Grafana
-dashboard in the chart must return at least one series. Device and host health come from the TEST SOURCE of
+dashboard in the chart must return at least one series, and PrometheusHealthSource (the Kubernetes source) reads
+the health series back through Prometheus's API. Device and host health come from the TEST SOURCE of
 readings (health/testsource.py), and a job holds a demo-gpu so that allocation series are not all 0."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +19,10 @@ import requests
 from hubproc import free_port, own_hub
 from prometheus_client.parser import text_string_to_metric_families
 from tihub_client import wait
+
+from ti_hub.backends.base import NodeCapacity
+from ti_hub.health.promsource import PrometheusHealthSource
+from ti_hub.health.sources import MACHINE_LABEL
 
 pytestmark = pytest.mark.e2e
 
@@ -155,6 +162,21 @@ scrape_configs:
                     if not query(expr):
                         empty.append(f"{board.name} / {p['title']}: {expr}")
         assert not empty, "queries without series:\n" + "\n".join(empty)
+
+        # the Kubernetes source reads the same series back through Prometheus (here: ours, named as DCGM's and
+        # the node exporter's; the machine in the label `machine`)
+        src = PrometheusHealthSource(url=f"http://127.0.0.1:{port}", host_label="machine")
+        cap = [NodeCapacity(node.labels["node"], "default", {"demo-gpu": [0, 1]}, 4, 8000,
+                            labels={MACHINE_LABEL: machine})]
+        snap = asyncio.run(src.read(cap, time.time()))
+        (h,) = snap.hosts
+        assert (h.machine, h.load1, h.memory_total_bytes, h.memory_available_bytes) == (machine, 0.7, 8 << 30, 6 << 30)
+        assert h.cpu_seconds == {"user": 100.0, "system": 20.0, "idle": 900.0}
+        assert [(f.mountpoint, f.size_bytes, f.avail_bytes) for f in h.filesystems] == [("/", 100 << 30, 60 << 30)]
+        assert [(n.device, n.rx_bytes, n.tx_bytes) for n in h.network] == [("eth0", 1000, 2000)]
+        assert [(d.device, d.uuid, d.utilization_percent, d.temperature_c, d.power_watts, d.ecc_uncorrectable,
+                 d.memory_used_bytes, d.memory_total_bytes) for d in snap.devices] == [
+            (i, f"GPU-test-{i}", 3.0, 41.0, 70.5, 0, 1000 * mib, 16000 * mib) for i in (0, 1)]
     finally:
         prom.terminate()
         prom.wait(20)
