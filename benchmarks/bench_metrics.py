@@ -10,9 +10,10 @@ What it does:
      placed on gpu-node-01..64), and a usage score for every user and two device types;
   2. starts the platform (benchplatform.Platform) with a backend that reports this machine (8 demo devices
      named A100; seeded CPU jobs fill it, so nothing is admitted) plus 199 machines of 8 A100 each (not
-     schedulable: nothing is launched on them; they count in every device and health family), and the TEST SOURCE of health readings (health/testsource.py) giving all 200 machines a host
-     reading (CPU modes, memory, 2 filesystems, 2 network devices) and every GPU utilization, memory,
-     temperature, power and ECC: 1,600 GPUs;
+     schedulable: nothing is launched on them; they count in every device and health family), and the TEST
+     SOURCE of health readings (health/testsource.py) giving all 200 machines a host reading (CPU modes,
+     memory, 2 filesystems, 2 network devices) and every GPU utilization, memory, temperature, power and ECC:
+     1,600 GPUs;
   3. scrapes GET /services/ti/api/v1/metrics directly on the ti service's port with a read:metrics token,
      one scrape at a time, --scrapes times, with the exporter's cache off (MetricsExporter.cache_seconds 0:
      every scrape reads the database and renders) -- the cost a scrape really has;

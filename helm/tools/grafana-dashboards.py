@@ -46,7 +46,8 @@ boards = {
    ("Devices by type: total, allocated, idle", [("sum by (device_type) (ti_devices_total)", "{{device_type}} total"),
      ("sum by (device_type) (ti_devices_allocated)", "{{device_type}} allocated"),
      ("sum by (device_type) (ti_devices_idle)", "{{device_type}} idle")]),
-   ("Allocated share of devices", [("sum by (device_type) (ti_devices_allocated) / sum by (device_type) (ti_devices_total)",
+   ("Allocated share of devices", [
+    ("sum by (device_type) (ti_devices_allocated) / sum by (device_type) (ti_devices_total)",
      "{{device_type}}")], "percentunit"),
    ("Active jobs by state", [("sum by (state) (ti_active_jobs)", "{{state}}")]),
    ("Jobs ever submitted by state", [("sum by (state) (ti_jobs)", "{{state}}")]),
@@ -59,13 +60,16 @@ boards = {
      ("histogram_quantile(0.5, sum by (le) (rate(ti_scheduler_cycle_seconds_bucket[5m])))", "p50"),
      ("histogram_quantile(0.95, sum by (le) (rate(ti_scheduler_cycle_seconds_bucket[5m])))", "p95")], "s"),
    ("API latency p95 by route", [
-     ("histogram_quantile(0.95, sum by (le, route) (rate(ti_api_request_duration_seconds_bucket[5m])))", "{{route}}")], "s"),
-   ("API requests per second by status", [("sum by (code) (rate(ti_api_request_duration_seconds_count[5m]))", "{{code}}")], "reqps"),
+     ("histogram_quantile(0.95, sum by (le, route) (rate(ti_api_request_duration_seconds_bucket[5m])))",
+       "{{route}}")], "s"),
+   ("API requests per second by status", [
+    ("sum by (code) (rate(ti_api_request_duration_seconds_count[5m]))", "{{code}}")], "reqps"),
    ("Age of the latest health sample", [("max(ti_health_sample_age_seconds)", "age")], "s", "stat"),
  ]),
  "ti-hub-vc": dash("ti-hub-vc", "TiHub / Virtual cluster", "One pool (virtual cluster): devices, work and users",
    [var_q("vc", "Virtual cluster", "label_values(ti_node_info, pool)")], [
-   ("Devices: total, allocated, idle", [("sum by (device_type) (ti_devices_total{pool=\"$vc\"})", "{{device_type}} total"),
+   ("Devices: total, allocated, idle", [
+    ("sum by (device_type) (ti_devices_total{pool=\"$vc\"})", "{{device_type}} total"),
      ("sum by (device_type) (ti_devices_allocated{pool=\"$vc\"})", "{{device_type}} allocated"),
      ("sum by (device_type) (ti_devices_idle{pool=\"$vc\"})", "{{device_type}} idle")]),
    ("Active jobs by state", [("sum by (state) (ti_active_jobs{pool=\"$vc\"})", "{{state}}")]),
@@ -80,13 +84,15 @@ boards = {
  ]),
  "ti-hub-user": dash("ti-hub-user", "TiHub / User", "One user's allocation, usage score and work",
    [var_q("user", "User", "label_values(ti_user_jobs, user)")], [
-   ("Devices held", [("sum by (pool, device_type) (ti_user_devices_allocated{user=\"$user\"})", "{{pool}} {{device_type}}")]),
+   ("Devices held", [
+    ("sum by (pool, device_type) (ti_user_devices_allocated{user=\"$user\"})", "{{pool}} {{device_type}}")]),
    ("Usage score", [("ti_user_usage_score{user=\"$user\"}", "{{device_type}}")]),
    ("Active jobs by state", [("sum by (state) (ti_user_jobs{user=\"$user\"})", "{{state}}")]),
    ("Share of allocated devices", [("sum by (device_type) (ti_user_devices_allocated{user=\"$user\"}) / "
      "on (device_type) sum by (device_type) (ti_devices_allocated)", "{{device_type}}")], "percentunit"),
  ]),
- "ti-hub-node": dash("ti-hub-node", "TiHub / Node", "One machine's devices (DCGM series) and host (node exporter series)",
+ "ti-hub-node": dash("ti-hub-node", "TiHub / Node",
+   "One machine's devices (DCGM series) and host (node exporter series)",
    [var_q("machine", "Machine", "label_values(node_load1, machine)")], [
    ("GPU utilization", [("DCGM_FI_DEV_GPU_UTIL{Hostname=\"$machine\"}", "{{device_type}} {{gpu}}")], "percent"),
    ("GPU memory used", [("DCGM_FI_DEV_FB_USED{Hostname=\"$machine\"}", "{{gpu}} used"),
@@ -95,7 +101,8 @@ boards = {
    ("GPU power", [("DCGM_FI_DEV_POWER_USAGE{Hostname=\"$machine\"}", "{{gpu}}")], "watt"),
    ("Uncorrectable ECC errors", [("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{Hostname=\"$machine\"}", "{{gpu}}")]),
    ("Devices allocated and idle", [("sum by (device_type) (ti_node_devices_allocated{machine=\"$machine\"})",
-     "{{device_type}} allocated"), ("sum by (device_type) (ti_node_devices_idle{machine=\"$machine\"})", "{{device_type}} idle")]),
+     "{{device_type}} allocated"), ("sum by (device_type) (ti_node_devices_idle{machine=\"$machine\"})",
+       "{{device_type}} idle")]),
    ("CPU by mode", [("sum by (mode) (rate(node_cpu_seconds_total{machine=\"$machine\"}[5m]))", "{{mode}}")], "short"),
    ("Load (1 min)", [("node_load1{machine=\"$machine\"}", "load1")]),
    ("Memory used", [("1 - node_memory_MemAvailable_bytes{machine=\"$machine\"} / "

@@ -27,13 +27,16 @@ def test_dcgm_series_become_device_readings_of_the_capacity_nodes():
     assert (d1.device, d1.utilization_percent, d1.memory_used_bytes) == (1, None, None)
 
 
+ROOT_FS = {"mountpoint": "/", "device": "sda", "fstype": "ext4"}
+
+
 def test_node_exporter_series_become_host_readings():
     per_core = [series("node_cpu_seconds_total", v, instance="n1:9100", cpu=c, mode=mode)
                 for c in ("0", "1") for mode, v in (("idle", 100.0), ("user", 50.0))]
     result = [*per_core, series("node_memory_MemTotal_bytes", 8e9, instance="n1:9100"),
               series("node_memory_MemAvailable_bytes", 6e9, instance="n1:9100"),
-              series("node_filesystem_size_bytes", 1000, instance="n1:9100", mountpoint="/", device="sda", fstype="ext4"),
-              series("node_filesystem_avail_bytes", 400, instance="n1:9100", mountpoint="/", device="sda", fstype="ext4"),
+              series("node_filesystem_size_bytes", 1000, instance="n1:9100", **ROOT_FS),
+              series("node_filesystem_avail_bytes", 400, instance="n1:9100", **ROOT_FS),
               series("node_network_receive_bytes_total", 5, instance="n1:9100", device="eth0"),
               series("node_network_transmit_bytes_total", 7, instance="n1:9100", device="eth0"),
               series("node_load1", 1.5, instance="n1:9100")]
