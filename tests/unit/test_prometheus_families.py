@@ -144,3 +144,38 @@ def test_label_values_and_numbers_are_written_as_the_format_says():
     got = {s.labels["a"]: s.value for s in fam.samples}
     assert got['q"uote\\back\nline'] == 1.5 and got["plain"] == 3 and got["inf"] == float("inf")
     assert got["nan"] != got["nan"] and fam.documentation == "a help\nwith a newline"
+
+
+def test_events_of_every_process_add_up_without_touching_the_environment(tmp_path):
+    from prometheus_client import values
+
+    before = values.ValueClass
+    directory = process.setup(tmp_path)
+    try:
+        events_add_up(directory, before)
+    finally:
+        process.reset()
+
+
+def events_add_up(directory, before):
+    import os
+
+    from prometheus_client import values
+
+    assert "PROMETHEUS_MULTIPROC_DIR" not in os.environ and values.ValueClass is before
+    process.scheduled([("p", "g", "single", 12.0)], [("p", "g")])
+    pid = os.fork()
+    if pid == 0:  # an API process forked from the leader: files of its own
+        try:
+            process.scheduled([("p", "g", "workspace", None)], [])
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    found = samples(render(figures(), NODES, NOW, 10.0, directory))
+    assert value(found, "ti_admissions_total", pool="p", device_type="g", kind="single") == 1
+    assert value(found, "ti_admissions_total", pool="p", device_type="g", kind="workspace") == 1
+    assert value(found, "ti_preemptions_total", pool="p", device_type="g") == 1
+    assert value(found, "ti_workspace_starts_total", pool="p", device_type="g") == 1
+    assert value(found, "ti_workspace_reclaims_total", pool="p", device_type="g") == 0  # shown from 0
+    assert value(found, "ti_queue_wait_seconds_count", pool="p", device_type="g", kind="single") == 1
+    assert value(found, "ti_queue_wait_seconds_bucket", pool="p", device_type="g", kind="single", le="15.0") == 1

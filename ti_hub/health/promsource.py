@@ -134,6 +134,8 @@ def hosts_from(result: Iterable[dict[str, Any]], machines: Iterable[str], host_l
 class PrometheusHealthSource(HealthSource):
     """Readings of DCGM's and the node exporter's series through Prometheus's HTTP API (Kubernetes)."""
 
+    reads_prometheus = True  # the ti service's /metrics does not export these readings again
+
     url = Unicode("", config=True, help="Prometheus's base URL, e.g. http://prometheus-server.monitoring:9090")
     bearer_token_file = Unicode(
         "", config=True, help="A file holding a bearer token for Prometheus (e.g. behind an authenticating "

@@ -2,21 +2,32 @@
 prometheus_client's multiprocess mode so that whichever process answers a scrape reports all of them.
 
 ``setup(directory)`` runs once in the leader before the API processes fork (TiService.initialize through
-MetricsExporter): it points prometheus_client at per-process files under ``directory`` and creates the
-instruments. Until then every function here is a no-op (the CLI, unit tests, tools that import the scheduler).
-Counters restart at 0 with the service, as Prometheus expects of counters (``rate()`` handles resets).
+MetricsExporter): it creates the instruments with values kept in per-process files under ``directory``, the files
+prometheus_client's MultiProcessCollector reads. Until then every function here is a no-op (the CLI, unit tests,
+tools that import the scheduler). Counters restart at 0 with the service, as Prometheus expects of counters
+(``rate()`` handles resets).
+
+prometheus_client picks its multiprocess mode from the environment (PROMETHEUS_MULTIPROC_DIR, read when a value
+is created and after a fork) and for every metric of the process. Neither suits a library: the variable would
+reach every child that copies the environment (a hub started by a test after an in-process TiService would write
+its own metrics into a directory long gone) and JupyterHub's metrics in the same process would change mode. So
+the values of *our* instruments are made by ``value_class``, bound to the directory, and prometheus_client's
+ValueClass is swapped in only while ours create a value (on the event loop: one at a time).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from pathlib import Path
+from contextlib import contextmanager
 from typing import Any
 
 # seconds: a queue wait spans seconds (an idle cluster) to days (a full one)
 WAIT_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200, 86400, 259200)
 CYCLE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+log = logging.getLogger("ti_hub.metrics")
 API_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 
 
@@ -57,13 +68,95 @@ def alive(pid: int) -> bool:
     return True
 
 
-def setup(root: str | Path) -> str:
-    """Multiprocess mode under ``root/<this pid>`` (the leader's; API processes fork from it and write files
-    of their own there). Directories of earlier runs are removed: their counters ended with them. Returns the
-    directory that scrapes read."""
-    global _inst, _dir
+def value_class(directory: str, process_identifier=os.getpid) -> type:
+    """prometheus_client's MultiProcessValue (values.py) with the directory given, not read from the environment:
+    one file per process and metric type, ``<type>_<pid>.db``, reopened after a fork."""
+    from threading import Lock
+
+    from prometheus_client.mmap_dict import MmapedDict, mmap_key
+
+    files: dict[str, Any] = {}
+    made: list[Any] = []
+    pid = {"value": process_identifier()}
+    lock = Lock()
+
+    class MmapedValue:
+        _multiprocess = True
+
+        def __init__(self, typ, metric_name, name, labelnames, labelvalues, help_text, multiprocess_mode="",
+                     **_kwargs):
+            self._params = typ, metric_name, name, labelnames, labelvalues, help_text, multiprocess_mode
+            with lock:
+                self._forked()
+                self._reset()
+                made.append(self)
+
+        def _reset(self) -> None:
+            typ, metric_name, name, labelnames, labelvalues, help_text, mode = self._params
+            prefix = f"{typ}_{mode}" if typ == "gauge" else typ
+            if prefix not in files:
+                files[prefix] = MmapedDict(os.path.join(directory, f"{prefix}_{pid['value']}.db"))
+            self._file = files[prefix]
+            self._key = mmap_key(metric_name, name, labelnames, labelvalues, help_text)
+            self._value, self._timestamp = self._file.read_value(self._key)
+
+        def _forked(self) -> None:
+            actual = process_identifier()
+            if pid["value"] != actual:  # an API process forked from the leader: files of its own, from 0
+                pid["value"] = actual
+                for f in files.values():
+                    f.close()
+                files.clear()
+                for v in made:
+                    v._reset()
+
+        def inc(self, amount: float) -> None:
+            with lock:
+                self._forked()
+                self._value += amount
+                self._timestamp = 0.0
+                self._file.write_value(self._key, self._value, self._timestamp)
+
+        def set(self, value: float, timestamp: float | None = None) -> None:
+            with lock:
+                self._forked()
+                self._value, self._timestamp = value, timestamp or 0.0
+                self._file.write_value(self._key, self._value, self._timestamp)
+
+        def set_exemplar(self, exemplar: Any) -> None:
+            return
+
+        def get(self) -> float:
+            with lock:
+                self._forked()
+                return self._value
+
+        def get_exemplar(self) -> None:
+            return None
+
+    return MmapedValue
+
+
+_value: type | None = None
+
+
+@contextmanager
+def _ours():
+    """prometheus_client creates a metric's values with its module-wide ValueClass: ours while ours are made."""
     from prometheus_client import values
 
+    saved, values.ValueClass = values.ValueClass, _value
+    try:
+        yield
+    finally:
+        values.ValueClass = saved
+
+
+def setup(root: str | Path) -> str:
+    """Per-process files under ``root/<this pid>`` (the leader's; API processes fork from it and write files of
+    their own there). Directories of earlier runs are removed: their counters ended with them. Returns the
+    directory that scrapes read."""
+    global _inst, _dir, _value
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     for old in root.iterdir():
@@ -72,11 +165,9 @@ def setup(root: str | Path) -> str:
     here = root / str(os.getpid())
     shutil.rmtree(here, ignore_errors=True)
     here.mkdir()
-    # chosen at import time from the environment by prometheus_client; set both so that values created from now
-    # on (ours are created below, and only ours exist in this process) are per-process files here
-    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(here)
-    values.ValueClass = values.MultiProcessValue()
-    _inst, _dir = Instruments(), str(here)
+    _dir, _value = str(here), value_class(str(here))
+    with _ours():
+        _inst = Instruments()
     return _dir
 
 
@@ -84,11 +175,26 @@ def directory() -> str | None:
     return _dir
 
 
+def reset() -> None:
+    """No instruments any more (tests that called ``setup``)."""
+    global _inst, _dir, _value
+    _inst = _dir = _value = None
+
+
 def scheduled(admitted: list[tuple[str, str, str, float | None]], preempted: list[tuple[str, str]]) -> None:
     """A scheduling decision applied: admitted (pool, device_type, kind, seconds waited or None), preempted
     (pool, device_type) victims."""
     if _inst is None:
         return
+    try:
+        with _ours():
+            _count(admitted, preempted)
+    except Exception:  # a metric must never break the scheduler
+        log.exception("counting admissions failed")
+
+
+def _count(admitted: list[tuple[str, str, str, float | None]], preempted: list[tuple[str, str]]) -> None:
+    assert _inst is not None
     for pool, dtype, kind, waited in admitted:
         _inst.admissions.labels(pool, dtype, kind).inc()
         if waited is not None:
@@ -123,13 +229,20 @@ def decided(dec: Any, now: float) -> tuple[list[tuple[str, str, str, float | Non
 
 def cycle(seconds: float) -> None:
     if _inst is not None:
-        _inst.cycle.observe(seconds)
+        try:
+            _inst.cycle.observe(seconds)
+        except Exception:
+            log.exception("recording the scheduler cycle failed")
 
 
 def reclaimed(pool: str, device_type: str) -> None:
     """An idle workspace was stopped to reclaim its devices (the idle policy calls this)."""
     if _inst is not None:
-        _inst.reclaims.labels(pool, device_type).inc()
+        try:
+            with _ours():
+                _inst.reclaims.labels(pool, device_type).inc()
+        except Exception:
+            log.exception("counting a reclaim failed")
 
 
 def route_of(handler: Any) -> str:
@@ -151,7 +264,8 @@ def request_done(handler: Any) -> None:
     if _inst is None:
         return
     try:
-        _inst.api.labels(handler.request.method, route_of(handler), str(handler.get_status())).observe(
-            handler.request.request_time())
+        with _ours():
+            _inst.api.labels(handler.request.method, route_of(handler), str(handler.get_status())).observe(
+                handler.request.request_time())
     except Exception:  # noqa: BLE001 - a metric must never break a request
         pass

@@ -79,7 +79,11 @@ class MetricsExporter(LoggingConfigurable):
         d = Path(self.directory)
         util = [[r.node, r.device_type, r.device, r.utilization_percent] for r in snap.devices
                 if r.utilization_percent is not None]
-        write_atomically(d / "health.prom", health_text(snap).encode())
+        # readings that came from Prometheus (PrometheusHealthSource) are there already: exported again, every
+        # DCGM and node exporter series would be there twice
+        source = getattr(getattr(self.parent, "health", None), "source", None)
+        again = getattr(source, "reads_prometheus", False)
+        write_atomically(d / "health.prom", b"" if again else health_text(snap).encode())
         write_atomically(d / "health.json", json.dumps({"at": snap.at, "util": util}).encode())
 
     def _read_health(self) -> tuple:
