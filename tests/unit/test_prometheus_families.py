@@ -179,3 +179,27 @@ def events_add_up(directory, before):
     assert value(found, "ti_workspace_reclaims_total", pool="p", device_type="g") == 0  # shown from 0
     assert value(found, "ti_queue_wait_seconds_count", pool="p", device_type="g", kind="single") == 1
     assert value(found, "ti_queue_wait_seconds_bucket", pool="p", device_type="g", kind="single", le="15.0") == 1
+
+
+def test_readings_from_prometheus_are_not_exported_again(tmp_path):
+    from pathlib import Path
+
+    from traitlets.config import Configurable
+
+    from ti_hub.health.monitor import HealthMonitor
+    from ti_hub.service.metrics import MetricsExporter
+
+    try:
+        for source, exported in (("ti_hub.health.testsource.TestReadingsSource", True),
+                                 ("ti_hub.health.promsource.PrometheusHealthSource", False)):
+            parent = Configurable()
+            parent.health = HealthMonitor(source_class=source)
+            exp = MetricsExporter(parent=parent, multiprocess_dir=str(tmp_path / source))
+            assert [name for name, _ in parent.health.subscribers] == ["metrics"]
+            exp.write_health(SNAP)
+            text = (Path(exp.directory) / "health.prom").read_bytes()
+            assert (b"DCGM_FI_DEV_GPU_UTIL{" in text) is exported
+            _, util, at, _ = exp._read_health()
+            assert util == {("n2", "demo-gpu", 0): 2.0, ("n2", "demo-gpu", 1): 80.0} and at == SNAP.at
+    finally:
+        process.reset()
