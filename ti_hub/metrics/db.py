@@ -28,7 +28,8 @@ class Figures:
     # (pool, device_type, kind, queued, oldest queued_at)
     user_jobs: list[tuple[str, str, int]] = field(default_factory=list)  # owner, status (active only), count
     user_devices: list[tuple[str, str, str, int]] = field(default_factory=list)  # owner, pool, device_type, held
-    scores: list[tuple[str, str, float]] = field(default_factory=list)  # user, device_type, score (as saved)
+    scores: list[tuple[str, str, float]] | None = field(default_factory=list)  # user, device_type, score (saved)
+    scores_sig: tuple | None = None  # (the scores' save time, their number)
     placements: list[tuple[str, str, dict[str, Any] | None]] = field(default_factory=list)
     # (job pool, device_type, placement) of device-holding jobs
     # from the latest health sample (not the database: the leader leaves them in files, service/metrics.py)
@@ -51,7 +52,9 @@ def _by_status(s: Session) -> str:
     return "ti_jobs INDEXED BY ix_ti_jobs_status_id" if s.get_bind().dialect.name == "sqlite" else "ti_jobs"
 
 
-def read_figures(s: Session) -> Figures:
+def read_figures(s: Session, scores_sig: tuple | None = None) -> Figures:
+    """``scores_sig``: the ``scores_sig`` of the caller's last read; the scores are read only when they changed
+    (``scores`` None: unchanged)."""
     J = m.Job
     out = Figures()
     c = s.connection()  # Core rows: the ORM's result machinery costs more than these reads
@@ -72,7 +75,11 @@ def read_figures(s: Session) -> Figures:
         f"SELECT owner, pool, device_type, sum(devices_per_instance * (workers + ps)) FROM {jobs} "
         "WHERE status IN :holding AND devices_per_instance > 0 GROUP BY owner, pool, device_type")
         .bindparams(bindparam("holding", expanding=True)), active)]
-    out.scores = [(u, t, float(x)) for u, t, x in c.execute(
+    # the scheduler replaces every score at once (same updated_at) every usage_sample_interval or when what
+    # someone holds changes: between saves the caller's rendering of the last rows stands
+    at, n = c.execute(select(func.max(m.UsageScore.updated_at), func.count()).select_from(m.UsageScore)).one()
+    out.scores_sig = (str(at), int(n))
+    out.scores = None if out.scores_sig == scores_sig else [(u, t, float(x)) for u, t, x in c.execute(
         select(m.UsageScore.user, m.UsageScore.device_type, m.UsageScore.score))]
     out.placements = [tuple(r) for r in c.execute(text(
         f"SELECT pool, device_type, placement FROM {jobs} WHERE status IN :holding AND devices_per_instance > 0")

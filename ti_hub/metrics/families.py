@@ -113,11 +113,6 @@ def families(fig: Figures, nodes: Sequence[NodeCapacity], now: float, idle_below
     for owner, pool, dtype, n in fig.user_devices:
         held.add([owner, pool, dtype], n)
     yield held
-    score = Family("ti_user_usage_score", "Each user's decayed usage score per device type (Q3), as the "
-                              "scheduler last saved it", labels=["user", "device_type"])
-    for user, dtype, x in fig.scores:
-        score.add([user, dtype], x)
-    yield score
     ujobs = Family("ti_user_jobs", "Each user's active jobs and workspaces by state", labels=["user",
                                                                                                       "state"])
     for owner, status, n in fig.user_jobs:
@@ -131,11 +126,22 @@ def families(fig: Figures, nodes: Sequence[NodeCapacity], now: float, idle_below
         yield age
 
 
+def scores_text(rows: Sequence[tuple[str, str, float]]) -> bytes:
+    """Usage scores change only when the scheduler saves them: rendered apart, kept between saves."""
+    score = Family("ti_user_usage_score", "Each user's decayed usage score per device type (Q3), as the "
+                   "scheduler last saved it", labels=["user", "device_type"])
+    for user, dtype, x in rows:
+        score.add([user, dtype], x)
+    return score.text().encode()
+
+
 def render(fig: Figures, nodes: Sequence[NodeCapacity], now: float, idle_below: float,
-           multiprocess_dir: str | None = None, health: bytes = b"") -> bytes:
-    """The exposition text of one scrape: the state families, the health series (``health``: the text of the
-    latest sample's, health.health_text, rendered once per sample) and, when the service counts events, theirs."""
-    parts = [render_text(families(fig, nodes, now, idle_below)).encode(), health]
+           multiprocess_dir: str | None = None, health: bytes = b"", scores: bytes | None = None) -> bytes:
+    """The exposition text of one scrape: the state families, the usage scores (``scores``: their text as
+    rendered at the last save; default: ``fig.scores``'), the health series (``health``: the text of the latest
+    sample's, health.health_text, rendered once per sample) and, when the service counts events, theirs."""
+    parts = [render_text(families(fig, nodes, now, idle_below)).encode(),
+             scores if scores is not None else scores_text(fig.scores or ()), health]
     if multiprocess_dir:
         from prometheus_client import CollectorRegistry, generate_latest
         from prometheus_client.multiprocess import MultiProcessCollector

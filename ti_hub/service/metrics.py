@@ -27,7 +27,7 @@ from ..domain.errors import Forbidden
 from ..health.readings import Snapshot
 from ..metrics import process
 from ..metrics.db import read_figures
-from ..metrics.families import render
+from ..metrics.families import render, scores_text
 from ..metrics.health import health_text
 
 if TYPE_CHECKING:
@@ -68,6 +68,7 @@ class MetricsExporter(LoggingConfigurable):
         self._pending: asyncio.Future | None = None
         # this process's copy of the leader's health files: (their mtime, util, sample time, text)
         self._health: tuple = (None, {}, None, b"")
+        self._scores: tuple = (None, b"")  # the usage scores' signature (db.read_figures) and text
         health = getattr(self.parent, "health", None)
         if health is not None:  # runs on the leader only (the sampler does)
             health.subscribe("metrics", self.sampled)
@@ -101,9 +102,13 @@ class MetricsExporter(LoggingConfigurable):
         return self._health
 
     def _render(self, session, nodes, now: float) -> bytes:
-        fig = read_figures(session)
+        sig, scores = self._scores
+        fig = read_figures(session, sig)
+        if fig.scores is not None:  # saved again since the last scrape
+            scores = scores_text(fig.scores)
+            self._scores = (fig.scores_sig, scores)
         _, fig.util, fig.health_at, health = self._read_health()
-        return render(fig, nodes, now, self.idle_utilization_percent, self.directory, health)
+        return render(fig, nodes, now, self.idle_utilization_percent, self.directory, health, scores)
 
     async def scrape(self, svc: TiService) -> bytes:
         now = time.monotonic()
