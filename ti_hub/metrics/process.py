@@ -20,15 +20,15 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-from pathlib import Path
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 # seconds: a queue wait spans seconds (an idle cluster) to days (a full one)
 WAIT_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200, 86400, 259200)
 CYCLE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
-log = logging.getLogger("ti_hub.metrics")
 API_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+log = logging.getLogger("ti_hub.metrics")
 
 
 class Instruments:

@@ -42,8 +42,8 @@ from ..secretfile import read_or_create
 from ..storage.base import VolumeDriver
 from . import accesslog, capacity, volumeusage
 from .hubnames import HubNames
-from .metrics import MetricsExporter
 from .loop import JobRunner
+from .metrics import MetricsExporter
 from .oauth import SealedStateHubOAuth
 from .processes import fork_followers, hold_instance_lock, stop_followers
 from .web import handlers, origin_handlers
