@@ -8,6 +8,7 @@ The device readings come from the TEST SOURCE (ti_hub/health/testsource.py): a f
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -104,6 +105,10 @@ def test_an_idle_workspace_is_warned_then_reclaimed_and_its_device_starts_the_qu
         assert figures["mean_utilization"] == 0.0
         assert figures["threshold_percent"] == 10.0 and figures["idle_seconds"] >= IDLE_TIME
         assert figures["idle_since"] and figures["reclaim_at"]
+        # and counted for Prometheus (MON4: workspace reclaims)
+        text = admin.api("GET", "/metrics").text
+        assert re.search(r'^ti_workspace_reclaims_total\{[^}]*device_type="demo-gpu"[^}]*\} 1(\.0)?$', text, re.M), [
+            line for line in text.splitlines() if "reclaim" in line]
         # a stopped workspace has no lease
         r = u.api("POST", f"/workspaces/{u.name}/idle-desk/lease")
         assert r.status_code == 409 and r.json()["field"] == "name", r.text

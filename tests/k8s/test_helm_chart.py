@@ -491,3 +491,26 @@ def test_rbac_grants_on_the_api_server(helm, own_chart, k8s_cluster, namespaces,
             assert not can(*args), args
     finally:
         k8s_cluster.kubectl("delete", *cluster_scoped, "--wait=false", check=False)
+
+
+def test_grafana_dashboards_and_service_monitor_only_when_enabled(helm, own_chart, tmp_path):
+    docs = render(helm, own_chart)
+    assert not [d for d in by_kind(docs, "ConfigMap") if d["metadata"]["name"].startswith("ti-hub-dashboard-")]
+    assert not by_kind(docs, "ServiceMonitor")
+    f = values_file(tmp_path, {"grafana": {"dashboards": {"enabled": True, "namespace": "monitoring"}},
+                               "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "kps"}}}})
+    docs = render(helm, own_chart, "-f", f)
+    boards = {d["metadata"]["name"]: d for d in by_kind(docs, "ConfigMap")
+              if d["metadata"]["name"].startswith("ti-hub-dashboard-")}
+    assert set(boards) == {f"ti-hub-dashboard-{n}" for n in ("cluster", "node", "queue", "user", "vc")}
+    for name, cm in boards.items():
+        assert cm["metadata"]["labels"]["grafana_dashboard"] == "1" and cm["metadata"]["namespace"] == "monitoring"
+        assert cm["metadata"]["annotations"]["grafana_folder"] == "TiHub"
+        (doc,) = cm["data"].values()
+        board = json.loads(doc)
+        assert board["uid"] == "ti-hub-" + name.removeprefix("ti-hub-dashboard-") and board["panels"]
+    sm = one(docs, "ServiceMonitor")
+    assert sm["metadata"]["labels"]["release"] == "kps"
+    (ep,) = sm["spec"]["endpoints"]
+    assert ep["path"] == "/services/ti/api/v1/metrics" and ep["authorization"]["credentials"] == {
+        "name": "ti-hub-metrics-token", "key": "token"}

@@ -13,6 +13,8 @@ import logging
 import re
 from typing import Any
 
+from ..metrics.process import request_done
+
 # parameters whose values are credentials (a name *containing* one of these counts, as in JupyterHub's log)
 SECRET_PARAMS = ("token", "auth", "key", "code", "state", "_xsrf", "password", "secret")
 # a secret-named parameter anywhere in a text: a URI, or a log line that contains one
@@ -38,6 +40,7 @@ def log_request(handler: Any) -> None:
     request = handler.request
     access_log.log(level, "%d %s %s (%s) %.2fms", status, request.method, scrub(request.uri), request.remote_ip,
                    1000.0 * request.request_time())
+    request_done(handler)  # the latency histogram, by route pattern (metrics/process.py)
 
 
 class ScrubFilter(logging.Filter):

@@ -43,6 +43,7 @@ from .accounting import ClusterAccounting
 from .hubnames import HubNames
 from .idlepolicy import IdlePolicy
 from .loop import JobRunner
+from .metrics import MetricsExporter
 from .notifier import Notifier
 from .oauth import SealedStateHubOAuth
 from .processes import fork_followers, hold_instance_lock, stop_followers
@@ -326,6 +327,7 @@ class TiService(Application):
         self.idle = IdlePolicy(parent=self, log=self.log)
         self.notifier = Notifier(parent=self, log=self.log)
         self.alert_rules = AlertRules(parent=self, log=self.log)
+        self.metrics = MetricsExporter(parent=self, log=self.log)
         self._poke_fd: int | None = None
         self.leader_serves_http = True  # serve() says; scheduler_max_share only applies when it does
         startup.seed(self)

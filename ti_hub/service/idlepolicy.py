@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING
 from traitlets import Float, Set, Unicode
 from traitlets.config import LoggingConfigurable
 
+from ..db import models as m
 from ..domain.errors import HubUnavailable
 from ..health import idle
 from ..health.readings import Snapshot
+from ..metrics import process as process_metrics
 from ..ops import idle as ops
 from . import hubapi, queueing
 
@@ -122,12 +124,14 @@ class IdlePolicy(LoggingConfigurable):
                     self.log.info("idle policy: workspace %d warned: %s", job_id, figures)
             done = [job_id for job_id, figures in reclaim if ops.reclaim(s, job_id, figures, now)]
             ops.clear_others(s, warned, now)
-            return done
+            return [(j.id, j.pool, j.device_type) for j in (s.get(m.Job, i) for i in done) if j is not None]
 
         done = await svc.db(write, scheduler=True)
         self.first = False
         self.warned = warned
         if done:
             self.reclaims += len(done)
-            self.log.info("idle policy: workspaces %s reclaimed (their devices were idle)", done)
+            for _id, pool, device_type in done:
+                process_metrics.reclaimed(pool, device_type)  # ti_workspace_reclaims_total
+            self.log.info("idle policy: workspaces %s reclaimed (their devices were idle)", [d[0] for d in done])
             svc.poke()  # the loop has the hub stop them now, and their devices go to the queue

@@ -19,6 +19,7 @@ from ..backends.base import InstanceSpec, LaunchSpec, Mount, NodeCapacity
 from ..db import models as m
 from ..domain import states as st
 from ..domain.errors import HubUnavailable
+from ..metrics import process as metrics
 from ..ops import images, secretenv, unixids
 from ..ops.jobs import STOP_REQUESTED, alert, killed, record
 from ..scheduler import core, overrun
@@ -158,6 +159,7 @@ class JobRunner:
         if self.clock() - self.last_history >= self.svc.usage_history_interval:
             await self.sample_history(nodes)
         t.append(clock())
+        metrics.cycle(t[-1] - t[0])
         if t[-1] - t[0] > 1.0:  # the phases of a slow cycle, for whoever wonders why admissions lag
             self.log.info("slow scheduler cycle %d: %.2fs (capacity and stops %.2fs, watch %.2fs, schedule %.2fs: %s)",
                           self.cycles, t[-1] - t[0], t[1] - t[0], t[2] - t[1], t[3] - t[2],
@@ -381,6 +383,7 @@ class JobRunner:
         for i, part in enumerate(parts):
             await self.svc.db(self._apply, part, save and i == len(parts) - 1, now, scheduler=True)
         self.phase_s["apply"] = asyncio.get_running_loop().time() - t0 - self.phase_s["decide"]
+        metrics.scheduled(*metrics.decided(dec, now))
         if dec.preempt:
             self.log.info("preempting job(s) %s", ", ".join(f"{v} for {j}" for v, j in dec.preempt.items()))
             # victims release their devices before anything launches on them

@@ -22,6 +22,7 @@ from ..api.schemas import services as S
 from ..api.schemas import vcs as V
 from ..endpoints.proxy import EndpointHandler
 from .health import HealthHandler
+from .metrics import MetricsHandler
 from .openapi import document_json
 from .pages import page_routes
 
@@ -317,6 +318,7 @@ def handlers(prefix: str, service_prefix: str) -> list[tuple]:
     return [
         (prefix + "/openapi.json", OpenAPIHandler),
         (prefix + "/health", HealthHandler),
+        (prefix + "/metrics", MetricsHandler),  # Prometheus text, not JSON: service/metrics.py
         *api,
         (service_prefix + "oauth_callback", HubOAuthCallbackHandler),
         # JOB6: a job's ports and TensorBoards (docs/api.md "Endpoints"); not in ROUTES: not JSON, any method

@@ -1,0 +1,147 @@
+"""``GET /services/ti/api/v1/metrics``: Prometheus metrics (SPEC MON4; what is exported: ti_hub/metrics/).
+
+Authenticated like JupyterHub's own ``/hub/metrics``: a hub token with the scope ``read:metrics`` (a token may
+hold only that scope: it needs no access to the service otherwise), or a TiHub admin. Anyone else: 403.
+
+A scrape reads the database once (a few grouped SELECTs) and renders in a worker thread; the text is kept for
+``MetricsExporter.cache_seconds`` so that concurrent scrapes (two Prometheus replicas, a dashboard's burst)
+share one read. The health series (DCGM's and the node exporter's names: most of the text with 200 machines)
+are rendered once per health sample by the leader, which samples, into a file beside the event counters
+(``health.prom``, with the GPUs' utilizations for idleness in ``health.json``); every API process serves that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from traitlets import Float, Unicode
+from traitlets.config import LoggingConfigurable
+
+from ..api.base import APIHandler
+from ..domain.errors import Forbidden
+from ..health.readings import Snapshot
+from ..metrics import process
+from ..metrics.db import read_figures
+from ..metrics.families import render, scores_text
+from ..metrics.health import health_text
+
+if TYPE_CHECKING:
+    from .app import TiService
+
+READ_METRICS = "read:metrics"  # JupyterHub's scope for /hub/metrics
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+class MetricsExporter(LoggingConfigurable):
+    """Prometheus metrics of the ti service (SPEC MON4)."""
+
+    cache_seconds = Float(
+        2.0, config=True,
+        help="Seconds a rendered scrape is reused: concurrent scrapes share one database read. 0: every scrape "
+             "reads the database.")
+    idle_utilization_percent = Float(
+        10.0, config=True,
+        help="An allocated device whose latest measured utilization is under this percentage counts as idle in "
+             "ti_devices_idle and ti_node_devices_idle (a device without a measurement never does).")
+    multiprocess_dir = Unicode(
+        "", config=True,
+        help="Where the API processes and the scheduler keep their counters and histograms for any of them to "
+             "report (prometheus_client's multiprocess mode), and the leader the latest health sample's series; "
+             "default: data_dir/prometheus. Earlier runs' are removed at start.")
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        root = self.multiprocess_dir or str(Path(getattr(self.parent, "data_dir", ".")) / "prometheus")
+        self.directory = process.setup(root)
+        self._text: bytes = b""
+        self._at = float("-inf")
+        self._pending: asyncio.Future | None = None
+        # this process's copy of the leader's health files: (their mtime, util, sample time, text)
+        self._health: tuple = (None, {}, None, b"")
+        self._scores: tuple = (None, b"")  # the usage scores' signature (db.read_figures) and text
+        health = getattr(self.parent, "health", None)
+        if health is not None:  # runs on the leader only (the sampler does)
+            health.subscribe("metrics", self.sampled)
+
+    async def sampled(self, snap: Snapshot) -> None:
+        await asyncio.to_thread(self.write_health, snap)
+
+    def write_health(self, snap: Snapshot) -> None:
+        d = Path(self.directory)
+        util = [[r.node, r.device_type, r.device, r.utilization_percent] for r in snap.devices
+                if r.utilization_percent is not None]
+        # readings that came from Prometheus (PrometheusHealthSource) are there already: exported again, every
+        # DCGM and node exporter series would be there twice
+        source = getattr(getattr(self.parent, "health", None), "source", None)
+        again = getattr(source, "reads_prometheus", False)
+        write_atomically(d / "health.prom", b"" if again else health_text(snap).encode())
+        write_atomically(d / "health.json", json.dumps({"at": snap.at, "util": util}).encode())
+
+    def _read_health(self) -> tuple:
+        d = Path(self.directory)
+        try:
+            mtime = (d / "health.json").stat().st_mtime_ns
+            if mtime == self._health[0]:
+                return self._health
+            doc = json.loads((d / "health.json").read_bytes())
+            text = (d / "health.prom").read_bytes()
+        except (OSError, ValueError):
+            return (None, {}, None, b"")  # no sample yet (or sampling is off)
+        util = {(n, t, int(i)): float(u) for n, t, i, u in doc["util"]}
+        self._health = (mtime, util, float(doc["at"]), text)
+        return self._health
+
+    def _render(self, session, nodes, now: float) -> bytes:
+        sig, scores = self._scores
+        fig = read_figures(session, sig)
+        if fig.scores is not None:  # saved again since the last scrape
+            scores = scores_text(fig.scores)
+            self._scores = (fig.scores_sig, scores)
+        _, fig.util, fig.health_at, health = self._read_health()
+        return render(fig, nodes, now, self.idle_utilization_percent, self.directory, health, scores)
+
+    async def scrape(self, svc: TiService) -> bytes:
+        now = time.monotonic()
+        if now - self._at < self.cache_seconds:
+            return self._text
+        if self._pending is not None:  # a scrape in flight: share its read
+            return await asyncio.shield(self._pending)
+        fut = asyncio.ensure_future(svc.db(self._render, list(svc.ops_settings.nodes or []), time.time(),
+                                           readonly=True))
+        self._pending = fut
+        try:
+            text = await asyncio.shield(fut)
+        finally:
+            self._pending = None
+        self._text, self._at = text, time.monotonic()
+        return text
+
+
+class MetricsHandler(APIHandler):
+    """Not a JSON route (not in web.ROUTES): the Prometheus text format."""
+
+    @property
+    def hub_scopes(self):
+        # a token with read:metrics alone is let through the service's access check, as the hub does for
+        # /hub/metrics; get() then decides
+        return {*(self.hub_auth.access_scopes or ()), READ_METRICS}
+
+    async def get(self) -> None:
+        actor = self.actor
+        if READ_METRICS not in actor.scopes and not actor.is_admin:
+            raise Forbidden(f"metrics need a token with the scope {READ_METRICS!r} or a TiHub admin", field="scope")
+        from prometheus_client import CONTENT_TYPE_LATEST
+
+        text = await self.ti.metrics.scrape(self.ti)
+        self.set_header("Content-Type", CONTENT_TYPE_LATEST)
+        self.finish(text)
