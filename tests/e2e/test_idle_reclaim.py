@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from hubproc import own_hub
 
+from ti_hub.magics.leasewatch import LeaseWatch
+
 pytestmark = pytest.mark.e2e
 
 IDLE_TIME, GRACE = 3, 4
@@ -90,6 +92,13 @@ def test_an_idle_workspace_is_warned_then_reclaimed_and_its_device_starts_the_qu
         (warning,) = wait_for(lambda: idle_warnings(u, ws["id"]), IDLE_TIME + 20)
         assert "below 10.0 %" in warning["message"] and "unless its lease is renewed" in warning["message"]
         assert u.ok("GET", f"/jobs/{ws['id']}")["status"] == "running"  # warned, not yet reclaimed
+        # the notebook's line (magics/leasewatch.py), from the same GET /alerts a kernel asks; once per warning
+        lines: list[str] = []
+        watch = LeaseWatch(lambda: u.ok("GET", "/alerts"), u.name, "idle-desk", say=lines.append)
+        watch.check()
+        watch.check()
+        assert len(lines) == 1 and "this workspace's devices have been idle since" in lines[0], lines
+        assert "%ti_renew" in lines[0] and LeaseWatch(lambda: u.ok("GET", "/alerts"), u.name, "other-desk").check() == []
 
         done = u.wait_job(ws["id"], ("stopped",), timeout=GRACE + 30)
         assert done["reason"].startswith("stopped by ti-idle-policy: its devices were idle (mean 0.0 %"), done

@@ -9,6 +9,9 @@
     %ti_monitor JOB              %ti_form             %ti_tensorboard JOB --logdir /mnt/out/tb
     %ti_vc [NAME]                # show (or choose) my current virtual cluster
     %ti_renew                    # renew this workspace's lease (the idle policy)
+
+In a workspace, a line also appears when the idle policy warns that this workspace's devices sit idle
+(leasewatch.py).
     %ti ANY TI COMMAND
 
 They use the `ti` CLI's client and settings (TI_API_URL and the workspace's JUPYTERHUB_API_TOKEN).
@@ -29,10 +32,18 @@ def autoload_env() -> dict[str, str]:
     return {"PYTHONSTARTUP": AUTOLOAD_FILE}
 
 
+_lease_watch = None  # one per kernel, however often the extension is loaded
+
+
 def load_ipython_extension(ipython) -> None:
+    global _lease_watch
     from .magics import TiMagics
 
     ipython.register_magics(TiMagics)
+    if _lease_watch is None:
+        from .leasewatch import start_in_workspace
+
+        _lease_watch = start_in_workspace()  # the idle policy's warning about this workspace, as a line
 
 
 def unload_ipython_extension(ipython) -> None:
