@@ -157,10 +157,10 @@ class Inputs:
     quota_defaults: dict[str, dict[str, Any]]
     now: float  # wall clock, epoch seconds
     backfill: bool = False
-    alert_grace_s: float = 60.0  # the built-in rule job-wait (ops/jobrules.py): its threshold,
-    wait_alert: bool = True  # whether it is enabled,
-    wait_style: tuple[str, bool] = ("warning", True)  # its severity and notify_owners
+    alert_grace_s: float = 60.0  # the built-in rule job-wait (ops/jobrules.py): its threshold
     status_due: bool = True  # refresh positions, reasons and estimates even if the queue is long
+    wait_alert: bool = True  # job-wait: whether it is enabled,
+    wait_style: tuple[str, bool] = ("warning", True)  # its severity and notify_owners
 
 
 # up to this many queued jobs, positions, reasons and estimates are refreshed at every decision
