@@ -49,7 +49,6 @@ configure(c)  # noqa: F821
 # --- Idle reclamation (SPEC WS6; docs/admin-guide.md "Idle reclamation"), both off by default -----------------
 # from ti_hub.hub_config import configure_culler
 # configure_culler(c, timeout=7200)        # jupyterhub-idle-culler: stop workspaces without activity for 2 h
-# c.IdlePolicy.idle_time = 7200             # warn when a workspace's devices stay below the threshold for 2 h,
-# c.IdlePolicy.grace = 1800                 # ... then stop it 30 min later unless its owner renews the lease
-# c.IdlePolicy.threshold = 5.0              # utilization percent
+# The device-aware policy is the alert rule workspace-idle (Alerts page; `ti admin alert-rule update
+# workspace-idle --enabled --interval 7200 --grace 1800`); who is exempt stays here:
 # c.IdlePolicy.exempt_groups = {"staff"}

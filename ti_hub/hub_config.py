@@ -108,7 +108,7 @@ def configure_culler(c, timeout: int, every: int = 0, extra_args: tuple[str, ...
     """WS6: jupyterhub-idle-culler as a hub-managed service: workspaces without activity (no browser, kernel or
     terminal activity reported to the hub) for ``timeout`` seconds are stopped, checked every ``every`` seconds
     (0: timeout / 2). ``timeout`` 0 removes it. Call it after ``configure(c)``; ``ti-hub start
-    --cull-idle-timeout`` does it. Device utilization is TiHub's own idle policy (c.IdlePolicy), not this."""
+    --cull-idle-timeout`` does it. Device utilization is TiHub's own idle policy (the alert rule workspace-idle), not this."""
     c.JupyterHub.services = [svc for svc in c.JupyterHub.services if svc.get("name") != CULLER_SERVICE]
     c.JupyterHub.load_roles = [r for r in c.JupyterHub.load_roles if r.get("name") != CULLER_SERVICE]
     if timeout <= 0:

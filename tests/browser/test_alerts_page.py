@@ -50,6 +50,18 @@ def test_admin_sees_where_rules_fire_and_uncordons_from_the_alerts_page(ahub, pa
     admin.wait_for_selector("text=Alert rule cpu-busy disabled.")
     assert api.ok("GET", f"/alert-rules/{rules['cpu-busy']['id']}")["enabled"] is False
 
+    # the built-in rules about jobs and workspaces, in their own table with their forms
+    jobs = admin.locator("#job-rules-table").inner_text()
+    assert "job-overrun" in jobs and "job-wait" in jobs and "workspace-idle" in jobs
+    admin.locator('form[aria-label="enable rule workspace-idle"] button').click()
+    admin.wait_for_selector("text=Alert rule workspace-idle enabled.")
+    assert api.ok("GET", f"/alert-rules/{rules['workspace-idle']['id']}")["enabled"] is True
+    form = admin.locator('form[aria-label="change rule job-wait"]')
+    admin.locator(f"#rule-{rules['job-wait']['id']}-threshold").fill("90")
+    form.locator("button").click()
+    admin.wait_for_selector("text=Alert rule job-wait changed.")
+    assert api.ok("GET", f"/alert-rules/{rules['job-wait']['id']}")["threshold"] == 90.0
+
     admin.locator(f'form[aria-label="uncordon machine {machine}"] button').click()
     admin.wait_for_selector(f"text=Machine {machine} is back in scheduling.")
     assert "No machine is cordoned." in admin.locator("#cordoned-table").inner_text()

@@ -1,7 +1,8 @@
 """Machine alert rules and cordoning (MON2, ADM3) on a live hub whose health readings come from the TEST SOURCE
 (a file this test writes): uncorrectable ECC errors and a hot GPU open alerts; with the dry run off the ECC rule
 takes the machine out of scheduling (a queued GPU job waits, naming the cordon) until an admin uncordons it and
-the job starts; a hub in dry run only reports."""
+the job starts; a hub in dry run only reports. The built-in rules about jobs and workspaces are managed the same
+way: job-overrun disabled opens no alert for a job past its duration, enabled again it does."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ def hub_with_readings(tmp_path_factory, name: str, dry_run: bool):
                       "c.HealthMonitor.interval = 1\n"
                       "c.LocalBackend.devices = {'demo-gpu': 2}\n"
                       "c.TiService.scheduler_interval = 0.3\n"
-                      f"c.AlertRules.cordon_dry_run = {dry_run}\n")
+                      f"c.AlertRules.cordon_dry_run = {dry_run}\n"
+                      "c.AlertRules.builtin_ttl = 1\n")
     hub = next(hub_gen)
     hub.readings = readings
     return hub, hub_gen
@@ -178,6 +180,65 @@ def test_rules_are_managed_through_the_api_and_the_cli_and_bad_ones_are_refused(
     html = post(admin, "alerts", action="uncordon", machine=machine)
     assert "back in scheduling" in html and admin.ok("GET", "/machines/cordoned")["items"] == []
     assert page(user, "alerts", 403)
+
+
+def overrun_alerts(who, job_id: int) -> list[dict]:
+    return [a for a in who.ok("GET", "/alerts")["items"] if a["key"] == f"job:{job_id}:overrun" and a["open"]]
+
+
+def test_built_in_job_rules_are_managed_with_the_others_and_followed_without_a_restart(ahub):
+    admin, user = ahub.admin, ahub.person("overrunner")
+    rules = rules_by_name(admin)
+    over, wait, idle = rules["job-overrun"], rules["job-wait"], rules["workspace-idle"]
+    assert (over["builtin"], over["enabled"], over["threshold"]) == (True, True, 0.0)
+    assert (wait["threshold"], idle["enabled"], idle["grace"]) == (60.0, False, 1800)
+    # refusals name the field and why; nothing changes
+    r = admin.api("PATCH", f"/alert-rules/{wait['id']}", json={"op": "<"})
+    assert r.status_code == 400 and r.json()["field"] == "op" and "built-in rule job-wait" in r.json()["detail"]
+    r = admin.api("PATCH", f"/alert-rules/{over['id']}", json={"cordon": True})
+    assert r.status_code == 400 and r.json()["field"] == "cordon"
+    r = admin.api("PATCH", f"/alert-rules/{idle['id']}", json={"threshold": 150})
+    assert r.status_code == 400 and r.json()["field"] == "threshold" and "percent" in r.json()["detail"]
+    r = admin.api("POST", "/alert-rules", json={"name": "wait2", "metric": "job_wait", "op": ">", "threshold": 1})
+    assert r.status_code == 409 and r.json()["field"] == "metric" and "built in" in r.json()["detail"]
+    r = admin.api("DELETE", f"/alert-rules/{over['id']}")
+    assert r.status_code == 409 and "cannot be deleted" in r.json()["detail"]
+    assert admin.ti("admin", "alert-rule", "delete", "job-overrun").returncode != 0
+    assert rules_by_name(admin)["job-overrun"] == over
+    # the CLI changes one; the page lists them in their own table with forms
+    out = admin.ti("admin", "alert-rule", "update", "job-wait", "--threshold", "120", "--json")
+    assert out.returncode == 0 and json.loads(out.stdout)["threshold"] == 120.0, out.stderr
+    html = page(admin, "alerts")
+    assert 'id="job-rules-table"' in html and "Jobs and workspaces" in html and "workspace-idle" in html
+    html = post(admin, "alerts", action="change", rule=str(wait["id"]), builtin="1", threshold="90",
+                severity="critical", notify_owners="on")
+    assert "Alert rule job-wait changed." in html
+    assert (rules_by_name(admin)["job-wait"]["threshold"], rules_by_name(admin)["job-wait"]["severity"]) == \
+        (90.0, "critical")
+    html = post(admin, "alerts", action="change", rule=str(idle["id"]), builtin="1", threshold="5", interval="0",
+                severity="warning")
+    assert "Not done: " in html and "interval" in html
+
+    # job-overrun disabled: a job past its declared duration opens no alert
+    assert admin.ok("PATCH", f"/alert-rules/{over['id']}", json={"enabled": False})["enabled"] is False
+    try:
+        j = user.ok("POST", "/jobs", json={"name": "overrun", "plan": "cpu-small", "image": "python-cpu",
+                                           "command": "sleep 300", "estimated_duration": 1})
+        user.wait_job(j["id"], states=("running",))
+        time.sleep(5)  # several overrun checks past the declared second
+        assert not overrun_alerts(admin, j["id"])
+        assert not [e for e in user.ok("GET", f"/jobs/{j['id']}")["events"] if e["status"] == "alert"]
+        # enabled again: it does, to the owner and the admins, with the rule's severity
+        admin.ok("PATCH", f"/alert-rules/{over['id']}", json={"enabled": True, "severity": "critical"})
+        (a,) = wait_for(lambda: overrun_alerts(user, j["id"]), 30)
+        assert (a["rule"], a["severity"], a["users"]) == ("overrun", "critical", [user.name])
+        assert [f["alert"] for f in rules_by_name(admin)["job-overrun"]["firing"]] == [a["id"]]
+        user.ok("POST", f"/jobs/{j['id']}/kill")
+        user.wait_job(j["id"])
+        wait_for(lambda: not overrun_alerts(admin, j["id"]), 30)  # the job's end closes it
+    finally:
+        admin.ok("PATCH", f"/alert-rules/{over['id']}", json={"enabled": True, "severity": "warning"})
+        admin.ok("PATCH", f"/alert-rules/{wait['id']}", json={"threshold": 60, "severity": "warning"})
 
 
 def page(who, name: str, status: int = 200) -> str:

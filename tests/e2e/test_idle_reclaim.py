@@ -1,6 +1,7 @@
 """Idle reclamation (WS6, MON3): the activity culler (jupyterhub-idle-culler as a hub service) stops workspaces
 without activity; TiHub's device-aware policy warns about a workspace whose devices sit idle, reclaims it after
-the grace unless its owner renews the lease, and its device starts the next queued job.
+the grace unless its owner renews the lease, and its device starts the next queued job. The policy's threshold,
+idle time and grace are the alert rule workspace-idle, set through the API (and changed without a restart).
 
 The device readings come from the TEST SOURCE (ti_hub/health/testsource.py): a file this test writes.
 """
@@ -31,14 +32,25 @@ def readings(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def ihub(tmp_path_factory, readings):
     set_utilization(readings, 0)
-    yield from own_hub(tmp_path_factory, "idlehub", (
+    gen = own_hub(tmp_path_factory, "idlehub", (
         "c.HealthMonitor.source_class = 'ti_hub.health.testsource.TestReadingsSource'\n"
         f"c.TestReadingsSource.path = {str(readings)!r}\n"
         "c.HealthMonitor.interval = 1\n"
         "c.LocalBackend.devices = {'demo-gpu': 1}\n"
         "c.TiService.scheduler_interval = 0.3\n"
-        f"c.IdlePolicy.idle_time = {IDLE_TIME}\nc.IdlePolicy.grace = {GRACE}\nc.IdlePolicy.threshold = 10\n"
+        "c.AlertRules.builtin_ttl = 0.5\n"
         f"c.IdlePolicy.exempt_groups = {{{EXEMPT_GROUP!r}}}\nc.IdlePolicy.groups_ttl = 0.5\n"))
+    hub = next(gen)
+    # the policy is the rule workspace-idle (off by default): on, with this test's short idle time and grace
+    rule = idle_rule(hub.admin, enabled=True, threshold=10, interval=IDLE_TIME, grace=GRACE)
+    assert (rule["enabled"], rule["threshold"], rule["interval"], rule["grace"]) == (True, 10.0, IDLE_TIME, GRACE)
+    yield hub
+    next(gen, None)
+
+
+def idle_rule(admin, **change) -> dict:
+    rule = next(r for r in admin.ok("GET", "/alert-rules")["items"] if r["name"] == "workspace-idle")
+    return admin.ok("PATCH", f"/alert-rules/{rule['id']}", json=change) if change else rule
 
 
 def set_utilization(path: Path, percent: float | None) -> None:
@@ -203,6 +215,34 @@ def test_a_workspace_without_devices_has_no_lease(ihub):
         assert out.returncode == 1 and "holds no device" in out.stderr
     finally:
         stop_workspace(u, "cpu-desk")
+
+
+def test_the_policy_follows_the_rule_workspace_idle_without_a_restart(ihub, readings):
+    """An admin disables workspace-idle: an idle workspace is left alone; enables it through the CLI with another
+    threshold: it is warned, naming that threshold; disabling it again closes the warning."""
+    admin, u = ihub.admin, ihub.person("ruled")
+    assert idle_rule(admin, enabled=False)["enabled"] is False
+    set_utilization(readings, 90)
+    ws = start_workspace(u, "ruled-desk")
+    set_utilization(readings, 0)
+    try:
+        quiet_for(u, ws["id"], IDLE_TIME + GRACE + 2)  # disabled: neither warned nor reclaimed
+        out = admin.ti("admin", "alert-rule", "update", "workspace-idle", "--enabled", "--threshold", "20",
+                       "--json")
+        assert out.returncode == 0, out.stderr
+        assert (json.loads(out.stdout)["enabled"], json.loads(out.stdout)["threshold"]) == (True, 20.0)
+        (warning,) = wait_for(lambda: idle_warnings(u, ws["id"]), IDLE_TIME + 20)
+        assert "below 20.0 %" in warning["message"]
+        key = f"workspace:{ws['id']}:idle"
+        assert [f["subject"] for f in idle_rule(admin)["firing"]] == [
+            a["subject"] for a in admin.ok("GET", "/alerts")["items"] if a["key"] == key and a["open"]]
+        idle_rule(admin, enabled=False)  # its open warning closes; the workspace keeps running
+        wait_for(lambda: not [a for a in admin.ok("GET", "/alerts")["items"] if a["key"] == key and a["open"]], 10)
+        time.sleep(GRACE + 1)
+        assert u.ok("GET", f"/jobs/{ws['id']}")["status"] == "running"
+    finally:
+        idle_rule(admin, enabled=True, threshold=10)
+        stop_workspace(u, "ruled-desk")
 
 
 # -- the activity culler ----------------------------------------------------------------------------------------

@@ -18,11 +18,16 @@ GPUS = 2
 
 @pytest.fixture(scope="module")
 def qhub(tmp_path_factory):
-    yield from own_hub(tmp_path_factory, "qhub", f"c.LocalBackend.devices = {{'demo-gpu': {GPUS}}}\n"
-                       "c.TiService.scheduler_interval = 0.3\n"
-                       "c.TiService.wait_alert_grace = 1.0\n"
-                       # scores are saved whenever what users hold changes: a long period shows no lag
-                       "c.TiService.usage_sample_interval = 600.0\n")
+    gen = own_hub(tmp_path_factory, "qhub", f"c.LocalBackend.devices = {{'demo-gpu': {GPUS}}}\n"
+                  "c.TiService.scheduler_interval = 0.3\n"
+                  # scores are saved whenever what users hold changes: a long period shows no lag
+                  "c.TiService.usage_sample_interval = 600.0\n")
+    hub = next(gen)
+    # late waits are alerted 1 s past the estimate: the rule job-wait (it was TiService.wait_alert_grace)
+    out = hub.admin.ti("admin", "alert-rule", "update", "job-wait", "--threshold", "1", "--json")
+    assert out.returncode == 0, out.stderr
+    yield hub
+    next(gen, None)
 
 
 def gpu_job(name: str, command: str = "sleep 60", **kw) -> dict:

@@ -58,7 +58,9 @@ def audit(db) -> list[tuple[str, str, str]]:
 def test_the_defaults_are_seeded_once(db):
     with db.begin() as s:
         rules = {r["name"]: r for r in alertrules.list_rules(s, ADMIN)["items"]}
-    assert set(rules) == {"gpu-ecc-errors", "gpu-temperature", "cpu-busy", "memory-full", "disk-free-low"}
+    assert {n for n, r in rules.items() if not r["builtin"]} == {"gpu-ecc-errors", "gpu-temperature", "cpu-busy",
+                                                                "memory-full", "disk-free-low"}
+    assert {n for n, r in rules.items() if r["builtin"]} == {"job-overrun", "job-wait", "workspace-idle"}
     ecc = rules["gpu-ecc-errors"]
     assert (ecc["metric"], ecc["op"], ecc["threshold"], ecc["cordon"], ecc["notify_owners"]) == \
         ("gpu_ecc", ">", 0.0, True, True)

@@ -18,3 +18,13 @@ def test_alert_once_per_run():
     action, why = o.decide(1000.0, 60, "alert", 1060.0, False)
     assert action == o.ALERT and "60 s declared, running for 60 s" in why and "keeps running" in why
     assert o.decide(1000.0, 60, "alert", 5000.0, True) is None
+
+
+def test_the_rule_job_overrun_sets_when_the_alert_comes_and_whether():
+    # threshold 30 s past the declared 60 s: nothing at 80 s, the alert at 90 s
+    assert o.decide(1000.0, 60, "alert", 1080.0, False, 30.0) is None
+    assert o.decide(1000.0, 60, "alert", 1090.0, False, 30.0)[0] == o.ALERT
+    # disabled (None): never an alert; a stop is the user's choice and still comes at the declared duration
+    assert o.decide(1000.0, 60, "alert", 99999.0, False, None) is None
+    assert o.decide(1000.0, 60, "stop", 1060.0, False, None)[0] == o.STOP
+    assert o.decide(1000.0, 60, "stop", 1060.0, False, 3600.0)[0] == o.STOP

@@ -21,8 +21,10 @@ class AlertRuleHandler(APIHandler):
         self.send(await self.op(alertrules.get, self.actor, v.db_id(rule_id)))
 
     async def patch(self, rule_id: str):
-        self.send(await self.op(alertrules.update, self.actor, v.db_id(rule_id), self.body(),
-                                self.ti.health.window))
+        out = await self.op(alertrules.update, self.actor, v.db_id(rule_id), self.body(), self.ti.health.window)
+        if out["builtin"]:  # the leader re-reads it within AlertRules.builtin_ttl; at once if it is this process
+            self.ti.alert_rules.builtin_cache.invalidate()
+        self.send(out)
 
     async def delete(self, rule_id: str):
         await self.op(alertrules.delete, self.actor, v.db_id(rule_id))

@@ -1,5 +1,5 @@
-"""`ti admin alert-rule ...` and `ti admin machine ...`: machine alert rules and cordoned machines (MON2, ADM3;
-custom:ti:vc:manage)."""
+"""`ti admin alert-rule ...` and `ti admin machine ...`: alert rules (machine rules and the built-in job-overrun,
+job-wait and workspace-idle) and cordoned machines (MON2, ADM3; custom:ti:vc:manage)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ def where(rule: dict[str, Any]) -> str:
 RULE_COLUMNS = [("ID", "id"), ("NAME", "name"), ("METRIC", "metric"),
                 ("CONDITION", lambda r: f"{r['op']} {r['threshold']:g}"),
                 ("STEP", lambda r: f"{r['step']}s"), ("INTERVAL", lambda r: f"{r['interval']}s"),
-                ("PERCENT", lambda r: f"{r['percent']:g}%"), ("SEVERITY", "severity"),
+                ("PERCENT", lambda r: "-" if r.get("builtin") else f"{r['percent']:g}%"),
+                ("GRACE", lambda r: "-" if r.get("grace") is None else f"{r['grace']}s"), ("SEVERITY", "severity"),
                 ("ENABLED", lambda r: "yes" if r["enabled"] else "no"),
                 ("OWNERS", lambda r: "yes" if r["notify_owners"] else "no"),
                 ("CORDON", lambda r: "yes" if r["cordon"] else "no"), ("FIRING ON", where)]
@@ -38,7 +39,7 @@ def find_rule(client: Any, ref: str) -> dict[str, Any]:
 def fields_of(args: argparse.Namespace) -> dict[str, Any]:
     body: dict[str, Any] = {}
     for k in ("name", "description", "metric", "op", "threshold", "step", "interval", "percent", "severity",
-              "enabled", "notify_owners", "cordon"):
+              "enabled", "notify_owners", "cordon", "grace"):
         val = getattr(args, k, None)
         if val is not None:
             body[k] = val
@@ -121,9 +122,14 @@ def rule_options(p: argparse.ArgumentParser, create: bool) -> None:
                    help="; ".join(f"{k}: {d}" for k, d in METRICS.items()))
     p.add_argument("--op", choices=list(OPS), required=create, help="how a sample compares with the threshold")
     p.add_argument("--threshold", type=float, required=create, metavar="X",
-                   help="the value compared with (percent, degrees C, or an error count)")
+                   help="the value compared with (percent, degrees C, or an error count; job-overrun and job-wait: "
+                        "seconds late; workspace-idle: a GPU utilization percent)")
     p.add_argument("--step", type=int, metavar="S", help="seconds between two evaluations (default 60)")
-    p.add_argument("--interval", type=int, metavar="S", help="seconds looked back (default 300)")
+    p.add_argument("--interval", type=int, metavar="S",
+                   help="seconds looked back (default 300; workspace-idle: the idle time before the warning)")
+    if not create:
+        p.add_argument("--grace", type=int, metavar="S",
+                       help="workspace-idle only: seconds from the warning to the reclaim")
     p.add_argument("--percent", type=float, metavar="P",
                    help="fire when at least P %% of the machine's samples in the interval match (default 100)")
     p.add_argument("--severity", choices=["info", "warning", "critical"], help="default warning")
@@ -138,9 +144,12 @@ def rule_options(p: argparse.ArgumentParser, create: bool) -> None:
 
 
 def register(sub: Any) -> None:
-    rules = group(sub, "alert-rule", "machine alert rules: ECC errors, GPU temperature, CPU, memory, disk "
-                  "(vc:manage)", examples("ti admin alert-rule list", "ti admin alert-rule update cpu-busy "
-                                          "--threshold 95", "ti admin alert-rule update gpu-temperature --no-enabled"))
+    rules = group(sub, "alert-rule", "alert rules: machines' ECC errors, GPU temperature, CPU, memory, disk; the "
+                  "built-in job-overrun, job-wait and workspace-idle (vc:manage)",
+                  examples("ti admin alert-rule list", "ti admin alert-rule update cpu-busy --threshold 95",
+                           "ti admin alert-rule update gpu-temperature --no-enabled",
+                           "ti admin alert-rule update job-wait --threshold 120",
+                           "ti admin alert-rule update workspace-idle --enabled --interval 3600 --grace 1800"))
     p = command(rules, "list", cmd_list, "alert rules, each with the machines it fires on now", examples(
         "ti admin alert-rule list", "ti admin alert-rule list --json"))
     add_json(p)
@@ -149,13 +158,16 @@ def register(sub: Any) -> None:
         "ti admin alert-rule create ecc --metric gpu_ecc --op '>' --threshold 0 --step 15 --interval 60 "
         "--percent 1 --cordon --notify-owners"))
     rule_options(p, create=True)
-    p = command(rules, "update", cmd_update, "change, enable or disable an alert rule", examples(
+    p = command(rules, "update", cmd_update, "change, enable or disable an alert rule (built-in ones: threshold, "
+                "severity, owners, enabled; workspace-idle also interval and grace)", examples(
         "ti admin alert-rule update cpu-busy --threshold 95 --percent 50",
+        "ti admin alert-rule update job-overrun --threshold 300 --severity critical",
         "ti admin alert-rule update gpu-ecc-errors --no-cordon", "ti admin alert-rule update 3 --enabled"))
     p.add_argument("rule", metavar="RULE", help="the rule's name or id")
     p.add_argument("--name", dest="new_name", metavar="NAME", help="rename the rule")
     rule_options(p, create=False)
-    p = command(rules, "delete", cmd_delete, "delete an alert rule and close its alerts", examples(
+    p = command(rules, "delete", cmd_delete, "delete a machine alert rule and close its alerts (built-in rules "
+                "cannot be deleted: disable them)", examples(
         "ti admin alert-rule delete hot-gpu"))
     p.add_argument("rule", metavar="RULE", help="the rule's name or id")
 

@@ -13,7 +13,11 @@ from .models import Base
 class AlertRule(Base):
     """MON2: a condition on machines' health readings that admins manage. Every ``step`` seconds it looks back
     ``interval`` seconds and holds on a machine when at least ``percent`` % of that machine's samples there
-    match ``metric op threshold`` (ops/alertrules.py, health/rules.py)."""
+    match ``metric op threshold`` (ops/alertrules.py, health/rules.py).
+
+    Three rows are built in (migration 0016, ops/jobrules.py): ``job-overrun``, ``job-wait`` and
+    ``workspace-idle``, about jobs and workspaces; they cannot be created again nor deleted, and their fields that
+    mean nothing for them (op, percent, step, cordon) are fixed."""
 
     __tablename__ = "ti_alert_rules"
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -29,6 +33,9 @@ class AlertRule(Base):
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     notify_owners: Mapped[bool] = mapped_column(Boolean, default=False)  # alert owners of jobs on the machine
     cordon: Mapped[bool] = mapped_column(Boolean, default=False)  # take the machine out of scheduling
+    # the built-in workspace_idle rule's seconds from the warning to the reclaim; None for every other rule
+    # (ops/jobrules.py: the built-in job and workspace rules, migration 0016)
+    grace: Mapped[int | None] = mapped_column(Integer, nullable=True, default=None)
     created_at: Mapped[dt.datetime]
     updated_at: Mapped[dt.datetime]
 

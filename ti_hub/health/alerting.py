@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from traitlets import Bool
+from traitlets import Bool, Float
 from traitlets.config import LoggingConfigurable
 
-from ..ops import alertrules
+from ..ops import alertrules, jobrules
 from .readings import Snapshot
 from .rules import StepClock, ValueCache, evaluate
 from .sources import machine_of
@@ -43,15 +43,30 @@ class AlertRules(LoggingConfigurable):
              "scheduling at once (embedded platform: its devices; Kubernetes: the node is cordoned) until an "
              "admin puts it back (ti admin machine uncordon, the Alerts page). Running jobs keep running.")
 
+    builtin_ttl = Float(
+        5.0, config=True,
+        help="Seconds the leader reuses its copy of the built-in rules about jobs and workspaces (job-overrun, "
+             "job-wait, workspace-idle: the Alerts page) before reading them again: an admin's change takes "
+             "effect within this, without a restart.")
+
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
+        self.builtin_cache = jobrules.RuleCache(self.builtin_ttl)
         self.steps = StepClock()
         self.cache = ValueCache()
         self.evaluations = 0
 
+    async def builtin(self, svc: TiService) -> dict[str, jobrules.Effective]:
+        """The built-in job and workspace rules' values now (re-read at most every builtin_ttl seconds)."""
+        return await self.builtin_cache.get(lambda: svc.db(jobrules.effective, readonly=True, scheduler=True))
+
     def start(self, svc: TiService) -> None:
         """Evaluate on every health sample (the leader only: HealthMonitor samples there)."""
         self.svc = svc
+        if "wait_alert_grace" in svc.config.get("TiService", {}):
+            self.log.warning("TiService.wait_alert_grace is set in the config but is deprecated and ignored: the "
+                             "alert rule job-wait (the Alerts page, ti admin alert-rule update job-wait "
+                             "--threshold S) wins")
         svc.health.subscribe("alert-rules", self.on_sample)
 
     async def on_sample(self, snap: Snapshot) -> None:

@@ -1,7 +1,8 @@
 """MON2, ADM3: machine alert rules that admins manage, and what an evaluation of them does.
 
 Rules (db/alertrules.py) are changed through the API, the CLI and the Alerts page (custom:ti:vc:manage, like
-plans: they are about the cluster's machines). SPEC MON2's defaults are seeded by migration 0014. The leader
+plans: they are about the cluster's machines). SPEC MON2's defaults are seeded by migration 0015; the three
+built-in rules about jobs and workspaces (job-overrun, job-wait, workspace-idle: ops/jobrules.py) by 0016. The leader
 evaluates them (health/rules.py, pure) on each health sample and ``apply`` turns what holds into alerts
 (ops/alerts.py: one open alert per rule and machine, key ``rule:<id>:machine:<machine>``), closes those that no
 longer hold, and cordons the machine when a cordon rule's alert opens (unless AlertRules.cordon_dry_run).
@@ -23,11 +24,11 @@ from ..domain import validation as v
 from ..domain.actor import Actor
 from ..domain.errors import Conflict
 from ..health.rules import METRICS, OPS, Holding, RuleSpec
-from . import alerts, audit, cordons
+from . import alerts, audit, cordons, jobrules
 from .common import get_or_404, iso, utcnow
 
 FIELDS = ("name", "description", "metric", "op", "threshold", "step", "interval", "percent", "severity", "enabled",
-          "notify_owners", "cordon")
+          "notify_owners", "cordon", "grace")
 # the values a threshold may take per metric (the rule, said in the 400)
 THRESHOLDS: dict[str, tuple[float, float, str]] = {
     "gpu_ecc": (0, 1e9, "an error count"),
@@ -52,6 +53,8 @@ def parse(data: dict[str, Any], max_interval: float, current: m.alertrules.Alert
           ) -> dict[str, Any]:
     """The fields given, checked (``current``: a change; fields it lacks keep the rule's values)."""
     v.check_fields(data, FIELDS)
+    if data.get("grace") is not None and (current is None or data["grace"] != current.grace):
+        raise v.ValidationError(f"grace: {jobrules.FIXED['grace']}", field="grace")
     out: dict[str, Any] = {}
     partial = current is not None
     if not partial or "name" in data:
@@ -103,21 +106,30 @@ def render(r: m.alertrules.AlertRule, where: list[dict[str, Any]] | None = None)
     return {"id": r.id, "name": r.name, "description": r.description, "metric": r.metric, "op": r.op,
             "threshold": r.threshold, "step": r.step, "interval": r.interval, "percent": r.percent,
             "severity": r.severity, "enabled": r.enabled, "notify_owners": r.notify_owners, "cordon": r.cordon,
+            "grace": r.grace, "builtin": jobrules.is_builtin(r.metric),
             "created_at": iso(r.created_at), "updated_at": iso(r.updated_at), "firing": list(where or [])}
+
+
+def _firing_of(session: Session, r: m.alertrules.AlertRule) -> list[dict[str, Any]]:
+    if jobrules.is_builtin(r.metric):
+        return jobrules.firing(session).get(r.metric, [])
+    return firing(session, r.id).get(r.id, [])
 
 
 def list_rules(session: Session, actor: Actor) -> dict[str, Any]:
     actor.need(S.MANAGE_VC, "reading alert rules")
     R = m.alertrules.AlertRule
     now = firing(session)
-    items = [render(r, now.get(r.id)) for r in session.scalars(select(R).order_by(R.id))]
+    builtin = jobrules.firing(session)
+    items = [render(r, builtin.get(r.metric) if jobrules.is_builtin(r.metric) else now.get(r.id))
+             for r in session.scalars(select(R).order_by(R.id))]
     return {"items": items, "total": len(items), "limit": len(items), "offset": 0}
 
 
 def get(session: Session, actor: Actor, rule_id: int) -> dict[str, Any]:
     actor.need(S.MANAGE_VC, "reading alert rules")
     r = get_or_404(session, m.alertrules.AlertRule, rule_id, "alert rule")
-    return render(r, firing(session, r.id).get(r.id))
+    return render(r, _firing_of(session, r))
 
 
 def _unique(session: Session, name: str, rule_id: int | None = None) -> None:
@@ -129,6 +141,7 @@ def _unique(session: Session, name: str, rule_id: int | None = None) -> None:
 
 def create(session: Session, actor: Actor, data: dict[str, Any], max_interval: float) -> dict[str, Any]:
     actor.need(S.MANAGE_VC, "defining alert rules")
+    jobrules.refuse_create(data.get("metric") if isinstance(data, dict) else None)
     fields = parse(data, max_interval)
     _unique(session, fields["name"])
     now = utcnow()
@@ -143,22 +156,27 @@ def update(session: Session, actor: Actor, rule_id: int, data: dict[str, Any], m
            ) -> dict[str, Any]:
     actor.need(S.MANAGE_VC, "changing alert rules")
     r = get_or_404(session, m.alertrules.AlertRule, rule_id, "alert rule")
-    fields = parse(data, max_interval, r)
+    builtin = jobrules.is_builtin(r.metric)
+    fields = jobrules.parse_change(r, data, FIELDS) if builtin else parse(data, max_interval, r)
     if "name" in fields:
         _unique(session, fields["name"], r.id)
     for k, val in fields.items():
         setattr(r, k, val)
     r.updated_at = utcnow()
     if not r.enabled:  # a disabled rule fires nowhere
-        alerts.clear_missing(session, f"{PREFIX}{r.id}:", set())
+        if builtin:
+            jobrules.close_alerts(session, r.metric)
+        else:
+            alerts.clear_missing(session, f"{PREFIX}{r.id}:", set())
     session.flush()
     audit.record(session, actor, "alert_rule.change", r.name, fields)
-    return render(r, firing(session, r.id).get(r.id))
+    return render(r, _firing_of(session, r))
 
 
 def delete(session: Session, actor: Actor, rule_id: int) -> None:
     actor.need(S.MANAGE_VC, "deleting alert rules")
     r = get_or_404(session, m.alertrules.AlertRule, rule_id, "alert rule")
+    jobrules.refuse_delete(r)
     alerts.clear_missing(session, f"{PREFIX}{r.id}:", set())
     audit.record(session, actor, "alert_rule.delete", r.name)
     session.delete(r)
@@ -167,7 +185,9 @@ def delete(session: Session, actor: Actor, rule_id: int) -> None:
 # -- evaluation (the leader) ---------------------------------------------------------------------------------
 def enabled(session: Session) -> list[m.alertrules.AlertRule]:
     R = m.alertrules.AlertRule
-    rules = list(session.scalars(select(R).where(R.enabled.is_(True)).order_by(R.id)))
+    # the machine rules only: the built-in job and workspace rules are read by their own code (ops/jobrules.py)
+    rules = list(session.scalars(select(R).where(R.enabled.is_(True), R.metric.in_(list(METRICS)))
+                                 .order_by(R.id)))
     session.expunge_all()  # read-only snapshots for the evaluator, outside the transaction
     return rules
 

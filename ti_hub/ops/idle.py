@@ -74,9 +74,11 @@ def _figures(job: m.Job, figures: dict[str, Any]) -> dict[str, Any]:
     return {"owner": job.owner, "workspace": job.name, **figures}
 
 
-def warn(session: Session, job_id: int, figures: dict[str, Any], now: dt.datetime | None = None) -> bool:
+def warn(session: Session, job_id: int, figures: dict[str, Any], now: dt.datetime | None = None, *,
+         severity: str = "warning", notify_owner: bool = True) -> bool:
     """Open (or refresh) the workspace's idle alert; the history line is written once per warning. Returns
-    whether the alert opened now."""
+    whether the alert opened now. ``severity``, ``notify_owner``: the rule workspace-idle's (without notify_owner
+    the alert reaches the admins only; the owner still sees the line in the workspace's history)."""
     job = session.get(m.Job, job_id)
     if job is None or job.status != st.RUNNING:
         return False
@@ -88,7 +90,8 @@ def warn(session: Session, job_id: int, figures: dict[str, Any], now: dt.datetim
                f"{figs.get('mean_utilization')} %). It will be stopped at {figs.get('reclaim_at')} unless you renew "
                f"its lease (the Jobs panel, `ti workspace renew {job.name}`, or %ti_renew in a notebook).")
     _, opened = alerts.fire(session, alert_key(job.id), "workspace", subject, message, rule="idle",
-                            users=[job.owner], job_id=job.id, figures=figs, now=now)
+                            severity=severity, users=[job.owner] if notify_owner else [], job_id=job.id,
+                            figures=figs, now=now)
     if opened:
         alert(session, job.id, f"idle: devices below {figs.get('threshold_percent')} % since "
                                f"{figs.get('idle_since')}; stopped at {figs.get('reclaim_at')} unless its lease is "

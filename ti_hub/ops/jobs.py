@@ -105,11 +105,12 @@ ALERT_SUBJECTS = {"overrun": "is running past its declared duration", "wait": "i
 
 
 def alert(session: Session, job_id: int, message: str, now: dt.datetime | None = None, *, rule: str = "",
-          figures: dict[str, Any] | None = None) -> None:
+          figures: dict[str, Any] | None = None, severity: str = "warning", notify_owner: bool = True) -> None:
     """Every alert about a job goes through here (a late start, an overrun): an ``alert`` event in its history,
     where its owner, the pages and the CLI see it, and, with a ``rule`` (ALERT_RULES), an open alert in the
     alert lifecycle (ops/alerts.py: notices by email and webhook, in the product) until the job leaves the state
-    the rule holds in (``record``)."""
+    the rule holds in (``record``). ``severity`` and ``notify_owner``: the built-in rule's (ops/jobrules.py; without
+    notify_owner the open alert reaches the admins only; the history line stays)."""
     now = now or utcnow()
     session.add(m.JobEvent(job_id=job_id, at=now, status="alert", message=message))
     job = session.get(m.Job, job_id)
@@ -117,7 +118,8 @@ def alert(session: Session, job_id: int, message: str, now: dt.datetime | None =
         kind = "workspace" if job.kind == "workspace" else "job"
         alerts.fire(session, f"job:{job_id}:{rule}", kind,
                     f"{kind.capitalize()} {job_id} ({job.owner}/{job.name}) {ALERT_SUBJECTS.get(rule, rule)}",
-                    message, rule=rule, users=[job.owner], job_id=job_id,
+                    message, rule=rule, severity=severity, users=[job.owner] if notify_owner else [],
+                    job_id=job_id,
                     figures={"owner": job.owner, "name": job.name, **(figures or {})}, now=now)
 
 

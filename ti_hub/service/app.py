@@ -185,8 +185,8 @@ class TiService(Application):
              "re-read for start estimates of jobs without a declared duration.")
     wait_alert_grace = Float(
         60.0, config=True,
-        help="MON3/Q6 a queued job whose wait passes its shown estimated start by this many seconds gets an "
-             "alert in its history (once).")
+        help="Deprecated, ignored: superseded by the rule job-wait in the Alerts page (ti admin alert-rule update "
+             "job-wait --threshold S); kept only so that config files that set it still load (a warning at start).")
     volume_usage_interval = Float(
         60.0, config=True,
         help="Seconds between two measurements of the volumes that no file system caps (the local driver's): one "

@@ -1,6 +1,9 @@
 """WS6: TiHub's device-aware idle policy, on the leader: at every health sample, each running workspace that holds
 devices is judged from its devices' idle runs (ti_hub/health/idle.py); an idle one is warned (an alert and a history
 line), then reclaimed after the grace unless its owner renews its lease (POST /workspaces/{owner}/{name}/lease).
+Whether it runs, the threshold, the idle time and the grace are the built-in alert rule ``workspace-idle`` that
+admins manage in the Alerts page (ops/jobrules.py), re-read every few seconds; the exempt users and groups are site
+policy and stay traits here.
 
 Activity-based culling (no browser or kernel activity) is jupyterhub-idle-culler's, a hub service
 (ti_hub/hub_config.py configure_culler); this policy judges the devices, which the culler cannot see.
@@ -21,6 +24,7 @@ from ..health import idle
 from ..health.readings import Snapshot
 from ..metrics import process as process_metrics
 from ..ops import idle as ops
+from ..ops import jobrules
 from . import hubapi, queueing
 
 if TYPE_CHECKING:
@@ -30,19 +34,20 @@ if TYPE_CHECKING:
 class IdlePolicy(LoggingConfigurable):
     """Warns about, then reclaims, workspaces whose devices sit idle (SPEC WS6, MON3)."""
 
+    # superseded by the rule workspace-idle; kept only so that config files that set them still load
     idle_time = Float(
         0.0, config=True,
-        help="Seconds a running workspace's devices must all stay below `threshold` percent utilization, in every "
-             "health sample, before its owner is warned. 0 (the default): the policy is off. The health sampler "
-             "(HealthMonitor.interval) must run.")
+        help="Deprecated, ignored: superseded by the rule workspace-idle in the Alerts page (its interval and "
+             "enabled: ti admin alert-rule update workspace-idle --interval S --enabled); used only to warn at "
+             "start-up that the rule wins.")
     grace = Float(
         1800.0, config=True,
-        help="Seconds between the warning and the reclaim (the workspace is stopped and its devices go back to the "
-             "queue), unless its owner renews the lease or the devices get busy again.")
+        help="Deprecated, ignored: superseded by the rule workspace-idle in the Alerts page (its grace: ti admin "
+             "alert-rule update workspace-idle --grace S); used only to warn at start-up that the rule wins.")
     threshold = Float(
         5.0, config=True,
-        help="Utilization percent below which a device counts as idle. A reading that measures no utilization "
-             "(demo devices, a source that cannot tell) never counts as idle.")
+        help="Deprecated, ignored: superseded by the rule workspace-idle in the Alerts page (its threshold, a "
+             "utilization percent); used only to warn at start-up that the rule wins.")
     exempt_users = Set(
         Unicode(), default_value=set(), config=True,
         help="Users whose workspaces are never warned nor reclaimed.")
@@ -62,19 +67,34 @@ class IdlePolicy(LoggingConfigurable):
         self.warned: set[int] = set()  # the workspaces warned at the last sample
         self.first = True
         self.reclaims = 0
-        self.runs = idle.IdleRuns(self.threshold, 0.0)
+        self.runs: idle.IdleRuns | None = None  # made at the first sample the rule is enabled
+        self.enabled = False
 
     def start(self, svc: TiService) -> None:
-        """On the leader only (serve()): judge every health sample."""
+        """On the leader only (serve()): judge every health sample while the rule workspace-idle is enabled."""
         self.svc = svc
-        self.runs = idle.IdleRuns(self.threshold, self.idle_time + self.grace + 2 * max(svc.health.interval, 1.0))
-        if self.idle_time > 0 and svc.health.interval <= 0:
-            self.log.warning("idle policy: IdlePolicy.idle_time is set but HealthMonitor.interval is 0 (no health "
-                             "samples): no workspace will be warned nor reclaimed")
-        elif self.idle_time > 0:
-            self.log.info("idle policy: workspaces with devices below %.1f %% for %.0f s are warned, then "
-                          "reclaimed after %.0f s", self.threshold, self.idle_time, self.grace)
-            svc.health.subscribe("idle", self.evaluate)
+        old = sorted(k for k in ("idle_time", "grace", "threshold") if k in self.config.get("IdlePolicy", {}))
+        if old:
+            self.log.warning("idle policy: IdlePolicy.%s set in the config but deprecated and ignored: the alert "
+                             "rule workspace-idle (the Alerts page, ti admin alert-rule update workspace-idle) "
+                             "wins", ", IdlePolicy.".join(old))
+        if svc.health.interval <= 0:
+            self.log.warning("idle policy: HealthMonitor.interval is 0 (no health samples): no workspace will be "
+                             "warned nor reclaimed, whatever the rule workspace-idle says")
+            return
+        svc.health.subscribe("idle", self.evaluate)
+
+    def follow(self, rule: jobrules.Effective, sample_interval: float) -> idle.IdleRuns:
+        """The idle runs for the rule's values now: a new threshold starts them afresh."""
+        keep = rule.interval + rule.grace + 2 * max(sample_interval, 1.0)
+        if self.runs is None or self.runs.threshold != rule.threshold:
+            self.runs = idle.IdleRuns(rule.threshold, keep)
+        self.runs.keep = keep
+        if not self.enabled:
+            self.log.info("idle policy (rule workspace-idle): workspaces with devices below %.1f %% for %.0f s are "
+                          "warned, then reclaimed after %.0f s", rule.threshold, rule.interval, rule.grace)
+        self.enabled = True
+        return self.runs
 
     async def exempt_groups_members(self) -> dict[str, set[str]]:
         """The exempt groups' members as the hub says (the last answer when the hub does not answer)."""
@@ -94,16 +114,21 @@ class IdlePolicy(LoggingConfigurable):
 
     async def evaluate(self, snapshot: Snapshot) -> None:
         svc = self.svc
+        rule = (await svc.alert_rules.builtin(svc))[jobrules.IDLE]
+        if not rule.enabled:
+            await self.disabled()
+            return
+        runs = self.follow(rule, svc.health.interval)
         held = await svc.db(ops.holding_devices, readonly=True, scheduler=True)
-        self.runs.add(snapshot)
+        runs.add(snapshot)
         members = await self.exempt_groups_members() if held else {}
         warn, reclaim, warned = [], [], set()
         for w in held:
             groups = [g for g, users in members.items() if w.owner in users]
             if idle.exempt(w.owner, groups, self.exempt_users, self.exempt_groups):
                 continue
-            v = idle.decide(self.runs, w.devices, now=snapshot.at, idle_time=self.idle_time,
-                            grace=self.grace, started_at=queueing.epoch(w.started_at),
+            v = idle.decide(runs, w.devices, now=snapshot.at, idle_time=rule.interval,
+                            grace=rule.grace, started_at=queueing.epoch(w.started_at),
                             renewed_at=queueing.epoch(w.renewed_at), warned_at=queueing.epoch(w.warned_at))
             if v.state == idle.WARN:
                 warned.add(w.id)
@@ -120,7 +145,7 @@ class IdlePolicy(LoggingConfigurable):
 
         def write(s):
             for job_id, figures in warn:
-                if ops.warn(s, job_id, figures, now):
+                if ops.warn(s, job_id, figures, now, severity=rule.severity, notify_owner=rule.notify_owners):
                     self.log.info("idle policy: workspace %d warned: %s", job_id, figures)
             done = [job_id for job_id, figures in reclaim if ops.reclaim(s, job_id, figures, now)]
             ops.clear_others(s, warned, now)
@@ -135,3 +160,13 @@ class IdlePolicy(LoggingConfigurable):
                 process_metrics.reclaimed(pool, device_type)  # ti_workspace_reclaims_total
             self.log.info("idle policy: workspaces %s reclaimed (their devices were idle)", [d[0] for d in done])
             svc.poke()  # the loop has the hub stop them now, and their devices go to the queue
+
+    async def disabled(self) -> None:
+        """The rule is disabled: nobody is warned nor reclaimed, and the warnings left open close (once)."""
+        if self.enabled:
+            self.log.info("idle policy: the rule workspace-idle is disabled: no workspace is warned nor reclaimed")
+        self.enabled = False
+        self.runs = None  # an idle spell counts from when the rule is enabled again
+        if self.warned or self.first:
+            await self.svc.db(ops.clear_others, set(), scheduler=True)
+            self.warned, self.first = set(), False

@@ -20,7 +20,7 @@ from ..db import models as m
 from ..domain import states as st
 from ..domain.errors import HubUnavailable
 from ..metrics import process as metrics
-from ..ops import images, secretenv, unixids
+from ..ops import images, jobrules, secretenv, unixids
 from ..ops.jobs import STOP_REQUESTED, alert, killed, record
 from ..scheduler import core, overrun
 from ..scheduler.estimate import typical_durations
@@ -249,20 +249,24 @@ class JobRunner:
         on_overrun says; stop_requested then stops them like any kill, on every backend."""
         self.last_overrun_check = asyncio.get_running_loop().time()
         now = self.clock()
-        rows = await self.svc.db(lambda s: s.execute(select(m.Job.id, m.Job.started_at, m.Job.estimated_duration)
+        rule = (await self.svc.alert_rules.builtin(self.svc))[jobrules.OVERRUN]  # job-overrun, the Alerts page
+        after = rule.threshold if rule.enabled else None
+        rows = await self.svc.db(lambda s: s.execute(select(m.Job.id, m.Job.started_at, m.Job.estimated_duration,
+                                                            m.Job.spec)
                                                      .where(m.Job.kind != "workspace", m.Job.status == st.RUNNING,
                                                             m.Job.estimated_duration.is_not(None),
                                                             m.Job.preempted_by.is_(None))).all(),
                                  readonly=True, scheduler=True)
         self.alerted_runs &= {(r.id, r.started_at) for r in rows}  # forget runs that ended
         due = [r.id for r in rows if (r.id, r.started_at) not in self.alerted_runs and
-               overrun.past(queueing.epoch(r.started_at), r.estimated_duration, now)]
+               overrun.decide(queueing.epoch(r.started_at), r.estimated_duration,
+                              (r.spec or {}).get("on_overrun", overrun.ALERT), now, False, after) is not None]
         if due:  # the write lock only when there is something to write
-            alerted = await self.svc.db(self._overruns, due, now, scheduler=True)
+            alerted = await self.svc.db(self._overruns, due, now, rule, scheduler=True)
             self.alerted_runs |= {(r.id, r.started_at) for r in rows if r.id in alerted}
 
     @staticmethod
-    def _overruns(s: Session, due: list[int], now: float) -> set[int]:
+    def _overruns(s: Session, due: list[int], now: float, rule: jobrules.Effective) -> set[int]:
         """Alert or stop; returns the jobs whose run has had its alert (it runs on, and is not read again)."""
         # an alert this run: one written since it started (a wait alert comes before the start); read here, not
         # only remembered, so that a restarted service does not alert twice
@@ -270,7 +274,8 @@ class JobRunner:
             m.JobEvent.job_id.in_(due), m.JobEvent.status == "alert", m.JobEvent.at >= m.Job.started_at)))
         for j in s.scalars(select(m.Job).where(m.Job.id.in_(due), m.Job.status == st.RUNNING)):
             what = overrun.decide(queueing.epoch(j.started_at), j.estimated_duration,
-                                  j.spec.get("on_overrun", overrun.ALERT), now, j.id in alerted)
+                                  j.spec.get("on_overrun", overrun.ALERT), now, j.id in alerted,
+                                  rule.threshold if rule.enabled else None)
             if what is None:
                 continue
             if what[0] == overrun.STOP:
@@ -278,7 +283,8 @@ class JobRunner:
             else:
                 alert(s, j.id, what[1], queueing.from_epoch(now), rule="overrun",
                       figures={"declared_s": j.estimated_duration,
-                               "ran_s": int(now - queueing.epoch(j.started_at))})
+                               "ran_s": int(now - queueing.epoch(j.started_at)),
+                               "threshold_s": rule.threshold}, severity=rule.severity, notify_owner=rule.notify_owners)
                 alerted.add(j.id)
         return alerted
 
@@ -360,8 +366,10 @@ class JobRunner:
             self.typical, self.typical_at = typical_durations(hist), now
         scores = self.scores.advance(now)
         status_due = now - self.last_status >= self.svc.queue_status_interval
+        wait = (await self.svc.alert_rules.builtin(self.svc))[jobrules.WAIT]  # job-wait, the Alerts page
         inp = queueing.Inputs(nodes, scores, self.typical, self.svc.compute_quota_defaults, now,
-                              self.svc.scheduler_backfill, self.svc.wait_alert_grace, status_due)
+                              self.svc.scheduler_backfill, wait.threshold, status_due, wait_alert=wait.enabled,
+                              wait_style=(wait.severity, wait.notify_owners))
         t0 = asyncio.get_running_loop().time()
         dec = await self.svc.db(queueing.decide, inp, readonly=True, scheduler=True)
         self.phase_s = {"decide": asyncio.get_running_loop().time() - t0}

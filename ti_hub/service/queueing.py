@@ -157,8 +157,10 @@ class Inputs:
     quota_defaults: dict[str, dict[str, Any]]
     now: float  # wall clock, epoch seconds
     backfill: bool = False
-    alert_grace_s: float = 60.0
+    alert_grace_s: float = 60.0  # the built-in rule job-wait (ops/jobrules.py): its threshold
     status_due: bool = True  # refresh positions, reasons and estimates even if the queue is long
+    wait_alert: bool = True  # job-wait: whether it is enabled,
+    wait_style: tuple[str, bool] = ("warning", True)  # its severity and notify_owners
 
 
 # up to this many queued jobs, positions, reasons and estimates are refreshed at every decision
@@ -172,6 +174,7 @@ class Decisions:
     preempt: dict[int, int] = field(default_factory=dict)  # victim -> the job it makes room for
     changes: dict[int, dict[str, Any]] = field(default_factory=dict)  # queued job -> reason/position/estimate
     alerts: dict[int, str] = field(default_factory=dict)
+    alert_style: tuple[str, bool] = ("warning", True)  # the wait alerts' severity, and whether owners get them
     holdings: list[tuple[str, str, int, float | None]] = field(default_factory=list)  # for usage scores
     unfit: dict[int, str] = field(default_factory=dict)  # queued jobs that can never fit: failed, with the reason
     status_deferred: bool = False  # a long queue's positions, reasons and estimates were left for later
@@ -219,6 +222,7 @@ def decide(s: Session, inp: Inputs) -> Decisions:
     holding = s.execute(select(*HELD_COLUMNS).where(m.Job.status.in_(st.HOLDING))).all()
     queued = s.execute(select(*QUEUE_COLUMNS).where(m.Job.status == st.QUEUED)).all()
     out = Decisions()
+    out.alert_style = inp.wait_style
     out.holdings = [(j.owner, j.device_type, j.devices_per_instance * (j.workers + j.ps),
                      epoch(j.started_at)) for j in holding]
     if not queued:
@@ -322,7 +326,7 @@ def decide(s: Session, inp: Inputs) -> Decisions:
             out.changes[j.id] = {"reason": reason, "queue_position": position,
                                  "estimated_start": from_epoch(est) if est is not None else None}
         # MON3/Q6: the wait has passed the estimate shown to the user
-        if shown is not None and not j.wait_alerted and now > shown + inp.alert_grace_s:
+        if inp.wait_alert and shown is not None and not j.wait_alerted and now > shown + inp.alert_grace_s:
             late = int(now - shown)
             out.alerts[j.id] = (f"waiting longer than estimated: the estimated start was {late} s ago "
                                 f"({reason})")
@@ -342,6 +346,7 @@ def split(dec: Decisions, n: int = 500) -> list[Decisions]:
     if not parts:
         parts.append(Decisions())
     parts[-1].changes, parts[-1].alerts, parts[-1].unfit = dec.changes, dec.alerts, dec.unfit
+    parts[-1].alert_style = dec.alert_style
     return parts
 
 
@@ -402,7 +407,7 @@ def apply(s: Session, dec: Decisions) -> None:
                 est = j.estimated_start
                 alert(s, j.id, dec.alerts[j.id], now, rule="wait",
                       figures={"estimated_start": iso(est), "late_s": int((now - est).total_seconds())}
-                      if est is not None else {})
+                      if est is not None else {}, severity=dec.alert_style[0], notify_owner=dec.alert_style[1])
 
 
 def requeue_preempted(s: Session, job_id: int) -> None:

@@ -195,18 +195,20 @@ ROUTES: list[Route] = [
     Route("/audit", admin.AuditHandler, {
         "get": Op("Changes operators made, newest first (custom:ti:users:manage)",
                   AD.AUDIT_PAGE, query=AD.AUDIT_QUERY)}),
-    # machine alert rules and cordoned machines (MON2, ADM3): custom:ti:vc:manage, like the machines of pools
+    # alert rules (machine rules; the built-in job-overrun, job-wait, workspace-idle) and cordoned machines (MON2,
+    # ADM3): custom:ti:vc:manage, like the machines of pools
     Route("/alert-rules", alertrules.AlertRulesHandler, {
-        "get": Op("Machine alert rules, each with where it fires now (custom:ti:vc:manage)", AR.RULE_PAGE),
-        "post": Op("Define a machine alert rule (custom:ti:vc:manage)", AR.RULE, 201, body=AR.NEW_RULE,
-                   errors=(409,))}),
+        "get": Op("Alert rules (machine rules, and the built-in job-overrun, job-wait and workspace-idle), each "
+                  "with where it fires now (custom:ti:vc:manage)", AR.RULE_PAGE),
+        "post": Op("Define a machine alert rule; a rule of a built-in metric exists already: 409 "
+                   "(custom:ti:vc:manage)", AR.RULE, 201, body=AR.NEW_RULE, errors=(409,))}),
     Route("/alert-rules/{id}", alertrules.AlertRuleHandler, {
-        "get": Op("A machine alert rule and its open alerts: where it fires now (custom:ti:vc:manage)", AR.RULE,
+        "get": Op("An alert rule and its open alerts: where it fires now (custom:ti:vc:manage)", AR.RULE,
                   errors=(404,)),
-        "patch": Op("Change, enable or disable a machine alert rule; disabling closes its alerts "
-                    "(custom:ti:vc:manage)", AR.RULE, body=AR.RULE_CHANGE, errors=(404, 409)),
-        "delete": Op("Delete a machine alert rule and close its alerts (custom:ti:vc:manage)", None, 204,
-                     errors=(404,))}, {"id": C.ID_PARAM}),
+        "patch": Op("Change, enable or disable an alert rule; disabling closes its alerts; a built-in rule's fixed "
+                    "fields are refused (custom:ti:vc:manage)", AR.RULE, body=AR.RULE_CHANGE, errors=(404, 409)),
+        "delete": Op("Delete a machine alert rule and close its alerts; a built-in rule: 409 "
+                     "(custom:ti:vc:manage)", None, 204, errors=(404, 409))}, {"id": C.ID_PARAM}),
     Route("/machines/cordoned", alertrules.CordonedHandler, {
         "get": Op("Machines out of scheduling: since when, by whom (an admin or ti-alerts) and why "
                   "(custom:ti:vc:manage)", AR.CORDON_PAGE)}),

@@ -1,5 +1,7 @@
 """The Alerts page (MON2, ADM3; custom:ti:vc:manage): the machine alert rules with forms to change, enable,
-disable and delete them and where each fires now; the cordoned machines with an Uncordon button."""
+disable and delete them and where each fires now; the built-in rules about jobs and workspaces (job-overrun,
+job-wait, workspace-idle: ops/jobrules.py) with forms to change and enable them; the cordoned machines with an
+Uncordon button."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from tornado import web
 
 from ...health.alerting import platform_cordon
 from ...health.rules import METRICS, OPS
-from ...ops import alertrules, cordons
+from ...ops import alertrules, cordons, jobrules
 from ...ops.alerts import SEVERITIES
 from .base import PAGE, PageHandler
 from .html import Safe, checkbox, el, field, join, post_form, select, table
@@ -28,7 +30,7 @@ class AlertsPageHandler(PageHandler):
         cordoned = await self.ti.db(cordons.list_cordons, self.actor, readonly=True)
         url = self.url("alerts")
         rows = []
-        for r in rules["items"]:
+        for r in (r for r in rules["items"] if not r["builtin"]):
             fid = f"rule-{r['id']}"
             firing = [el("li", f["machine"], " since ", f["fired_at"], ": ", f["subject"],
                          f" ({f['figures']['cordon']})" if f["figures"].get("cordon") else "")
@@ -74,6 +76,14 @@ class AlertsPageHandler(PageHandler):
             table("alert-rules-table", ["rule", "metric", "condition", "step", "interval", "percent", "severity",
                                         "enabled", "fires now on", "change"], rows, "No alert rules.",
                   caption="Alert rules"),
+            el("h2", "Jobs and workspaces"),
+            el("p", "Built-in rules: each exists once and cannot be deleted; disable it instead. Their alerts go "
+                    "to the admins, and to the job's or workspace's owner where the rule says so. A job whose "
+                    "on_overrun is 'stop' is stopped at its declared duration whatever job-overrun says."),
+            table("job-rules-table", ["rule", "what", "threshold", "idle time", "grace", "severity", "enabled",
+                                      "alerts owners", "fires now on", "change"],
+                  [self.builtin_row(url, r) for r in rules["items"] if r["builtin"]], "No built-in rules.",
+                  caption="Jobs and workspaces"),
             el("h2", "Define a rule"), self.create_form(url),
             el("h2", "Cordoned machines"),
             el("p", "A cordoned machine takes no new work; what runs there keeps running."),
@@ -82,6 +92,33 @@ class AlertsPageHandler(PageHandler):
             self.cordon_form(url),
         ]
         self.show(join(body))
+
+    def builtin_row(self, url: str, r: dict) -> list:
+        """A built-in rule's row: its values and a form with what may change (ops/jobrules.py CHANGEABLE)."""
+        fid = f"rule-{r['id']}"
+        idle = r["metric"] == jobrules.IDLE
+        unit = "% GPU utilization" if idle else "s late"
+        fields = [_hidden("action", "change"), _hidden("rule", r["id"]), _hidden("builtin", "1"),
+                  field(f"Threshold ({'%' if idle else 's'})", "threshold", type="number",
+                        value=f"{r['threshold']:g}", step="any", min=0, form_id=fid)]
+        if idle:
+            fields += [field("Idle time (s)", "interval", type="number", value=r["interval"], min=1, form_id=fid),
+                       field("Grace (s)", "grace", type="number", value=r["grace"] or 0, min=0, form_id=fid)]
+        fields += [select("Severity", "severity", [(s, s) for s in SEVERITIES], selected=r["severity"],
+                          form_id=fid),
+                   checkbox("Alert owners", "notify_owners", checked=r["notify_owners"], form_id=fid)]
+        change = post_form(url, self.xsrf, fields, "Change", form_id=f"{fid}-change", inline=True,
+                           label=f"change rule {r['name']}")
+        toggle = post_form(url, self.xsrf, [_hidden("action", "disable" if r["enabled"] else "enable"),
+                                            _hidden("rule", r["id"])],
+                           "Disable" if r["enabled"] else "Enable", form_id=f"{fid}-toggle", inline=True,
+                           label=f"{'disable' if r['enabled'] else 'enable'} rule {r['name']}")
+        firing = [el("li", f["fired_at"], ": ", f["subject"]) for f in r["firing"]]
+        return [el("span", r["name"], title=r["description"]), jobrules.METRICS[r["metric"]],
+                f"{r['threshold']:g} {unit}", f"{r['interval']} s" if idle else "-",
+                f"{r['grace']} s" if idle and r["grace"] is not None else "-", r["severity"],
+                "yes" if r["enabled"] else "no", "yes" if r["notify_owners"] else "no",
+                el("ul", *firing, class_="firing") if firing else "nowhere", join([change, toggle])]
 
     def create_form(self, url: str) -> Safe:
         f = "rule-form"
@@ -109,7 +146,7 @@ class AlertsPageHandler(PageHandler):
             field("Reason", "reason", form_id=f),
         ], "Cordon", form_id=f, label="cordon a machine")
 
-    def _numbers(self, data: dict, ints=("step", "interval"), floats=("threshold", "percent")) -> dict:
+    def _numbers(self, data: dict, ints=("step", "interval", "grace"), floats=("threshold", "percent")) -> dict:
         for k in ints:
             val = self.form_int(k, False)
             if val is not None:
@@ -131,10 +168,16 @@ class AlertsPageHandler(PageHandler):
 
     async def _change(self, data: dict) -> str:
         out = await self.ti.db(alertrules.update, self.actor, self.form_int("rule"), data, self.ti.health.window)
+        if out["builtin"]:  # the leader re-reads it within AlertRules.builtin_ttl; at once if it is this process
+            self.ti.alert_rules.builtin_cache.invalidate()
         return f"Alert rule {out['name']} " + ({True: "enabled.", False: "disabled."}.get(data.get("enabled"))
                                                if set(data) == {"enabled"} else "changed.")
 
     async def do_change(self) -> str:
+        if self.get_body_argument("builtin", ""):  # a built-in rule: no cordon, percent nor step to send
+            return await self._change(self._numbers({
+                "severity": self.form_text("severity"),
+                "notify_owners": bool(self.get_body_argument("notify_owners", ""))}, floats=("threshold",)))
         return await self._change(self._numbers({
             "notify_owners": bool(self.get_body_argument("notify_owners", "")),
             "cordon": bool(self.get_body_argument("cordon", ""))}))
