@@ -99,6 +99,14 @@ def stop_hub(proc: subprocess.Popen) -> None:
                 pass
 
 
+def readings_config(path: Path, devices: int = 2) -> str:
+    """Config lines for a hub whose health readings come from the TEST SOURCE at ``path`` (a JSON file the test
+    writes; ti_hub/health/testsource.py), sampled every second, with ``devices`` demo GPUs."""
+    return ("c.HealthMonitor.source_class = 'ti_hub.health.testsource.TestReadingsSource'\n"
+            f"c.TestReadingsSource.path = {str(path)!r}\nc.HealthMonitor.interval = 1\n"
+            f"c.LocalBackend.devices = {{'demo-gpu': {devices}}}\n")
+
+
 def own_hub(tmp_path_factory, name: str, config_lines: str = "", extra_env: dict[str, str] | None = None):
     """A hub of its own (a generator for fixtures), with lines added to the packaged config if given."""
     data = tmp_path_factory.mktemp(name) / "data"

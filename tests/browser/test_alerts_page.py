@@ -8,7 +8,7 @@ import json
 
 import pytest
 from browserkit import screenshot
-from hubproc import own_hub
+from hubproc import own_hub, readings_config
 from tihub_client import wait
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
@@ -19,9 +19,7 @@ def ahub(tmp_path_factory):
     readings = tmp_path_factory.mktemp("alerts-page") / "readings.json"
     readings.write_text("{}")
     for hub in own_hub(tmp_path_factory, "alertspage",
-                       "c.HealthMonitor.source_class = 'ti_hub.health.testsource.TestReadingsSource'\n"
-                       f"c.TestReadingsSource.path = {str(readings)!r}\nc.HealthMonitor.interval = 1\n"
-                       "c.LocalBackend.devices = {'demo-gpu': 2}\nc.AlertRules.cordon_dry_run = False\n"):
+                       readings_config(readings) + "c.AlertRules.cordon_dry_run = False\n"):
         hub.readings = readings
         yield hub
 

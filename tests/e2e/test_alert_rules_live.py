@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hubproc import own_hub
+from hubproc import own_hub, readings_config
 
 pytestmark = pytest.mark.e2e
 
@@ -21,11 +21,7 @@ def hub_with_readings(tmp_path_factory, name: str, dry_run: bool):
     readings = tmp_path_factory.mktemp(name + "-readings") / "readings.json"
     readings.write_text("{}")
     hub_gen = own_hub(tmp_path_factory, name,
-                      "c.HealthMonitor.source_class = 'ti_hub.health.testsource.TestReadingsSource'\n"
-                      f"c.TestReadingsSource.path = {str(readings)!r}\n"
-                      "c.HealthMonitor.interval = 1\n"
-                      "c.LocalBackend.devices = {'demo-gpu': 2}\n"
-                      "c.TiService.scheduler_interval = 0.3\n"
+                      readings_config(readings) + "c.TiService.scheduler_interval = 0.3\n"
                       f"c.AlertRules.cordon_dry_run = {dry_run}\n"
                       "c.AlertRules.builtin_ttl = 1\n")
     hub = next(hub_gen)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hubproc import own_hub
+from hubproc import own_hub, readings_config
 from tihub_client import wait
 
 pytestmark = pytest.mark.e2e
@@ -20,11 +20,7 @@ def chub(tmp_path_factory):
     readings = tmp_path_factory.mktemp("readings") / "readings.json"
     readings.write_text("{}")
     for hub in own_hub(tmp_path_factory, "clusterusage",
-                       "c.HealthMonitor.source_class = 'ti_hub.health.testsource.TestReadingsSource'\n"
-                       f"c.TestReadingsSource.path = {str(readings)!r}\n"
-                       "c.HealthMonitor.interval = 1\n"
-                       "c.LocalBackend.devices = {'demo-gpu': 2}\n"
-                       "c.TiService.scheduler_interval = 0.3\n"):
+                       readings_config(readings) + "c.TiService.scheduler_interval = 0.3\n"):
         hub.readings = readings
         yield hub
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hubproc import own_hub
+from hubproc import own_hub, readings_config
 
 from ti_hub.magics.leasewatch import LeaseWatch
 
@@ -33,11 +33,7 @@ def readings(tmp_path_factory) -> Path:
 def ihub(tmp_path_factory, readings):
     set_utilization(readings, 0)
     gen = own_hub(tmp_path_factory, "idlehub", (
-        "c.HealthMonitor.source_class = 'ti_hub.health.testsource.TestReadingsSource'\n"
-        f"c.TestReadingsSource.path = {str(readings)!r}\n"
-        "c.HealthMonitor.interval = 1\n"
-        "c.LocalBackend.devices = {'demo-gpu': 1}\n"
-        "c.TiService.scheduler_interval = 0.3\n"
+        readings_config(readings, devices=1) + "c.TiService.scheduler_interval = 0.3\n"
         "c.AlertRules.builtin_ttl = 0.5\n"
         f"c.IdlePolicy.exempt_groups = {{{EXEMPT_GROUP!r}}}\nc.IdlePolicy.groups_ttl = 0.5\n"))
     hub = next(gen)

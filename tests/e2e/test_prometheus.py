@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from hubproc import free_port, own_hub
+from hubproc import free_port, own_hub, readings_config
 from prometheus_client.parser import text_string_to_metric_families
 from tihub_client import wait
 
@@ -39,11 +39,7 @@ def readings(tmp_path_factory):
 @pytest.fixture(scope="module")
 def mhub(tmp_path_factory, readings):
     yield from own_hub(tmp_path_factory, "promhub",
-                       "c.HealthMonitor.source_class = 'ti_hub.health.testsource.TestReadingsSource'\n"
-                       f"c.TestReadingsSource.path = {str(readings)!r}\n"
-                       "c.HealthMonitor.interval = 1\n"
-                       "c.LocalBackend.devices = {'demo-gpu': 2}\n"
-                       "c.MetricsExporter.cache_seconds = 0.5\n")
+                       readings_config(readings) + "c.MetricsExporter.cache_seconds = 0.5\n")
 
 
 def metrics_token(hub) -> str:

@@ -63,10 +63,6 @@ class AlertRules(LoggingConfigurable):
     def start(self, svc: TiService) -> None:
         """Evaluate on every health sample (the leader only: HealthMonitor samples there)."""
         self.svc = svc
-        if "wait_alert_grace" in svc.config.get("TiService", {}):
-            self.log.warning("TiService.wait_alert_grace is set in the config but is deprecated and ignored: the "
-                             "alert rule job-wait (the Alerts page, ti admin alert-rule update job-wait "
-                             "--threshold S) wins")
         svc.health.subscribe("alert-rules", self.on_sample)
 
     async def on_sample(self, snap: Snapshot) -> None:

@@ -183,10 +183,6 @@ class TiService(Application):
         300.0, config=True,
         help="Q6 how often, in seconds, the owners' typical run times (medians of their completed jobs) are "
              "re-read for start estimates of jobs without a declared duration.")
-    wait_alert_grace = Float(
-        60.0, config=True,
-        help="Deprecated, ignored: superseded by the rule job-wait in the Alerts page (ti admin alert-rule update "
-             "job-wait --threshold S); kept only so that config files that set it still load (a warning at start).")
     volume_usage_interval = Float(
         60.0, config=True,
         help="Seconds between two measurements of the volumes that no file system caps (the local driver's): one "

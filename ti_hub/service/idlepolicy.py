@@ -34,20 +34,6 @@ if TYPE_CHECKING:
 class IdlePolicy(LoggingConfigurable):
     """Warns about, then reclaims, workspaces whose devices sit idle (SPEC WS6, MON3)."""
 
-    # superseded by the rule workspace-idle; kept only so that config files that set them still load
-    idle_time = Float(
-        0.0, config=True,
-        help="Deprecated, ignored: superseded by the rule workspace-idle in the Alerts page (its interval and "
-             "enabled: ti admin alert-rule update workspace-idle --interval S --enabled); used only to warn at "
-             "start-up that the rule wins.")
-    grace = Float(
-        1800.0, config=True,
-        help="Deprecated, ignored: superseded by the rule workspace-idle in the Alerts page (its grace: ti admin "
-             "alert-rule update workspace-idle --grace S); used only to warn at start-up that the rule wins.")
-    threshold = Float(
-        5.0, config=True,
-        help="Deprecated, ignored: superseded by the rule workspace-idle in the Alerts page (its threshold, a "
-             "utilization percent); used only to warn at start-up that the rule wins.")
     exempt_users = Set(
         Unicode(), default_value=set(), config=True,
         help="Users whose workspaces are never warned nor reclaimed.")
@@ -73,11 +59,6 @@ class IdlePolicy(LoggingConfigurable):
     def start(self, svc: TiService) -> None:
         """On the leader only (serve()): judge every health sample while the rule workspace-idle is enabled."""
         self.svc = svc
-        old = sorted(k for k in ("idle_time", "grace", "threshold") if k in self.config.get("IdlePolicy", {}))
-        if old:
-            self.log.warning("idle policy: IdlePolicy.%s set in the config but deprecated and ignored: the alert "
-                             "rule workspace-idle (the Alerts page, ti admin alert-rule update workspace-idle) "
-                             "wins", ", IdlePolicy.".join(old))
         if svc.health.interval <= 0:
             self.log.warning("idle policy: HealthMonitor.interval is 0 (no health samples): no workspace will be "
                              "warned nor reclaimed, whatever the rule workspace-idle says")
