@@ -3,15 +3,14 @@ capacity reports it unschedulable, and uncordoning puts it back."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 
 import pytest
 
 from ti_hub.backends.k8s import KubernetesBackend
 
 from .cluster import FakeNode
+from .test_backend import until
 
 NS = "ti-cordon"
 NODE = "cordon-0"
@@ -25,16 +24,6 @@ async def backend(k8s_cluster):
     b = KubernetesBackend(kubeconfig=str(k8s_cluster.kubeconfig), namespace=NS, installation="cordon-test")
     yield b
     await b.close()
-
-
-async def until(fn, pred, what, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        got = await fn()
-        if pred(got):
-            return got
-        assert time.monotonic() < deadline, f"timed out waiting for {what}; last: {got!r}"
-        await asyncio.sleep(0.2)
 
 
 def unschedulable(k8s_cluster) -> bool:
