@@ -122,3 +122,13 @@ def own_hub(tmp_path_factory, name: str, config_lines: str = "", extra_env: dict
     yield hub
     stop_hub(proc)
     shutil.rmtree(data, ignore_errors=True)
+
+
+def readings_hub(tmp_path_factory, name: str, config_lines: str = "", devices: int = 2):
+    """own_hub with readings_config: the hub's ``readings`` is the test source's file, "{}" (nothing measured)
+    until the test writes readings into it."""
+    readings = tmp_path_factory.mktemp(name + "-readings") / "readings.json"
+    readings.write_text("{}")
+    for hub in own_hub(tmp_path_factory, name, readings_config(readings, devices) + config_lines):
+        hub.readings = readings
+        yield hub

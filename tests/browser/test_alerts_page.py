@@ -8,7 +8,7 @@ import json
 
 import pytest
 from browserkit import screenshot
-from hubproc import own_hub, readings_config
+from hubproc import readings_hub
 from tihub_client import wait
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
@@ -16,12 +16,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 
 @pytest.fixture(scope="module")
 def ahub(tmp_path_factory):
-    readings = tmp_path_factory.mktemp("alerts-page") / "readings.json"
-    readings.write_text("{}")
-    for hub in own_hub(tmp_path_factory, "alertspage",
-                       readings_config(readings) + "c.AlertRules.cordon_dry_run = False\n"):
-        hub.readings = readings
-        yield hub
+    yield from readings_hub(tmp_path_factory, "alertspage", "c.AlertRules.cordon_dry_run = False\n")
 
 
 def test_admin_sees_where_rules_fire_and_uncordons_from_the_alerts_page(ahub, page_for):

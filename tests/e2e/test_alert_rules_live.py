@@ -12,21 +12,15 @@ import time
 from pathlib import Path
 
 import pytest
-from hubproc import own_hub, readings_config
+from hubproc import readings_hub
 
 pytestmark = pytest.mark.e2e
 
 
 def hub_with_readings(tmp_path_factory, name: str, dry_run: bool):
-    readings = tmp_path_factory.mktemp(name + "-readings") / "readings.json"
-    readings.write_text("{}")
-    hub_gen = own_hub(tmp_path_factory, name,
-                      readings_config(readings) + "c.TiService.scheduler_interval = 0.3\n"
-                      f"c.AlertRules.cordon_dry_run = {dry_run}\n"
-                      "c.AlertRules.builtin_ttl = 1\n")
-    hub = next(hub_gen)
-    hub.readings = readings
-    return hub, hub_gen
+    hub_gen = readings_hub(tmp_path_factory, name, "c.TiService.scheduler_interval = 0.3\n"
+                           f"c.AlertRules.cordon_dry_run = {dry_run}\nc.AlertRules.builtin_ttl = 1\n")
+    return next(hub_gen), hub_gen
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hubproc import own_hub, readings_config
+from hubproc import readings_hub
 from tihub_client import wait
 
 pytestmark = pytest.mark.e2e
@@ -17,12 +17,7 @@ ADDRESS = "192.0.2.10"  # TEST-NET-1: the address the test source reports for th
 
 @pytest.fixture(scope="module")
 def chub(tmp_path_factory):
-    readings = tmp_path_factory.mktemp("readings") / "readings.json"
-    readings.write_text("{}")
-    for hub in own_hub(tmp_path_factory, "clusterusage",
-                       readings_config(readings) + "c.TiService.scheduler_interval = 0.3\n"):
-        hub.readings = readings
-        yield hub
+    yield from readings_hub(tmp_path_factory, "clusterusage", "c.TiService.scheduler_interval = 0.3\n")
 
 
 def write_readings(hub, utilization: float) -> None:
