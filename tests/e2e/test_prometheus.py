@@ -22,7 +22,7 @@ from tihub_client import wait
 
 from ti_hub.backends.base import NodeCapacity
 from ti_hub.health.promsource import PrometheusHealthSource
-from ti_hub.health.sources import MACHINE_LABEL
+from ti_hub.backends.base import MACHINE_LABEL
 
 pytestmark = pytest.mark.e2e
 

@@ -8,7 +8,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ti_hub.backends.base import NodeCapacity
 from ti_hub.health.readings import DeviceReading, FsReading, HostReading, NetReading, Snapshot
-from ti_hub.health.sources import MACHINE_LABEL
+from ti_hub.backends.base import MACHINE_LABEL
 from ti_hub.metrics import process
 from ti_hub.metrics.db import Figures, with_health
 from ti_hub.metrics.families import device_use, render

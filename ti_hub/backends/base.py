@@ -27,6 +27,16 @@ class NodeCapacity:
     schedulable: bool = True
 
 
+# on the capacity nodes a machine is split into (the embedded platform's VC slices, backends/local/slices.py): the
+# physical machine they are part of
+MACHINE_LABEL = "ti-hub.io/machine"
+
+
+def machine_of(node: NodeCapacity) -> str:
+    """The physical machine of a capacity node: its own name unless it is a slice of one."""
+    return node.labels.get(MACHINE_LABEL) or node.name
+
+
 @dataclass(frozen=True)
 class Mount:
     """A host directory made visible at ``mount_path``; read-only mounts are enforced, not advisory."""

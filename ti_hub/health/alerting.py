@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 from traitlets import Bool, Float
 from traitlets.config import LoggingConfigurable
 
+from ..backends.base import machine_of
 from ..ops import alertrules, jobrules
 from .readings import Snapshot
 from .rules import StepClock, ValueCache, evaluate
-from .sources import machine_of
 
 if TYPE_CHECKING:
     from ..service.app import TiService

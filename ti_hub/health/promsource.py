@@ -23,9 +23,9 @@ from urllib.parse import urlencode
 
 from traitlets import Float, Unicode
 
-from ..backends.base import NodeCapacity
+from ..backends.base import NodeCapacity, machine_of
 from .readings import DeviceReading, FsReading, HostReading, NetReading, Snapshot
-from .sources import HealthSource, machine_of
+from .sources import HealthSource
 
 MIB = 1 << 20
 DCGM_QUERY = '{__name__=~"DCGM_FI_DEV_(GPU_UTIL|FB_USED|FB_FREE|GPU_TEMP|POWER_USAGE|ECC_DBE_VOL_TOTAL)"}'

@@ -18,15 +18,8 @@ from typing import Any
 from traitlets import List, Unicode
 from traitlets.config import LoggingConfigurable
 
-from ..backends.base import NodeCapacity
+from ..backends.base import NodeCapacity, machine_of
 from .readings import DeviceReading, FsReading, HostReading, NetReading, Snapshot
-
-MACHINE_LABEL = "ti-hub.io/machine"  # set on VC slices (backends/local/slices.py): the physical machine
-
-
-def machine_of(node: NodeCapacity) -> str:
-    return node.labels.get(MACHINE_LABEL) or node.name
-
 
 class HealthSource(LoggingConfigurable):
     """Base class: one snapshot of the given capacity nodes."""

@@ -22,9 +22,9 @@ from typing import Any
 
 from traitlets import Unicode
 
-from ..backends.base import NodeCapacity
+from ..backends.base import NodeCapacity, machine_of
 from .readings import DeviceReading, HostReading, Snapshot, device_from_json, host_from_json
-from .sources import HealthSource, machine_of
+from .sources import HealthSource
 
 
 def snapshot_from_doc(doc: dict[str, Any], nodes: list[NodeCapacity], now: float) -> Snapshot:

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 
 from ..backends.base import NodeCapacity
 from ..domain import states as st
-from ..health.sources import machine_of
+from ..backends.base import machine_of
 from .db import Figures
 from .text import Family
 from .text import render as render_text

@@ -20,7 +20,7 @@ from ..db import models as m
 from ..domain import validation as v
 from ..domain.actor import Actor
 from ..domain.errors import NotFound
-from ..health.sources import machine_of
+from ..backends.base import machine_of
 from . import audit
 from .common import iso, utcnow
 

@@ -22,7 +22,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from .. import scopes as S
-from ..backends.base import NodeCapacity
+from ..backends.base import NodeCapacity, machine_of
 from ..db import models as m
 from ..domain import states as st
 from ..domain import validation as v
@@ -324,10 +324,10 @@ def assign(session: Session, actor: Actor, name: str, data: dict[str, Any], node
     vc = get(session, name, lock=True)
     if remove and vc.name == DEFAULT:
         raise v.ValidationError("machines leave default by being given to another VC", field="remove")
-    physical = {n.name for n in nodes} | {(n.labels or {}).get("ti-hub.io/machine", "") for n in nodes}
+    physical = {n.name for n in nodes} | {machine_of(n) for n in nodes}
     inventory: dict[str, list[int]] = defaultdict(list)
     for n in nodes:
-        if n.name == node or (n.labels or {}).get("ti-hub.io/machine") == node:
+        if node in (n.name, machine_of(n)):
             for dtype, devs in n.devices.items():
                 inventory[dtype] += devs
     if node not in physical:

@@ -32,7 +32,7 @@ from ..db import models as m
 from ..db.accounting import DeviceHours
 from ..domain import states as st
 from ..health.readings import DeviceReading, Snapshot
-from ..health.sources import machine_of
+from ..backends.base import machine_of
 
 if TYPE_CHECKING:
     from .app import TiService

@@ -10,7 +10,7 @@ from traitlets import TraitError
 
 from ..backends.base import NodeCapacity
 from ..domain.validation import join_device_rules
-from ..health.sources import machine_of
+from ..backends.base import machine_of
 
 if TYPE_CHECKING:
     from .app import TiService

@@ -21,7 +21,7 @@ from .. import scopes as S
 from ..backends.base import NodeCapacity
 from ..domain.actor import Actor
 from ..health.monitor import read_latest
-from ..health.sources import machine_of
+from ..backends.base import machine_of
 from .accounting import (IDLE, UNMEASURED, bookings, holding_jobs, hour_of, hours_since, readings_by_device,
                          running, state_of)
 

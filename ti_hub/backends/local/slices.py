@@ -13,9 +13,8 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
-from ..base import NodeCapacity
+from ..base import MACHINE_LABEL, NodeCapacity
 
-MACHINE_LABEL = "ti-hub.io/machine"  # the physical machine a slice is part of
 
 
 def slice_name(node: str, vc_id: int, vc_name: str) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 from tornado import web
 
 from ... import scopes as S
+from ...backends.base import machine_of
 from ...domain import validation as v
 from ...ops import vcs
 from ...api.vcs import grantee_check, kubernetes
@@ -123,7 +124,7 @@ class VCPageHandler(PoolsPageHandler):
             select("Lends its idle devices", "lend", [("yes", "yes"), ("no", "no")],
                    selected="yes" if x.get("lend", True) else "no", form_id=f"vc-{name}-change"),
             drain("change")], "Save", "change"))
-        physical = sorted({(n.labels or {}).get("ti-hub.io/machine") or n.name for n in self.ti.ops_settings.nodes})
+        physical = sorted({machine_of(n) for n in self.ti.ops_settings.nodes})
         k8s = kubernetes(self.ti.backend)
         types = sorted({t for n in self.ti.ops_settings.nodes for t in n.devices})
         parts.append(self._form("machines", name, [
