@@ -107,10 +107,16 @@ def wait_all_done(db, n: int, timeout: float) -> int:
     return done
 
 
-def one_run(a, workdir: Path) -> dict:
-    nodes = [FakeNode(f"{d.lower()}-{i}", devices=DEVICES_PER_NODE, device_type=d, cpu="64", memory="512Gi")
-             for d in DEVICE_TYPES for i in range(NODES_PER_TYPE)]
-    cluster = kb.start_cluster(nodes, workdir / "k8s", a.api_qps)
+def nodes() -> list[FakeNode]:
+    return [FakeNode(f"{d.lower()}-{i}", devices=DEVICES_PER_NODE, device_type=d, cpu="64", memory="512Gi")
+            for d in DEVICE_TYPES for i in range(NODES_PER_TYPE)]
+
+
+def one_run(a, workdir: Path, observer=None) -> dict:
+    """One run on a fresh cluster and platform. ``observer`` (bench_vs_kueue.py's) may watch it too: its
+    ``start(cluster)`` is called just before the first job, ``finish(cluster, t0, rows)`` after the last, and
+    what finish returns is the result's "observed"."""
+    cluster = kb.start_cluster(nodes(), workdir / "k8s", a.api_qps)
     platform = None
     try:
         platform = kb.start_platform(workdir / "data", cluster, (
@@ -125,6 +131,8 @@ def one_run(a, workdir: Path) -> dict:
             s.execute(insert(m.Quota), [{"user": "*", "kind": "single", "device_type": "*", "devices": 120,
                                          "cpu": 10_000.0, "memory_mib": 1 << 40}])
         schedule = plan(a.scale)
+        if observer:
+            observer.start(cluster)
         sampler = kb.CpuSampler(kb.all_pids(platform, cluster)).start()
         t0, lag = submit_on_schedule(db, schedule)
         done = wait_all_done(db, len(schedule), a.timeout)
@@ -158,6 +166,8 @@ def one_run(a, workdir: Path) -> dict:
                "usage_pct_by_type": by_type, "usage_pct_avg": round(statistics.mean(by_type.values()), 1),
                "time_to_admission": wait_by_class, "submit_lag_max_s": round(lag, 2), "cpu": cpu,
                "leader_rss_mib": kb.rss_mib(platform.pids["service"])}
+        if observer:
+            out["observed"] = observer.finish(cluster, t0, rows)
         return out
     finally:
         if platform:

@@ -20,11 +20,15 @@
 #   bin/  minimalkueue                    (test/performance/scheduler/minimalkueue)
 #         performance-scheduler-runner    (test/performance/scheduler/runner)
 #         performance-scheduler-checker.test  (go test -c ./test/performance/scheduler/checker)
+#         jobkueue  (benchmarks/kueue/jobkueue.go, TiHub's: Kueue's scheduler and core controllers with
+#                   the batch/Job integration and a settable client QPS; rebuilt alone when that file
+#                   changes, keyed by its hash in bin/jobkueue.sha256)
 # Both are written atomically (built into a temp dir, then renamed). Concurrent
 # callers serialize on a lock file; the second finds everything built.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+JOBKUEUE_GO="$HERE/../../benchmarks/kueue/jobkueue.go"
 # shellcheck source=versions.env
 source "$HERE/versions.env"
 
@@ -34,7 +38,7 @@ DEST="$CACHE_ROOT/$KUEUE_VERSION"
 SRC="$DEST/src"
 BIN="$DEST/bin"
 NICE="${TIHUB_K8S_NICE:-10}"
-BINARIES=(minimalkueue performance-scheduler-runner performance-scheduler-checker.test)
+BINARIES=(minimalkueue performance-scheduler-runner performance-scheduler-checker.test jobkueue)
 
 T0=$(date +%s)
 log() { printf '[%s +%4ss] %s\n' "$(date -u +%H:%M:%S)" "$(( $(date +%s) - T0 ))" "$*" >&2; }
@@ -43,7 +47,22 @@ die() { log "ERROR: $*"; exit 1; }
 is_built() {
   local b
   for b in "${BINARIES[@]}"; do [[ -x "$BIN/$b" ]] || return 1; done
-  [[ -f "$SRC/Makefile" && -f "$SRC/go.mod" ]]
+  [[ -f "$SRC/Makefile" && -f "$SRC/go.mod" ]] && jobkueue_current
+}
+
+jobkueue_sum() { sha256sum "$JOBKUEUE_GO" | cut -d' ' -f1; }
+jobkueue_current() { [[ -x "$BIN/jobkueue" && "$(cat "$BIN/jobkueue.sha256" 2>/dev/null)" == "$(jobkueue_sum)" ]]; }
+
+# jobkueue is built inside the module copy (its go.mod pins every dependency), into $1
+build_jobkueue() {
+  local out="$1" sum
+  sum="$(jobkueue_sum)"
+  mkdir -p "$SRC/cmd/tihub-jobkueue"
+  cp "$JOBKUEUE_GO" "$SRC/cmd/tihub-jobkueue/main.go"
+  GOFLAGS=-buildvcs=false go_progress jobkueue build -v -trimpath -ldflags="-s -w" \
+    -o "$out/jobkueue.tmp" ./cmd/tihub-jobkueue
+  mv "$out/jobkueue.tmp" "$out/jobkueue"
+  echo "$sum" > "$out/jobkueue.sha256"
 }
 
 # go build / go test -c with progress: -v prints each package as it is compiled
@@ -67,6 +86,14 @@ cmd_build() {
     flock 9
   fi
   if is_built; then log "built by the other build"; echo "$BIN"; return 0; fi
+  local b only_jobkueue=1
+  for b in "${BINARIES[@]}"; do [[ $b == jobkueue || -x "$BIN/$b" ]] || only_jobkueue=0; done
+  if [[ $only_jobkueue == 1 && -f "$SRC/go.mod" ]]; then
+    log "benchmarks/kueue/jobkueue.go changed: rebuilding jobkueue only"
+    build_jobkueue "$BIN"
+    log "done: $BIN (total $(( $(date +%s) - T0 ))s)"
+    echo "$BIN"; return 0
+  fi
 
   log "building kueue $KUEUE_VERSION ($MODULE) performance tools"
   log "$(go version); GOTOOLCHAIN=$(go env GOTOOLCHAIN); $(nproc) cpus"
@@ -106,7 +133,7 @@ cmd_build() {
   # --summary/--cmdStats/--range); compiled once here so that no go is needed later.
   go_progress performance-scheduler-checker.test test -c -v -trimpath \
     -o "$work/bin/performance-scheduler-checker.test" ./test/performance/scheduler/checker
-  local b
+  build_jobkueue "$work/bin"
   for b in "${BINARIES[@]}"; do
     [[ -x "$work/bin/$b" ]] || die "no $b was produced"
     log "  $b $(du -h "$work/bin/$b" | cut -f1)"
@@ -130,6 +157,6 @@ case "${1:-}" in
   --print-bin) is_built && echo "$BIN" ;;
   --print-src) is_built && echo "$SRC" ;;
   --status) if is_built; then echo "built: $BIN"; else echo "not built ($KUEUE_VERSION)"; exit 1; fi ;;
-  -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' ;;
+  -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//' ;;
   *) echo "unknown option: $1 (see --help)" >&2; exit 2 ;;
 esac
