@@ -30,21 +30,14 @@ NICE="${TIHUB_K8S_NICE:-10}"
 MAJOR="${HELM_VERSION%%.*}"
 MODULE="helm.sh/helm/$MAJOR"
 
-T0=$(date +%s)
-log() { printf '[%s +%4ss] %s\n' "$(date -u +%H:%M:%S)" "$(( $(date +%s) - T0 ))" "$*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
+# shellcheck source=buildlib.sh
+source "$HERE/buildlib.sh"
 
 is_built() { [[ -x "$HELM" ]]; }
 
 cmd_build() {
   if is_built; then echo "$HELM"; return 0; fi
-  command -v go >/dev/null || die "go not found in PATH"
-  mkdir -p "$CACHE_ROOT"
-  exec 9>"$CACHE_ROOT/build.lock"
-  if ! flock -n 9; then
-    log "another build of helm is running; waiting for it ..."
-    flock 9
-  fi
+  take_build_lock "$CACHE_ROOT" helm
   if is_built; then log "built by the other build"; echo "$HELM"; return 0; fi
 
   log "building helm $HELM_VERSION (go install $MODULE/cmd/helm@$HELM_VERSION)"

@@ -40,9 +40,8 @@ BIN="$DEST/bin"
 NICE="${TIHUB_K8S_NICE:-10}"
 BINARIES=(minimalkueue performance-scheduler-runner performance-scheduler-checker.test jobkueue)
 
-T0=$(date +%s)
-log() { printf '[%s +%4ss] %s\n' "$(date -u +%H:%M:%S)" "$(( $(date +%s) - T0 ))" "$*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
+# shellcheck source=buildlib.sh
+source "$HERE/buildlib.sh"
 
 is_built() {
   local b
@@ -78,13 +77,7 @@ go_progress() { # what, then the go command's arguments
 
 cmd_build() {
   if is_built; then log "already built: $BIN"; echo "$BIN"; return 0; fi
-  command -v go >/dev/null || die "go not found in PATH"
-  mkdir -p "$CACHE_ROOT"
-  exec 9>"$CACHE_ROOT/build.lock"
-  if ! flock -n 9; then
-    log "another build of kueue is running; waiting for it ..."
-    flock 9
-  fi
+  take_build_lock "$CACHE_ROOT" kueue
   if is_built; then log "built by the other build"; echo "$BIN"; return 0; fi
   local b only_jobkueue=1
   for b in "${BINARIES[@]}"; do [[ $b == jobkueue || -x "$BIN/$b" ]] || only_jobkueue=0; done
