@@ -38,7 +38,9 @@ import bench_k8s_queue as tq
 import k8sbench as kb
 import kueuebench as kq
 from benchplatform import code_version, machine_info
+from hubproc import terminate_group
 from kubeobserve import Api, Creator, JobWatcher, apiserver_writes, writes_between
+from report import med
 
 from tests.k8s.cluster import DEVICE_TYPE_LABEL, GPU, POOL_LABEL, bin_dir
 from ti_hub.backends.k8s.objects import LABEL_JOB_ID
@@ -144,11 +146,7 @@ def run_kueue(a, work: Path, bins: Path, src: Path) -> dict:
         return out
     finally:
         if proc:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except Exception:  # noqa: BLE001
-                proc.kill()
+            terminate_group(proc, grace=10)  # jobkueue runs in a session of its own
         cluster.stop()
 
 
@@ -246,13 +244,13 @@ def spec_differences(kueue: dict, tihub: dict) -> list[str]:
 
 
 def median_of(runs: list[dict], *path) -> float | None:
+    """report.med of the value at ``path`` in each run (runs without it are left out)."""
     vals = []
     for r in runs:
         for p in path:
             r = r.get(p) if isinstance(r, dict) else None
-        if isinstance(r, (int, float)):
-            vals.append(r)
-    return round(statistics.median(vals), 2) if vals else None
+        vals.append(r)
+    return med(vals)
 
 
 def summarize(runs: dict[str, list[dict]]) -> dict:
