@@ -16,9 +16,9 @@ B. Kueue with its batch/Job integration (benchmarks/kueue/jobkueue.go: Kueue's s
    Jobs and pods, each pod ended by KWOK after its runtime.
 C. TiHub (bench_k8s_queue.py's run) on the same control plane, nodes and workload.
 
-B and C are measured by the same code (kubeobserve.py): one watch on Jobs, this process's clock; a job is
-admitted when its Job is first seen runnable and ends when its pod is first seen counted as succeeded (or the
-Job Complete); device usage = devices x (admitted -> ended), never more than 120 at once, over 120 devices per
+B and C are measured by the same code (kubeobserve.py): one watch, this process's clock; a job is admitted when
+its Job is first seen runnable (Kueue) or its pod first seen (TiHub runs a one-pod job as a pod of its own, no
+Job) and ends when its pod is first seen counted as succeeded (Kueue's Job status; TiHub's pod phase); device usage = devices x (admitted -> ended), never more than 120 at once, over 120 devices per
 type and the run's wall time; API writes per job from kube-apiserver's apiserver_request_total (without KWOK's
 node heartbeats: leases and nodes/status). Kueue builds once per version
 (tests/k8s/build-kueue.sh, about 7 minutes cold on 2 cores), into ~/.cache/ti-hub/kueue.
@@ -39,7 +39,7 @@ import k8sbench as kb
 import kueuebench as kq
 from benchplatform import code_version, machine_info
 from hubproc import terminate_group
-from kubeobserve import Api, Creator, JobWatcher, apiserver_writes, writes_between
+from kubeobserve import Api, Creator, JobWatcher, apiserver_writes, by_label, writes_between
 from report import med
 
 from tests.k8s.cluster import DEVICE_TYPE_LABEL, GPU, POOL_LABEL, bin_dir
@@ -96,10 +96,13 @@ def wait_ended(watcher: JobWatcher, n: int, timeout: float) -> None:
         time.sleep(0.5)
 
 
-def pod_template(api: Api, name: str) -> dict:
-    """The pod spec of one Job as the API server stores it (defaults filled in), to compare Kueue's and TiHub's."""
-    r = api.session().get(f"{api.server}/apis/batch/v1/namespaces/{kb.NAMESPACE}/jobs/{name}", timeout=60)
-    return r.json()["spec"]["template"]["spec"] if r.ok else {}
+def first_pod_spec(api: Api, selector: str) -> dict:
+    """The spec of the oldest pod matching ``selector`` as the API server stores it (defaults filled in), to
+    compare Kueue's and TiHub's; without the node each landed on."""
+    r = api.session().get(f"{api.server}/api/v1/namespaces/{kb.NAMESPACE}/pods", timeout=60,
+                          params={"labelSelector": selector})
+    pods = sorted(r.json().get("items", []) if r.ok else [], key=lambda p: p["metadata"]["creationTimestamp"])
+    return {k: v for k, v in pods[0]["spec"].items() if k != "nodeName"} if pods else {}
 
 
 # -- B: Kueue with Jobs ------------------------------------------------------------------------------------------
@@ -142,7 +145,7 @@ def run_kueue(a, work: Path, bins: Path, src: Path) -> dict:
         out.update(create_lag_max_s=round(lag, 2), create_errors=creator.errors[:5], cpu=cpu,
                    bench_process_cpu_s=round(time.process_time() - own0, 1),
                    preemptions=kq.preemptions(cluster, kb.NAMESPACE), kueue_rss_mib=kb.rss_mib(proc.pid),
-                   pod_spec=pod_template(api, schedule[0][2]["metadata"]["name"]))
+                   pod_spec=first_pod_spec(api, f"job-name={schedule[0][2]['metadata']['name']}"))
         return out
     finally:
         if proc:
@@ -156,7 +159,8 @@ class TiHubObserver:
 
     def start(self, cluster) -> None:
         self.api = Api(cluster.kubeconfig)
-        self.watcher = JobWatcher(self.api, kb.NAMESPACE).start()
+        # TiHub runs these one-pod jobs as bare pods (KubernetesBackend.launch_pods): their pods are its jobs
+        self.watcher = JobWatcher(self.api, kb.NAMESPACE, "pods").start()
         self.before = apiserver_writes(self.api)
         self.own0 = time.process_time()
 
@@ -168,14 +172,13 @@ class TiHubObserver:
             time.sleep(0.2)
         self.watcher.stop()
         with self.watcher.lock:
-            by_id = {j["labels"].get(LABEL_JOB_ID): j for j in self.watcher.jobs.values()}
+            by_id = by_label(self.watcher.jobs, LABEL_JOB_ID)
         jobs = [{"class": r.description, "type": r.device_type, "devices": r.devices_per_instance,
                  "asked": kb.epoch(r.created_at), **by_id.get(str(r.id), {})} for r in rows]
         out = measure(jobs, t0, len(rows), writes)
         out["bench_process_cpu_s"] = round(time.process_time() - self.own0, 1)  # the watch, the inserts
         first = min(rows, key=lambda r: r.id)  # the same workload as Kueue's first: plan() orders both
-        names = [n for n, j in self.watcher.jobs.items() if j["labels"].get(LABEL_JOB_ID) == str(first.id)]
-        out["pod_spec"] = pod_template(self.api, names[0]) if names else {}
+        out["pod_spec"] = first_pod_spec(self.api, f"{LABEL_JOB_ID}={first.id}")
         return out
 
 
@@ -195,7 +198,10 @@ DIFFERENCES = (
     "reported); TiHub's jobs are written into its database at the same offsets, as its submit API writes them "
     "(that API's own cost is bench_api.py's).",
     "Placement: Kueue picks the flavor (device type) and kube-scheduler the node (the flavor's node label); "
-    "TiHub picks the node and pins the pod to it (a hostname nodeSelector added by its admission policy).",
+    "TiHub picks the node and pins the pod to it (a hostname nodeSelector in the pod's spec).",
+    "Objects: each Kueue job is a batch/v1 Job whose pod the Job controller makes (and counts in the Job's "
+    "status); each TiHub job here is one pod that TiHub creates itself (KubernetesBackend.launch_pods; its gangs "
+    "are Indexed Jobs).",
     "Sharing: Kueue, per device type a cohort of six ClusterQueues, nominal 20 and borrowing limit 100 each; "
     "TiHub, per device type one queue, each user's quota 120 devices, order by fair-share usage score.",
     "Priorities: Kueue's WorkloadPriorityClasses 50/100/200 (no pod priority); TiHub's job priorities 50/100/200.",
@@ -205,10 +211,11 @@ DIFFERENCES = (
     "without a client-side rate limit. kube-controller-manager and kube-scheduler at --api-qps for both.",
     "Processes: Kueue is one Go process; TiHub is the ti service's leader (Python) with the hub and proxy "
     "beside it (they do nothing here). CPU is listed per process.",
-    "Pod specs (listed below): the first job's Job template of each, as the API server returned it after the "
-    "run, defaults filled in.",
-    "Both: quota comes back after the Job's end (Kueue: the Workload finished; TiHub: its record of the end); "
-    "the usage figure counts a job from runnable to its Job's Complete, for both.",
+    "Pod specs (listed below): the first job's pod of each, as the API server returned it after the run, "
+    "defaults filled in, without its node.",
+    "Both: quota comes back after the job's end (Kueue: the Workload finished; TiHub: its record of the end); "
+    "the usage figure counts a job from runnable (Kueue: the Job unsuspended; TiHub: its pod created) to its "
+    "pod's end (Kueue: as the Job counts it; TiHub: as the pod's phase says).",
 )
 
 

@@ -94,10 +94,14 @@ def writes_between(before: collections.Counter, after: collections.Counter) -> d
 
 
 class JobWatcher:
-    """Every Job of a namespace: name -> {"labels", "runnable", "ended", "failed"} in epoch seconds."""
+    """Every Job (or, with ``resource="pods"``, every pod) of a namespace: name -> {"labels", "runnable", "ended",
+    "failed"} in epoch seconds. A pod is runnable when first seen (created: what a Job is when unsuspended) and
+    ends when first seen Succeeded or Failed."""
 
-    def __init__(self, api: Api, namespace: str):
-        self.api, self.namespace = api, namespace
+    def __init__(self, api: Api, namespace: str, resource: str = "jobs"):
+        if resource not in ("jobs", "pods"):
+            raise ValueError(f"resource must be jobs or pods, not {resource!r}")
+        self.api, self.namespace, self.resource = api, namespace, resource
         self.jobs: dict[str, dict] = {}
         self.lock = threading.Lock()
         self._stop = threading.Event()
@@ -120,6 +124,11 @@ class JobWatcher:
         meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
         with self.lock:
             j = self.jobs.setdefault(meta["name"], {"labels": meta.get("labels") or {}, "first_seen": now})
+            if self.resource == "pods":
+                j.setdefault("runnable", now)
+                if "ended" not in j and status.get("phase") in ("Succeeded", "Failed"):
+                    j["ended"], j["failed"] = now, status["phase"] == "Failed"
+                return
             if not spec.get("suspend") and "runnable" not in j:
                 j["runnable"] = now
             if "ended" not in j:
@@ -133,7 +142,8 @@ class JobWatcher:
                         j["ended"], j["failed"] = now, c["type"] == "Failed"
 
     def _run(self) -> None:
-        path = f"/apis/batch/v1/namespaces/{self.namespace}/jobs"
+        path = (f"/apis/batch/v1/namespaces/{self.namespace}/jobs" if self.resource == "jobs"
+                else f"/api/v1/namespaces/{self.namespace}/pods")
         rv = ""
         while not self._stop.is_set():
             try:
@@ -160,7 +170,7 @@ class JobWatcher:
             except requests.exceptions.ChunkedEncodingError:
                 continue  # the server ended the watch (its timeout): go on from the last version seen
             except (requests.RequestException, ValueError, KeyError) as e:
-                print(f"  job watch: {e!r}; again", file=sys.stderr, flush=True)
+                print(f"  {self.resource} watch: {e!r}; again", file=sys.stderr, flush=True)
                 time.sleep(0.5)
 
 
@@ -196,3 +206,18 @@ class Creator:
                     time.sleep(delay)
                 pool.submit(one, item)
         return t0, lag
+
+
+def by_label(seen: dict[str, dict], label: str) -> dict[str, dict]:
+    """Watched objects merged per value of ``label`` (a job relaunched has several pods): runnable when its first
+    was, ended as its newest did."""
+    groups: dict[str, list[dict]] = {}
+    for obj in sorted(seen.values(), key=lambda o: o["first_seen"]):
+        if (key := obj["labels"].get(label)) is not None:
+            groups.setdefault(key, []).append(obj)
+    out = {}
+    for key, objs in groups.items():
+        out[key] = {k: v for k, v in objs[-1].items() if k != "runnable"}
+        if runs := [o["runnable"] for o in objs if o.get("runnable") is not None]:
+            out[key]["runnable"] = min(runs)
+    return out

@@ -228,7 +228,7 @@ async def test_parameter_server_job_is_one_indexed_job_per_role(backend, k8s_clu
 
 async def test_reconcile_readopts_known_jobs_and_deletes_orphans(backend, k8s_cluster):
     known_state = await backend.launch(spec(104, ["a100-0"], name="kept"))
-    orphan_state = await backend.launch(spec(105, ["a100-1"], name="orphan"))
+    assert (await backend.launch(spec(105, ["a100-1"], name="orphan")))["roles"][0]["pod"]
     await wait_for(lambda: len(pods_of(k8s_cluster, 104)) == 1 and len(pods_of(k8s_cluster, 105)) == 1,
                    what="pods")
     # a new backend, as after a ti service restart
@@ -238,19 +238,23 @@ async def test_reconcile_readopts_known_jobs_and_deletes_orphans(backend, k8s_cl
         assert alive == {104: True}
         await wait_for(lambda: not pods_of(k8s_cluster, 105), what="orphan deleted")
         assert len(pods_of(k8s_cluster, 104)) == 1
-        # relaunching a job whose objects survived a crash replaces them instead of duplicating them
-        old_uid = json.loads(k8s_cluster.kubectl("get", "jobs", "-n", NS, "-l", f"{ob.LABEL_JOB_ID}=104",
-                                                 "-o", "json").stdout)["items"][0]["metadata"]["uid"]
+        # relaunching a job whose pod survived a crash replaces it instead of doubling it
+        [old] = pods_of(k8s_cluster, 104)
         again = await fresh.launch(spec(104, ["a100-0"], name="kept"))
-        assert again["roles"] == known_state["roles"]
-        jobs = json.loads(k8s_cluster.kubectl("get", "jobs", "-n", NS, "-l", f"{ob.LABEL_JOB_ID}=104",
-                                              "-o", "json").stdout)["items"]
-        assert len(jobs) == 1 and jobs[0]["metadata"]["uid"] != old_uid  # replaced, not kept nor doubled
+        assert again["roles"] == known_state["roles"] and again["roles"][0]["pod"] is True
+
+        def live():
+            return [p for p in pods_of(k8s_cluster, 104) if not p["metadata"].get("deletionTimestamp")]
+        [new] = await wait_for(lambda: (lambda ps: ps if len(ps) == 1 and ps[0]["metadata"]["uid"] !=
+                                        old["metadata"]["uid"] else None)(live()), what="the old pod replaced")
+        assert new["metadata"]["labels"][ob.LABEL_RUN] == known_state["roles"][0]["job"]
         await fresh.stop(104, again, grace_seconds=1)
+        assert not live()
     finally:
         await fresh.close()
-    assert orphan_state["roles"][0]["job"] not in {j["metadata"]["name"] for j in json.loads(
-        k8s_cluster.kubectl("get", "jobs", "-n", NS, "-o", "json").stdout)["items"]}
+    # one-pod jobs make no Kubernetes Job at all
+    assert not json.loads(k8s_cluster.kubectl("get", "jobs", "-n", NS, "-l", f"{ob.LABEL_JOB_ID} in (104,105)",
+                                              "-o", "json").stdout)["items"]
 
 
 def network_policies(cluster, ns: str) -> dict[str, dict]:
@@ -378,15 +382,79 @@ async def test_a_jobs_registry_credential_becomes_its_pods_pull_secret_and_goes_
     sp = dataclasses.replace(spec(140, ["a100-3"]), registry_auth=("registry.example.org", "bot", "pull-pw-140"))
     before = backend.writes
     state = await backend.launch(sp)
-    assert backend.writes - before == 3  # the Secret, the Job, the Secret's owner
+    assert backend.writes - before == 3  # the Secret, the pod, the Secret's owner
     name = ob.pull_secret_name(sp.job_id, sp.owner, sp.name)
     secret = json.loads(k8s_cluster.kubectl("get", "secret", name, "-n", NS, "-o", "json").stdout)
     assert secret["type"] == "kubernetes.io/dockerconfigjson"
     config = json.loads(base64.b64decode(secret["data"][".dockerconfigjson"]))
     assert config["auths"]["registry.example.org"]["password"] == "pull-pw-140"
-    assert secret["metadata"]["ownerReferences"][0]["name"] == state["roles"][0]["job"]
     pod = await wait_for(lambda: (p := pods_of(k8s_cluster, 140)) and p[0], what="its pod")
+    owner = secret["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["name"], owner["uid"]) == ("Pod", pod["metadata"]["name"], pod["metadata"]["uid"])
     assert pod["spec"]["imagePullSecrets"] == [{"name": name}] and "pull-pw-140" not in json.dumps(pod)
     await backend.stop(140, state, grace_seconds=1)
     await wait_for(lambda: k8s_cluster.kubectl("get", "secret", name, "-n", NS, check=False).returncode != 0,
-                   timeout=60, what="the pull Secret to go with its Job")
+                   timeout=60, what="the pull Secret to go with its pod")
+
+
+async def test_a_one_pod_job_is_a_pod_of_tihubs_own_kept_for_its_ttl_then_swept(backend, k8s_cluster):
+    import dataclasses
+
+    sp = dataclasses.replace(spec(150, ["a100-1"], devices=2, env={"PLAIN": "1"}), secret_env={"TOKEN": "tk-150"})
+    before = backend.writes
+    state = await backend.launch(sp)
+    assert backend.writes - before == 3  # the Secret, the pod, the Secret's owner: no Job
+    run = ob.base_name(150, "alice", "train")
+    assert state["roles"] == [{"job": run, "offset": 0, "count": 1, "pod": True}]
+    assert not json.loads(k8s_cluster.kubectl("get", "jobs", "-n", NS, "-l", f"{ob.LABEL_JOB_ID}=150",
+                                              "-o", "json").stdout)["items"]
+    [pod] = await wait_for(lambda: (p := pods_of(k8s_cluster, 150)) and p[0]["status"].get("phase") == "Running"
+                           and p, what="its pod running")
+    # pinned in its own spec (no pin policy involved), restricted, the environment a Job's pod would have
+    assert pod["spec"]["nodeSelector"][ob.HOSTNAME_LABEL] == "a100-1" == pod["spec"]["nodeName"]
+    assert pod["spec"]["hostname"] == f"{run}-0" and pod["metadata"]["labels"][ob.LABEL_RUN] == run
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True and not pod["metadata"].get("ownerReferences")
+    env = {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
+    assert env["JOB_COMPLETION_INDEX"]["value"] == "0" and env["PLAIN"]["value"] == "1"
+    assert env["TOKEN"]["valueFrom"]["secretKeyRef"]["name"] == ob.env_secret_name(sp)
+    assert "tk-150" not in json.dumps(pod)
+    assert await outcome(backend, 150, state, None, ["worker"]) is None
+    signal(k8s_cluster, pod, 3)
+    res = await until(lambda: outcome(backend, 150, state, None, ["worker"]), lambda r: r is not None, "the end")
+    assert res[0] == "failed" and res[1] == 3
+    text, _ = await backend.logs(150, state, 0)
+    assert "kwok fake container" in text
+    # ended: stop deletes nothing (its logs stay readable), and the sweep leaves it until its TTL is over
+    writes = backend.writes
+    await backend.stop(150, state)
+    assert backend.writes == writes and await backend.sweep_finished_pods() == []
+    assert await backend.sweep_finished_pods(now=time.time() + backend.finished_job_ttl + 5) == [
+        pod["metadata"]["name"]]
+    await wait_for(lambda: not pods_of(k8s_cluster, 150), what="the pod swept")
+    await wait_for(lambda: k8s_cluster.kubectl("get", "secret", ob.env_secret_name(sp), "-n", NS,
+                                               check=False).returncode != 0,
+                   timeout=60, what="the job's Secret to go with its pod")
+    lost = await until(lambda: backend.observe_job(150, state), lambda o: o.instances[0].state == "lost", "lost")
+    assert lost.instances[0].reason == "its pod was deleted"
+
+
+async def test_stop_deletes_a_running_one_pod_job_and_jobs_stay_jobs_when_asked(backend, k8s_cluster):
+    state = await backend.launch(spec(151, ["a100-2"]))
+    await wait_for(lambda: (p := pods_of(k8s_cluster, 151)) and p[0]["status"].get("phase") == "Running",
+                   what="its pod running")
+    await backend.stop(151, state, grace_seconds=1)
+    await wait_for(lambda: not pods_of(k8s_cluster, 151), what="the pod deleted")
+    jobs = KubernetesBackend(kubeconfig=str(k8s_cluster.kubeconfig), namespace=NS, installation="backend-test",
+                             launch_pods=False)
+    try:
+        state = await jobs.launch(spec(152, ["a100-2"]))
+        assert "pod" not in state["roles"][0]
+        [job] = json.loads(k8s_cluster.kubectl("get", "jobs", "-n", NS, "-l", f"{ob.LABEL_JOB_ID}=152",
+                                               "-o", "json").stdout)["items"]
+        [pod] = await wait_for(lambda: (p := pods_of(k8s_cluster, 152)) and p, what="the Job's pod")
+        assert pod["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"]
+        assert pod["metadata"]["labels"][ob.LABEL_RUN] == state["roles"][0]["job"]
+        await jobs.stop(152, state, grace_seconds=1)
+        await wait_for(lambda: not pods_of(k8s_cluster, 152), what="the Job's pod deleted")
+    finally:
+        await jobs.close()

@@ -122,12 +122,19 @@ async def test_an_evicted_pod_fails_the_job_saying_so(backend, k8s_cluster):
     await backend.stop(406, state, grace_seconds=1)
 
 
-async def test_a_job_past_its_kubernetes_deadline_fails_saying_so(backend, k8s_cluster):
-    state = await backend.launch(spec(407, ["a100-3"]))
-    await one_pod(k8s_cluster, 407, lambda p: p["status"].get("phase") == "Running", "a running pod")
-    # an admin's policy (or a mutating webhook) gave the Job a deadline: the Job controller ends it
-    k8s_cluster.kubectl("patch", "job", state["roles"][0]["job"], "-n", NS, "--type=merge",
-                        "-p", json.dumps({"spec": {"activeDeadlineSeconds": 1}}))
-    assert await ends(backend, 407, state) == (
-        "failed", None, "worker 0 failed: ran past its deadline of 1 s: Kubernetes stopped it")
-    await backend.stop(407, state, grace_seconds=1)
+async def test_a_job_past_its_kubernetes_deadline_fails_saying_so(k8s_cluster):
+    # a Job's deadline: gangs are Jobs, and so is every job with launch_pods off
+    k8s_cluster.namespace(NS)
+    backend = KubernetesBackend(kubeconfig=str(k8s_cluster.kubeconfig), namespace=NS, installation="podstate-test",
+                                finished_job_ttl=600, launch_pods=False)
+    try:
+        state = await backend.launch(spec(407, ["a100-3"]))
+        await one_pod(k8s_cluster, 407, lambda p: p["status"].get("phase") == "Running", "a running pod")
+        # an admin's policy (or a mutating webhook) gave the Job a deadline: the Job controller ends it
+        k8s_cluster.kubectl("patch", "job", state["roles"][0]["job"], "-n", NS, "--type=merge",
+                            "-p", json.dumps({"spec": {"activeDeadlineSeconds": 1}}))
+        assert await ends(backend, 407, state) == (
+            "failed", None, "worker 0 failed: ran past its deadline of 1 s: Kubernetes stopped it")
+        await backend.stop(407, state, grace_seconds=1)
+    finally:
+        await backend.close()

@@ -114,6 +114,29 @@ def test_the_watch_times_a_job_from_runnable_to_its_end():
     assert w.jobs["j"]["failed"] is False
 
 
+def test_tihubs_pods_are_timed_from_creation_to_their_phase_and_merged_per_job():
+    w = kubeobserve.JobWatcher(api=None, namespace="ns", resource="pods")
+
+    def pod(name: str, job: str, phase: str) -> dict:
+        return {"metadata": {"name": name, "labels": {"ti-hub.io/job-id": job}}, "spec": {},
+                "status": {"phase": phase}}
+
+    w._see(pod("p1", "7", "Pending"))
+    assert "runnable" in w.jobs["p1"] and w.ended() == 0
+    w._see(pod("p1", "7", "Running"))
+    assert w.ended() == 0
+    w._see(pod("p1", "7", "Failed"))  # e.g. preempted: TiHub relaunches the job as a new pod
+    first_run = w.jobs["p1"]["runnable"]
+    w._see(pod("p2", "7", "Pending"))
+    w._see(pod("p2", "7", "Succeeded"))
+    w._see(pod("q1", "8", "Running"))
+    merged = kubeobserve.by_label(w.jobs, "ti-hub.io/job-id")
+    assert merged["7"]["runnable"] == first_run and merged["7"]["ended"] == w.jobs["p2"]["ended"]
+    assert merged["7"]["failed"] is False and "ended" not in merged["8"]
+    with pytest.raises(ValueError):
+        kubeobserve.JobWatcher(api=None, namespace="ns", resource="nodes")
+
+
 def test_a_device_is_not_held_twice():
     # the next job made runnable on a device whose previous Job still looks unfinished for a second
     iv = [(0.0, 10.0, 120), (9.0, 19.0, 120)]

@@ -313,3 +313,34 @@ def test_personal_directories_mount_their_claims_and_a_host_directory_never():
                              "storageClassName": "cephfs"}
     with pytest.raises(Exception, match="personal_capacity_gib"):
         KubernetesVolumeDriver(personal_capacity_gib={"work": 0, "archive": 5})
+
+
+def test_a_one_pod_job_becomes_the_pod_its_job_would_make_pinned_in_its_own_spec():
+    s = ob.KubeSettings(namespace="users")
+    single = dataclasses.replace(launch(None, 1), kind="single", env={"LR": "0.1"})
+    [job] = [o for o in ob.job_objects(s, single) if o["kind"] == "Job"]
+    before = repr(job)
+    pod = ob.bare_pod(job)
+    assert repr(job) == before  # the Job is left as it was
+    meta, spec = pod["metadata"], pod["spec"]
+    name = job["metadata"]["name"]
+    assert pod["kind"] == "Pod" and "name" not in meta and meta["generateName"] == f"{name}-0-"
+    assert meta["labels"] == job["spec"]["template"]["metadata"]["labels"] and meta["labels"][ob.LABEL_RUN] == name
+    # the completion index as an annotation: the pin policy (which matches the label) leaves the pod alone
+    assert meta["annotations"][ob.COMPLETION_INDEX] == "0" and ob.COMPLETION_INDEX not in meta["labels"]
+    assert ob.ANN_PLACEMENT not in meta["annotations"] and meta["annotations"][ob.ANN_ROLE_OFFSET] == "0"
+    assert spec["nodeSelector"][ob.HOSTNAME_LABEL] == "node-0" and spec["hostname"] == f"{name}-0"
+    env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
+    assert env["JOB_COMPLETION_INDEX"] == "0" and env["LR"] == "0.1"
+    # everything else is the Job's pod template: restricted, the same resources and command
+    template = job["spec"]["template"]["spec"]
+    for key in ("securityContext", "restartPolicy", "automountServiceAccountToken", "volumes", "tolerations"):
+        assert spec[key] == template[key], key
+    assert spec["containers"][0]["resources"] == template["containers"][0]["resources"]
+    assert spec["containers"][0]["command"] == template["containers"][0]["command"]
+    unpinned = dataclasses.replace(s, pin_to_placement=False)
+    [job] = [o for o in ob.job_objects(unpinned, single) if o["kind"] == "Job"]
+    assert ob.HOSTNAME_LABEL not in ob.bare_pod(job)["spec"].get("nodeSelector", {})
+    gang = [o for o in ob.job_objects(s, launch("allreduce", 2)) if o["kind"] == "Job"][0]
+    with pytest.raises(ValueError):
+        ob.bare_pod(gang)

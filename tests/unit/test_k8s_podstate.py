@@ -107,3 +107,27 @@ def test_job_reason_while_starting_and_its_outcome_when_waiting_cannot_help():
     evicted = instance_status(0, pod("Failed", status={"reason": "Evicted", "message": "low memory"}), job(), None)
     assert job_outcome(None, ["worker"], JobObservation((evicted,)))[2] == \
         "worker 0 was evicted from its node: low memory"
+
+
+def test_pods_that_ended_longer_ago_than_the_ttl_are_the_ones_swept():
+    from ti_hub.backends.k8s.podstate import ended_at, expired
+
+    def ended(name, phase, finished=None, ready=None, deleting=False):
+        p = pod(phase=phase)
+        p["metadata"]["name"] = name
+        if finished:
+            p["status"]["containerStatuses"] = [{"name": "main", "state": {"terminated": {"finishedAt": finished}}}]
+        if ready:
+            p["status"]["conditions"] = [{"type": "Ready", "status": "False", "lastTransitionTime": ready}]
+        if deleting:
+            p["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:30Z"
+        return p
+
+    pods = [ended("done", "Succeeded", "2026-01-01T00:00:10Z"), ended("failed", "Failed", ready="2026-01-01T00:00:20Z"),
+            ended("running", "Running"), ended("bare", "Failed"), ended("going", "Succeeded", "2026-01-01T00:00:00Z",
+                                                                        deleting=True)]
+    assert ended_at(pods[0]) == T0 + 10 and ended_at(pods[1]) == T0 + 20 and ended_at(pods[2]) is None
+    assert ended_at(pods[3]) == T0  # nothing else known: its creation
+    assert expired(pods, T0 + 69, 60) == ["bare"]
+    assert expired(pods, T0 + 70, 60) == ["done", "bare"]
+    assert expired(pods, T0 + 80, 60) == ["done", "failed", "bare"]  # never a running or already deleting pod

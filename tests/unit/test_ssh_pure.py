@@ -339,6 +339,11 @@ def test_job_pods_and_owners():
             pod("b1", "ti-10", 1)]
     assert kube.pick_pod(pods, "ti-9", 1)["metadata"]["name"] == "a1-new"
     assert kube.pick_pod(pods, "ti-9", 2) is None and kube.pick_pod(pods, "ti-9", 5) is None
+    # a bare pod (KubernetesBackend.launch_pods): TiHub's run label, the index as an annotation
+    bare = {"metadata": {"name": "ti-11-0-x7", "creationTimestamp": "2026-01-01T00:00:00Z",
+                         "labels": {"ti-hub.io/run": "ti-11"},
+                         "annotations": {"batch.kubernetes.io/job-completion-index": "0"}}, "status": {"phase": "Running"}}
+    assert kube.pick_pod([*pods, bare], "ti-11", 0) is bare and kube.pick_pod([bare], "ti-11", 1) is None
     kube.check_owner(pods[0], "alice")
     with pytest.raises(TargetError, match="does not belong to you"):
         kube.check_owner(pods[0], "bob")

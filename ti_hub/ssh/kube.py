@@ -17,7 +17,7 @@ import re
 import shlex
 from typing import Any
 
-from ..backends.k8s.objects import ANN_OWNER, COMPLETION_INDEX
+from ..backends.k8s.objects import ANN_OWNER, COMPLETION_INDEX, LABEL_RUN
 from .logins import TargetError
 from .places import KubePod
 from .proc import SessionProcess
@@ -89,12 +89,12 @@ def session_command(command: str | None, subsystem: str | None) -> list[str]:
 
 
 def pick_pod(pods: list[dict[str, Any]], job: str, index: int) -> dict[str, Any] | None:
-    """The newest running pod of completion ``index`` of the Kubernetes Job ``job``."""
+    """The newest running pod of completion ``index`` of the role ``job`` (a Kubernetes Job, or a bare pod)."""
     best = None
     for pod in pods:
         meta = pod.get("metadata") or {}
         labels = meta.get("labels") or {}
-        if job not in (labels.get("job-name"), labels.get("batch.kubernetes.io/job-name")):
+        if job not in (labels.get(LABEL_RUN), labels.get("job-name"), labels.get("batch.kubernetes.io/job-name")):
             continue
         idx = labels.get(COMPLETION_INDEX, (meta.get("annotations") or {}).get(COMPLETION_INDEX, "0"))
         if str(idx) != str(index) or (pod.get("status") or {}).get("phase") != "Running":
@@ -229,8 +229,14 @@ class KubeTarget:
             if place.pod:
                 pod = plain.sanitize_for_serialization(await core.read_namespaced_pod(place.pod, place.namespace))
             else:
-                listing = await core.list_namespaced_pod(place.namespace, label_selector=f"job-name={place.job}")
-                pod = pick_pod([plain.sanitize_for_serialization(p) for p in listing.items], place.job, place.index)
+                pod = None
+                # the run label (bare pods, and Jobs' pods since it was added); then the Job controller's own
+                for label in (LABEL_RUN, "job-name"):
+                    listing = await core.list_namespaced_pod(place.namespace, label_selector=f"{label}={place.job}")
+                    pod = pick_pod([plain.sanitize_for_serialization(p) for p in listing.items], place.job,
+                                   place.index)
+                    if pod is not None:
+                        break
         except ApiException as e:
             raise TargetError(f"cannot read the pod of {place.name!r} ({e.status} {e.reason})") from None
         if pod is None:

@@ -42,7 +42,7 @@ class KubePod:
     namespace: str
     container: str
     pod: str = ""  # known (workspaces) ...
-    job: str = ""  # ... or found by the Kubernetes Job's name and completion index (job instances)
+    job: str = ""  # ... or found by the role's name (its Kubernetes Job or bare pod) and index (job instances)
     index: int = 0
 
 

@@ -1,7 +1,8 @@
-"""KubernetesBackend: TiHub's jobs as batch/v1 Jobs on a real cluster.
+"""KubernetesBackend: TiHub's jobs as pods and batch/v1 Jobs on a real cluster.
 
-The scheduler decides; this shell only creates, watches and deletes. Per admitted job: one Indexed Job
-(single-node, all-reduce) or one per role (parameter server), plus a headless Service and, where NetworkPolicies
+The scheduler decides; this shell only creates, watches and deletes. Per admitted job: one pod TiHub owns (a
+one-pod job, ``launch_pods``), or one Indexed Job (all-reduce, or any job with launch_pods off) or one per role
+(parameter server), plus a headless Service and, where NetworkPolicies
 close user pods, the gang's own NetworkPolicy, and the job's Secrets when it has secret environment entries or a
 registry credential -- all of a gang or none (a failed create rolls the others back; the Service, the policy and
 the Secrets belong to the first Job). Status comes from shared
@@ -22,19 +23,20 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from traitlets import Bool, Dict, Float, Integer, List, Unicode, validate
 
 from .. import metrics as metrics_mod
-from ..base import ExecutionBackend, InstanceStatus, JobObservation, LaunchSpec, NodeCapacity
+from ..base import ExecutionBackend, InstanceStatus, JobObservation, NodeCapacity
 from . import devicetypes
 from . import objects as ob
 from . import podstate
 from .capacity import capacity
 from .client import checked, json_of, new_api_client
+from .launch import ENDED, Launching
 from .reflector import Reflector
 
 FINISHED = ("Complete", "Failed", "SuccessCriteriaMet", "FailureTarget")
 POD_WARNINGS = "type=Warning,involvedObject.kind=Pod"
 
 
-class KubernetesBackend(ExecutionBackend):
+class KubernetesBackend(Launching, ExecutionBackend):
     vc_whole_nodes = True  # RES2: a VC owns nodes, labelled with the pool label
     reports_start = True  # a launched job is starting until its pods run (observe_job says why they wait)
 
@@ -74,10 +76,14 @@ class KubernetesBackend(ExecutionBackend):
                                        "pods, reach each other; owned by the job's first Job, it goes with the job. "
                                        "Needed where a policy closes user pods (the Helm chart's networkPolicy); "
                                        "needs RBAC to create and delete networkpolicies.")
+    launch_pods = Bool(True, config=True,
+                       help="Run a one-pod job as a pod TiHub creates and deletes itself instead of a batch/v1 Job: "
+                            "about half the API server's writes per job (no Job status, finalizer or events). "
+                            "TiHub deletes its finished pods after finished_job_ttl. Off: every job is a Job.")
     termination_grace_seconds = Integer(10, config=True, help="Grace period of job pods when stopped.")
     finished_job_ttl = Integer(3600, config=True,
-                               help="Seconds Kubernetes keeps a finished job's Job and pods (and so its logs) "
-                                    "before deleting them (ttlSecondsAfterFinished).")
+                               help="Seconds a finished job's Job and pods (and so its logs) are kept before they "
+                                    "are deleted (a Job's ttlSecondsAfterFinished; TiHub's sweep for its own pods).")
     capacity_all_namespaces = Bool(True, config=True,
                                    help="Subtract what pods in every namespace request from node capacity (needs "
                                         "cluster-wide pod list/watch); off: only pods in TiHub's namespace.")
@@ -109,6 +115,7 @@ class KubernetesBackend(ExecutionBackend):
         self._ready: asyncio.Future | None = None  # the namespace checked, the pin policy installed (if asked), once
         self.unpinned_pods = 0  # job pods created without their node (no pin policy), for tests and benchmarks
         self.pod_security_enforced: bool | None = None  # what the first launch's check found
+        self._sweeper: asyncio.Future | None = None  # deletes finished bare pods (launch.py)
 
     @property
     def settings(self) -> ob.KubeSettings:
@@ -166,6 +173,7 @@ class KubernetesBackend(ExecutionBackend):
                     return core.list_namespaced_event(self.namespace, field_selector=POD_WARNINGS, **kw)
                 self.events = Reflector("events", list_events, log=self.log, on_event=self._warning_event)
                 await asyncio.gather(self.jobs.start(), self._start_events())
+                self._sweeper = asyncio.ensure_future(self._sweep_loop())
 
     async def _start_events(self) -> None:
         """Events only add reasons (a volume that does not mount): without the right to read them, jobs still run."""
@@ -262,6 +270,8 @@ class KubernetesBackend(ExecutionBackend):
             by.pop(name, None)
             if not by:
                 self.pods_by_job.pop(int(job_id), None)
+            if ob.LABEL_RUN in labels and not pod["metadata"].get("ownerReferences"):
+                self._poke()  # a bare pod gone (a Job's pod is replaced or goes with its Job, seen in _job_event)
         else:
             if kind == "ADDED" and old is None and ob.ANN_PLACEMENT in (pod["metadata"].get("annotations") or {}) \
                     and ob.HOSTNAME_LABEL not in (pod.get("spec", {}).get("nodeSelector") or {}):
@@ -284,6 +294,9 @@ class KubernetesBackend(ExecutionBackend):
             self._poke()
 
     async def close(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
         for r in (self.nodes, self.pods, self.jobs, self.events):
             if r:
                 await r.stop()
@@ -308,141 +321,6 @@ class KubernetesBackend(ExecutionBackend):
         await core.patch_node(node, {"spec": {"unschedulable": None if schedulable else True}},
                               _content_type="application/merge-patch+json")
 
-    # -- launch ---------------------------------------------------------------------------------------------
-    async def launch(self, spec: LaunchSpec) -> dict[str, Any]:
-        await self.start_watches()
-        # once, where it matters (only the process that launches), and every launch waits for it: the first cycle
-        # launches concurrently, and a Job created before the pin policy is in force has unpinned pods. A failure
-        # (the API server unreachable) fails the launches waiting for it; the next one tries again
-        if self._ready is None or (self._ready.done() and (self._ready.cancelled() or self._ready.exception())):
-            self._ready = asyncio.ensure_future(self._prepare())
-        await asyncio.shield(self._ready)
-        s = self.settings
-        objs = ob.job_objects(s, spec)
-        jobs = [o for o in objs if o["kind"] == "Job"]
-        service = next((o for o in objs if o["kind"] == "Service"), None)
-        policy = next((o for o in objs if o["kind"] == "NetworkPolicy"), None)
-        secret = next((o for o in objs if o["kind"] == "Secret"), None)
-        for j in jobs:
-            j["spec"]["ttlSecondsAfterFinished"] = self.finished_job_ttl
-        api = await self.api()
-        batch, core, net = k8s.BatchV1Api(api), k8s.CoreV1Api(api), k8s.NetworkingV1Api(api)
-        created: list[str] = []
-        # the Secrets come before the Job: a pod started without one fails (an image it cannot pull, a container
-        # it cannot create); each is owned by the first Job once that exists, so that no Secret outlives its job
-        early = [o for o in (ob.pull_secret(s, spec), secret) if o is not None]
-        try:
-            for obj in early:
-                await self._create_owned(core.create_namespaced_secret, core.delete_namespaced_secret, obj)
-            first = await self._create_job(batch, jobs[0], spec.job_id)
-            created.append(jobs[0]["metadata"]["name"])
-            # owned by the first Job: deleting the job's Jobs (kill, or their TTL) takes them along. The policy
-            # comes first, right after the Job: its pods need it to talk, and they take seconds to start
-            owner = [{"apiVersion": "batch/v1", "kind": "Job", "name": first["metadata"]["name"],
-                      "uid": first["metadata"]["uid"], "controller": False, "blockOwnerDeletion": False}]
-            for obj in early:
-                self.writes += 1
-                await core.patch_namespaced_secret(obj["metadata"]["name"], self.namespace,
-                                                   {"metadata": {"ownerReferences": owner}})
-            if policy is not None:
-                policy["metadata"]["ownerReferences"] = owner
-                await self._create_owned(net.create_namespaced_network_policy, net.delete_namespaced_network_policy,
-                                         policy)
-            if service is not None:
-                service["metadata"]["ownerReferences"] = owner
-                await self._create_owned(core.create_namespaced_service, core.delete_namespaced_service, service)
-            for j in jobs[1:]:
-                await self._create_job(batch, j, spec.job_id)
-                created.append(j["metadata"]["name"])
-        except BaseException:
-            # all of a gang or none: take back what was created
-            for name in created:
-                await self._delete_job(batch, name)
-            for obj in early:
-                try:
-                    await core.delete_namespaced_secret(obj["metadata"]["name"], self.namespace)
-                except ApiException as e:
-                    if e.status != 404:
-                        raise
-            raise
-        roles = [{"job": j["metadata"]["name"], "offset": int(j["metadata"]["annotations"][ob.ANN_ROLE_OFFSET]),
-                  "count": j["spec"]["completions"]} for j in jobs]
-        return {"backend": "kubernetes", "namespace": s.namespace, "roles": roles,
-                "service": service["metadata"]["name"] if service else None,
-                "memory_mib": spec.instances[0].memory_mib}
-
-    async def workspace_pull_secret(self, ws_id: int, owner: str, name: str, auth: tuple[str, str, str]) -> str:
-        """Made at admission, before the spawner makes the pod (TiKubeSpawner names it by the same rule); a
-        leftover of the workspace's last start is replaced (the password may have changed). Not owned by the pod,
-        which does not exist yet: the workspace's stop deletes it (``drop_workspace_pull_secret``)."""
-        obj = ob.registry_secret(self.settings, ws_id, owner, name, auth, kind="workspace")
-        core = k8s.CoreV1Api(await self.api())
-        await self._create_owned(core.create_namespaced_secret, core.delete_namespaced_secret, obj)
-        return obj["metadata"]["name"]
-
-    async def drop_workspace_pull_secret(self, ws_id: int, owner: str, name: str) -> None:
-        core = k8s.CoreV1Api(await self.api())
-        self.writes += 1
-        try:
-            await core.delete_namespaced_secret(ob.pull_secret_name(ws_id, owner, name), self.namespace)
-        except ApiException as e:
-            if e.status != 404:
-                raise
-
-    async def _create_owned(self, create, delete, obj: dict[str, Any]) -> None:
-        """Create a Service, NetworkPolicy or Secret of a job (or a workspace's pull Secret). Its name is the job's
-        own, so a 409 is a leftover of this very job whose old Job was just replaced (``_create_job``) and which the
-        garbage collector has not taken yet, or of the workspace's last start: it is deleted and made again."""
-        name = obj["metadata"]["name"]
-        for attempt in range(3):
-            self.writes += 1
-            try:
-                await create(self.namespace, obj)
-                return
-            except ApiException as e:
-                if e.status != 409 or attempt == 2:
-                    raise
-            self.log.warning("replacing leftover %s %s", obj["kind"], name)
-            self.writes += 1
-            try:
-                await delete(name, self.namespace)
-            except ApiException as e:
-                if e.status != 404:
-                    raise
-
-    async def _create_job(self, batch: k8s.BatchV1Api, job: dict[str, Any], job_id: int) -> dict[str, Any]:
-        for attempt in range(2):
-            self.writes += 1
-            try:
-                created = await json_of(await batch.create_namespaced_job(self.namespace, job, _preload_content=False))
-                # known at once: the next cycle may look before the watch delivers it (and must not call it lost)
-                self.jobs.items.setdefault(f"{self.namespace}/{created['metadata']['name']}", created)
-                return created
-            except ApiException as e:
-                if e.status != 409 or attempt:
-                    raise
-                # a leftover of this very job (the service died between creating it and recording it)
-                name = job["metadata"]["name"]
-                self.log.warning("job %d: replacing leftover Kubernetes Job %s", job_id, name)
-                await self._delete_job(batch, name)
-                await self._wait_gone(name)
-        raise AssertionError("unreachable")
-
-    async def _delete_job(self, batch: k8s.BatchV1Api, name: str) -> None:
-        self.writes += 1
-        try:
-            await batch.delete_namespaced_job(name, self.namespace, propagation_policy="Background",
-                                              grace_period_seconds=0)
-        except ApiException as e:
-            if e.status != 404:
-                raise
-
-    async def _wait_gone(self, name: str, timeout: float = 10.0) -> None:
-        key = f"{self.namespace}/{name}"
-        deadline = time.monotonic() + timeout
-        while key in self.jobs.items and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-
     # -- observation ----------------------------------------------------------------------------------------
     def job_pods(self, job_id: int) -> list[dict[str, str]]:
         return sorted(({"name": p["metadata"]["name"], "phase": str(p.get("status", {}).get("phase", "")),
@@ -450,11 +328,11 @@ class KubernetesBackend(ExecutionBackend):
                        for p in self.pods_by_job.get(int(job_id), {}).values()), key=lambda p: p["name"])
 
     def _pods_of(self, job_id: int, job_name: str) -> dict[int, dict[str, Any]]:
-        """Newest pod of each completion index of one Kubernetes Job."""
+        """Newest pod of each completion index of one role (its Kubernetes Job, or its bare pod)."""
         out: dict[int, dict[str, Any]] = {}
         for pod in self.pods_by_job.get(job_id, {}).values():
             lab = pod["metadata"].get("labels") or {}
-            if lab.get("job-name") != job_name and lab.get("batch.kubernetes.io/job-name") != job_name:
+            if job_name not in (lab.get(ob.LABEL_RUN), lab.get("job-name"), lab.get("batch.kubernetes.io/job-name")):
                 continue
             idx = int(lab.get(ob.COMPLETION_INDEX, pod["metadata"].get("annotations", {}).get(ob.COMPLETION_INDEX, 0)))
             cur = out.get(idx)
@@ -469,29 +347,37 @@ class KubernetesBackend(ExecutionBackend):
         events = self.events.items.values() if self.events else ()
         now = time.time()
         for role in state.get("roles", []):
-            job = self.jobs.items.get(f"{state['namespace']}/{role['job']}")
+            job = None if role.get("pod") else self.jobs.items.get(f"{state['namespace']}/{role['job']}")
             pods = self._pods_of(job_id, role["job"])
             for i in range(role["count"]):
+                if role.get("pod") and i not in pods:
+                    insts.append(InstanceStatus(role["offset"] + i, "lost", None, "its pod was deleted"))
+                    continue
                 insts.append(podstate.instance_status(role["offset"] + i, pods.get(i), job, state.get("memory_mib"),
                                                       events=events, now=now, start_timeout=self.start_timeout))
         return JobObservation(tuple(insts))
 
     async def stop(self, job_id: int, state: dict[str, Any], grace_seconds: float = 5.0) -> None:
-        """Delete the job's Jobs (their pods and Service go with them) unless all of it already ended:
-        finished Jobs stay for ``finished_job_ttl`` so that their logs can still be read."""
+        """Delete the job's Jobs and pods (a Job's pods and Service go with it) unless all of it already ended:
+        finished Jobs and pods stay for ``finished_job_ttl`` so that their logs can still be read."""
         await self.start_watches()
         api = await self.api()
-        batch = k8s.BatchV1Api(api)
+        batch, core = k8s.BatchV1Api(api), k8s.CoreV1Api(api)
         obs = await self.observe_job(job_id, state)
         # a pod TiHub gave up on (an image it cannot pull, a start that timed out) has not ended: it is Pending and
         # holds its node's room until deleted
-        live = any(p.get("status", {}).get("phase") not in ("Succeeded", "Failed")
-                   for p in self.pods_by_job.get(job_id, {}).values())
+        live = any(p.get("status", {}).get("phase") not in ENDED for p in self.pods_by_job.get(job_id, {}).values())
         if obs.instances and all(i.state == "exited" for i in obs.instances) and not live and \
-                all(f"{state['namespace']}/{r['job']}" in self.jobs.items for r in state.get("roles", [])):
+                all(r.get("pod") or f"{state['namespace']}/{r['job']}" in self.jobs.items
+                    for r in state.get("roles", [])):
             return
         for role in state.get("roles", []):
-            await self._delete_job(batch, role["job"])
+            if not role.get("pod"):
+                await self._delete_job(batch, role["job"])
+                continue
+            for pod in self.run_pods(job_id, role["job"]):
+                if pod.get("status", {}).get("phase") not in ENDED and not pod["metadata"].get("deletionTimestamp"):
+                    await self._delete_pod(core, pod["metadata"]["name"])
         # the devices are free once the pods are gone (or ended): wait for that, within the grace period
         deadline = time.monotonic() + grace_seconds + 5
         while time.monotonic() < deadline and any(
@@ -582,6 +468,17 @@ class KubernetesBackend(ExecutionBackend):
             self.log.warning("deleting orphaned Kubernetes Job %s (TiHub job %s is not running)", name,
                              job["metadata"].get("labels", {}).get(ob.LABEL_JOB_ID))
             await self._delete_job(batch, name)
+        core = k8s.CoreV1Api(await self.api())
+        for by in list(self.pods_by_job.values()):
+            for pod in list(by.values()):
+                meta = pod["metadata"]
+                run = (meta.get("labels") or {}).get(ob.LABEL_RUN)
+                if run is None or run in known_names or meta.get("ownerReferences") or meta.get("deletionTimestamp") \
+                        or (pod.get("status") or {}).get("phase") in ENDED:
+                    continue
+                self.log.warning("deleting orphaned pod %s (TiHub job %s is not running)", meta["name"],
+                                 meta.get("labels", {}).get(ob.LABEL_JOB_ID))
+                await self._delete_pod(core, meta["name"], grace=0)
         return alive
 
 

@@ -43,6 +43,7 @@ ANN_OWNER = "ti-hub.io/owner"
 ANN_NAME = "ti-hub.io/name"
 ANN_ROLE_OFFSET = "ti-hub.io/role-offset"
 ANN_PLACEMENT = "ti-hub.io/placement"
+LABEL_RUN = "ti-hub.io/run"  # the role's name (its Kubernetes Job's, or a bare pod's): finds a role's pods
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 # Pod Security admission labels of every namespace where TiHub's pods run: the API server itself then refuses any
@@ -340,7 +341,7 @@ def job_objects(s: KubeSettings, spec: LaunchSpec, extra_env: dict[str, str] | N
         env = {**user_env, **shared}
         head = insts[0]
         command = prelude(own) + spec.command
-        pod_labels = labels(s, spec.job_id, spec.owner, role=role)
+        pod_labels = {**labels(s, spec.job_id, spec.owner, role=role), LABEL_RUN: names[role]}
         pod_spec: dict[str, Any] = {
             "restartPolicy": "Never",
             "automountServiceAccountToken": False,
@@ -386,6 +387,32 @@ def job_objects(s: KubeSettings, spec: LaunchSpec, extra_env: dict[str, str] | N
     if secret is not None:
         objects.append(secret)
     return objects
+
+
+def bare_pod(job: dict[str, Any]) -> dict[str, Any]:
+    """A one-pod Job of ``job_objects`` as the Pod TiHub creates itself (``KubernetesBackend.launch_pods``).
+
+    A Job costs the API server about twice the writes of its pod (the Job's status updates, the Job controller's
+    finalizer and events: benchmarks/bench_vs_kueue.py), and TiHub decides retries and ends itself. The pod is
+    what the Job controller would make of index 0 -- same labels, its completion index (as an annotation, so the
+    pin policy leaves it alone), hostname and JOB_COMPLETION_INDEX -- pinned to its node in its own spec and
+    named by the API server (a relaunch never waits for the last pod's name to be free)."""
+    meta, template = job["metadata"], job["spec"]["template"]
+    if job["spec"]["completions"] != 1:
+        raise ValueError("only a one-pod Job becomes a bare pod")
+    annotations = dict(template["metadata"]["annotations"])
+    node = annotations.pop(ANN_PLACEMENT, "")
+    spec = json.loads(json.dumps(template["spec"]))  # a deep copy: the Job stays as it was
+    spec["hostname"] = f"{meta['name']}-0"
+    main = spec["containers"][0]
+    main["env"] = [{"name": "JOB_COMPLETION_INDEX", "value": "0"}, *main.get("env", [])]
+    if node:
+        spec["nodeSelector"] = {**spec.get("nodeSelector", {}), HOSTNAME_LABEL: node}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"generateName": f"{meta['name']}-0-", "namespace": meta["namespace"],
+                         "labels": dict(template["metadata"]["labels"]),
+                         "annotations": {**annotations, COMPLETION_INDEX: "0"}},
+            "spec": spec}
 
 
 # -- network --------------------------------------------------------------------------------------------------

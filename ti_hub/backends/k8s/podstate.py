@@ -154,3 +154,27 @@ def missing_pod(index: int, job: dict[str, Any] | None) -> InstanceStatus:
     if failed:
         return InstanceStatus(index, "exited", None, failed)
     return InstanceStatus(index, "starting", None, "waiting for its pod to be created")
+
+
+def ended_at(pod: dict[str, Any]) -> float | None:
+    """When a pod that ended did (its containers' last finish; else its Ready condition's last change), else None."""
+    status = pod.get("status") or {}
+    if status.get("phase") not in ("Succeeded", "Failed"):
+        return None
+    ends = [timestamp(((cs.get("state") or {}).get("terminated") or {}).get("finishedAt"))
+            for cs in status.get("containerStatuses") or []]
+    ready = condition(pod, "Ready") or {}
+    known = [t for t in ends if t is not None] or [t for t in (timestamp(ready.get("lastTransitionTime")),)
+                                                    if t is not None]
+    return max(known) if known else timestamp(pod["metadata"].get("creationTimestamp"))
+
+
+def expired(pods: Iterable[dict[str, Any]], now: float, ttl: float) -> list[str]:
+    """Names of the pods that ended more than ``ttl`` seconds before ``now`` (what the Job TTL controller does
+    for a Job's pods, done by TiHub for the pods it owns)."""
+    out = []
+    for pod in pods:
+        end = ended_at(pod)
+        if end is not None and now - end >= ttl and not pod["metadata"].get("deletionTimestamp"):
+            out.append(pod["metadata"]["name"])
+    return out
