@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .readings import Snapshot
+from ..domain.placement import placed
 
 OK, WARN, RECLAIM = "ok", "warn", "reclaim"
 Device = tuple[str, str, int]  # (capacity node, device type, index): as a job's placement names it
@@ -123,5 +124,4 @@ def exempt(owner: str, groups: Iterable[str], exempt_users: Collection[str], exe
 
 def placement_devices(placement: dict[str, Any] | None, device_type: str) -> list[Device]:
     """The devices a job's placement holds (queueing.placement_json's format)."""
-    return [(a["node"], device_type, int(i)) for a in (placement or {}).get("instances", [])
-            for i in a.get("devices", ())]
+    return [(a.node, device_type, i) for a in placed(placement) for i in a.devices]

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 
 from ..backends.base import NodeCapacity
 from ..domain import states as st
+from ..domain.placement import placed
 from ..backends.base import machine_of
 from .db import Figures
 from .text import Family
@@ -27,9 +28,8 @@ def device_use(fig: Figures, nodes: Sequence[NodeCapacity], idle_below: float
     allocated: Counter[tuple[str, str]] = Counter()
     idle: Counter[tuple[str, str]] = Counter()
     for _pool, dtype, placement in fig.placements:
-        for inst in (placement or {}).get("instances", ()):
-            node = inst.get("node", "")
-            for i in inst.get("devices", ()):
+        for node, devices, _cpu, _mem in placed(placement):
+            for i in devices:
                 allocated[(node, dtype)] += 1
                 u = util.get((node, dtype, i))
                 if u is not None and u < idle_below:

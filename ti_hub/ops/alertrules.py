@@ -23,6 +23,7 @@ from ..domain import states as st
 from ..domain import validation as v
 from ..domain.actor import Actor
 from ..domain.errors import Conflict
+from ..domain.placement import placed
 from ..health.rules import METRICS, OPS, Holding, RuleSpec
 from . import alerts, audit, cordons, jobrules
 from .common import get_or_404, iso, utcnow
@@ -201,9 +202,8 @@ def owners_by_machine(session: Session, node_machine: dict[str, str]) -> dict[st
     out: dict[str, set[str]] = defaultdict(set)
     for owner, placement in session.execute(select(m.Job.owner, m.Job.placement)
                                             .where(m.Job.status.in_(st.HOLDING))):
-        for inst in (placement or {}).get("instances", []):
-            node = inst.get("node", "")
-            out[node_machine.get(node, node.split("@")[0])].add(owner)
+        for a in placed(placement):
+            out[node_machine.get(a.node, a.node.split("@")[0])].add(owner)
     return out
 
 

@@ -20,6 +20,7 @@ from ..domain import states as st
 from ..domain import validation as v
 from ..domain.actor import FULL, SUMMARY, Actor
 from ..domain.errors import Conflict, Forbidden, NotFound
+from ..domain.placement import placed
 from . import alerts, audit, jobspec, quotas, secretenv, unixids, vcs
 from .common import estimate_iso, iso, lock_user, utcnow
 from .rendercache import RenderCache
@@ -323,8 +324,7 @@ def metrics_source(session: Session, actor: Actor, ref: Any) -> dict[str, Any]:
     """log_source, and the devices each instance holds (its placement, in instance order)."""
     job = find(session, actor, ref)
     return {"id": job.id, "status": job.status, "backend_state": job.backend_state,
-            "devices": {n: list(i.get("devices") or []) for n, i in enumerate((job.placement or {}).get("instances")
-                                                                             or [])}}
+            "devices": {n: list(a.devices) for n, a in enumerate(placed(job.placement))}}
 
 
 def kill(session: Session, actor: Actor, ref: Any) -> dict[str, Any]:

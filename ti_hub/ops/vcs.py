@@ -28,6 +28,7 @@ from ..domain import states as st
 from ..domain import validation as v
 from ..domain.actor import Actor
 from ..domain.errors import Conflict, Forbidden, NotFound
+from ..domain.placement import placed
 from . import audit
 from .common import ensure_user, utcnow
 
@@ -168,10 +169,10 @@ def machine_holders(session: Session, pool: str, node_names: set[str], device_ty
     other VCs' jobs borrowing them (lending, issue 18)."""
     out = []
     for j in [*_holding(session, pool), *_borrowing(session, pool)]:
-        for inst in (j.placement or {}).get("instances", []):
-            if inst.get("node") not in node_names:
+        for a in placed(j.placement):
+            if a.node not in node_names:
                 continue
-            if not devices or (j.device_type == device_type and devices & set(inst.get("devices", []))):
+            if not devices or (j.device_type == device_type and devices & set(a.devices)):
                 out.append(j)
                 break
     return out

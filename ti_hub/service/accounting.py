@@ -31,6 +31,7 @@ from ..backends.base import NodeCapacity
 from ..db import models as m
 from ..db.accounting import DeviceHours
 from ..domain import states as st
+from ..domain.placement import placed
 from ..health.readings import DeviceReading, Snapshot
 from ..backends.base import machine_of
 
@@ -93,10 +94,9 @@ class Running:
 
 def _placed(jobs: Iterable[Any], nodes: Mapping[str, NodeCapacity]) -> Iterable[tuple[Any, str, str, list[int]]]:
     for j in jobs:
-        for inst in (j.placement or {}).get("instances", []):
-            node = inst.get("node", "")
-            n = nodes.get(node)
-            yield j, node, machine_of(n) if n is not None else node, [int(d) for d in inst.get("devices") or ()]
+        for a in placed(j.placement):
+            n = nodes.get(a.node)
+            yield j, a.node, machine_of(n) if n is not None else a.node, list(a.devices)
 
 
 def bookings(jobs: Iterable[Any], nodes: Mapping[str, NodeCapacity]) -> list[Booking]:

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 from ..backends.base import NodeCapacity
 from ..db import models as m
 from ..domain import states as st
+from ..domain.placement import placed
 
 
 def cluster_status(session: Session, nodes: list[NodeCapacity]) -> dict[str, Any]:
@@ -19,9 +20,9 @@ def cluster_status(session: Session, nodes: list[NodeCapacity]) -> dict[str, Any
     used_by_node: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     cpu_by_node: dict[str, float] = defaultdict(float)
     for j in holding:
-        for a in (j.placement or {}).get("instances", []):
-            used_by_node[a["node"]][j.device_type] += len(a["devices"])
-            cpu_by_node[a["node"]] += a["cpu"]
+        for a in placed(j.placement):
+            used_by_node[a.node][j.device_type] += len(a.devices)
+            cpu_by_node[a.node] += a.cpu
     types: dict[str, dict[str, int]] = defaultdict(lambda: {"total": 0, "used": 0, "gap": 0})
     out_nodes = []
     for n in nodes:
@@ -53,13 +54,13 @@ def cluster_overview(session: Session, nodes: list[NodeCapacity]) -> dict[str, A
     for j in holding:
         u = users[j.owner]
         u["running"] += 1
-        for a in (j.placement or {}).get("instances", []):
-            n = len(a["devices"])
-            used[(a["node"], j.device_type)][0] += n
-            used[(a["node"], j.device_type)][1] += n if j.preemptible else 0
+        for a in placed(j.placement):
+            n = len(a.devices)
+            used[(a.node, j.device_type)][0] += n
+            used[(a.node, j.device_type)][1] += n if j.preemptible else 0
             u["devices"] += n
             u["preemptible"] += n if j.preemptible else 0
-            node_jobs[a["node"]].add(j.id)
+            node_jobs[a.node].add(j.id)
     active: dict[tuple[str, str], int] = defaultdict(int)
     for j in holding:
         active[(j.pool, j.device_type)] += 1
