@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import signal
 import statistics
 import subprocess
@@ -129,7 +130,7 @@ async def spawn_one(http: aiohttp.ClientSession, hub: str, user: str, out: dict)
                 await asyncio.sleep(float(r.headers.get("Retry-After", "1")))
                 continue
             out[user] = {"t_req": t_req, "status": r.status, "t_answer": time.time(), "retries": retries,
-                         "error": None if r.status in (201, 202) else text[:300]}
+                         "error": None if r.status in (201, 202) else text[:5000]}
             break
     # 202: still pending after slow_spawn_timeout (should not happen here); wait for ready like a browser would
     while out[user]["status"] == 202:
@@ -185,7 +186,7 @@ def one_run(a, workdir: Path) -> dict:
         spy = None
         if a.profile:  # where the hub's time goes (py-spy, if installed)
             spy = subprocess.Popen(["py-spy", "record", "-p", str(pids[a.profile_process]), "-o", a.profile,
-                                    "-f", "raw", "-r", "100", "--nonblocking"],
+                                    "-f", "raw", "-r", "100", "--nonblocking", *(["--idle"] if a.profile_idle else [])],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         out, seen, wall = asyncio.run(spawn_all(platform.hub.url, admin.token, users, str(cluster.kubeconfig)))
         cpu = sampler.stop()
@@ -194,7 +195,8 @@ def one_run(a, workdir: Path) -> dict:
             spy.send_signal(signal.SIGINT)
             spy.wait(30)
         ti_times = ti_records(workdir / "data" / "ti.sqlite")
-        failures = {u: (o["error"][-200:], ti_times.get(u, (None,) * 4)[2:]) for u, o in out.items() if o["error"]}
+        failures = {u: (o["status"], _title(o["error"]), ti_times.get(u, (None,) * 4)[2:])
+                    for u, o in out.items() if o["error"]}
         to_pod, to_route, added, total, to_ti, to_admit, admit_to_pod = [], [], [], [], [], [], []
         for u, o in out.items():
             p = seen.get(u, {})
@@ -249,6 +251,12 @@ def ti_records(db: Path) -> dict[str, tuple]:
         engine.dispose()
 
 
+def _title(text: str) -> str:
+    """What an error answer says: an HTML page's title and heading, else the text's end."""
+    found = re.findall(r"<(?:title|h1)[^>]*>\s*([^<]+?)\s*<", text or "")
+    return " | ".join(found) if found else (text or "")[-200:]
+
+
 def _r(x):
     return None if x is None else round(x, 3)
 
@@ -261,6 +269,8 @@ def main(argv=None) -> None:
     p.add_argument("--runs", type=int, default=1)
     p.add_argument("--profile", default="", help="write a py-spy profile (raw) of one process during the spawns")
     p.add_argument("--profile-process", default="hub", help="which: hub, ti-leader, ti-api-1, ...")
+    p.add_argument("--profile-idle", action="store_true",
+                   help="count threads waiting (on a lock, a disk write, a socket) too, not only those on a CPU")
     kb.add_cluster_args(p, timeout=1800)
     p.add_argument("--name", default="k8s-spawns")
     a = p.parse_args(argv)

@@ -22,7 +22,6 @@ from ..db import models as m
 from ..domain import states as st
 from ..domain.errors import Conflict
 from ..domain.mounts import HeldMount, MountRequest, check_capacity, check_conflicts, over_capacity_reason
-from ..domain.placement import placed
 from ..ops.jobs import LIST_COLUMNS, alert, record
 from ..ops import vcs
 from ..ops.common import iso
@@ -65,7 +64,10 @@ def request_of(j: Any) -> core.Request:
 
 
 def placement_of(j: Any) -> tuple[core.Allocation, ...]:
-    return tuple(core.Allocation(a.node, j.device_type, a.devices, a.cpu, a.memory_mib) for a in placed(j.placement))
+    # read straight from the JSON, not through domain.placement.placed: every cycle reads every holding job's
+    # placement (7 % of the leader's database time in a 500-workspace burst when it went through placed)
+    return tuple(core.Allocation(a["node"], j.device_type, tuple(a["devices"]), a["cpu"], a["memory_mib"])
+                 for a in (j.placement or {}).get("instances", ()))
 
 
 def placement_json(p: Sequence[core.Allocation]) -> dict[str, Any]:
