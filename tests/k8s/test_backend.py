@@ -436,6 +436,14 @@ async def test_a_one_pod_job_is_a_pod_of_tihubs_own_kept_for_its_ttl_then_swept(
                    timeout=60, what="the job's Secret to go with its pod")
     lost = await until(lambda: backend.observe_job(150, state), lambda o: o.instances[0].state == "lost", "lost")
     assert lost.instances[0].reason == "its pod was deleted"
+    # only the process that launches sweeps: one that only watches (an API process reading logs) does not
+    assert backend._sweeper is not None
+    reader = KubernetesBackend(kubeconfig=str(k8s_cluster.kubeconfig), namespace=NS, installation="backend-test")
+    try:
+        await reader.logs(150, state, 0)
+        assert reader._sweeper is None
+    finally:
+        await reader.close()
 
 
 async def test_stop_deletes_a_running_one_pod_job_and_jobs_stay_jobs_when_asked(backend, k8s_cluster):

@@ -17,7 +17,7 @@ import re
 import shlex
 from typing import Any
 
-from ..backends.k8s.objects import ANN_OWNER, COMPLETION_INDEX, LABEL_RUN
+from ..backends.k8s.objects import ANN_OWNER, LABEL_RUN, completion_index, runs_role
 from .logins import TargetError
 from .places import KubePod
 from .proc import SessionProcess
@@ -93,11 +93,8 @@ def pick_pod(pods: list[dict[str, Any]], job: str, index: int) -> dict[str, Any]
     best = None
     for pod in pods:
         meta = pod.get("metadata") or {}
-        labels = meta.get("labels") or {}
-        if job not in (labels.get(LABEL_RUN), labels.get("job-name"), labels.get("batch.kubernetes.io/job-name")):
-            continue
-        idx = labels.get(COMPLETION_INDEX, (meta.get("annotations") or {}).get(COMPLETION_INDEX, "0"))
-        if str(idx) != str(index) or (pod.get("status") or {}).get("phase") != "Running":
+        if not runs_role(pod, job) or completion_index(pod) != int(index) or \
+                (pod.get("status") or {}).get("phase") != "Running":
             continue
         if best is None or meta.get("creationTimestamp", "") > best["metadata"].get("creationTimestamp", ""):
             best = pod

@@ -29,7 +29,7 @@ from . import objects as ob
 from . import podstate
 from .capacity import capacity
 from .client import checked, json_of, new_api_client
-from .launch import ENDED, Launching
+from .launch import ENDED, Launching, is_bare, is_live
 from .reflector import Reflector
 
 FINISHED = ("Complete", "Failed", "SuccessCriteriaMet", "FailureTarget")
@@ -173,7 +173,6 @@ class KubernetesBackend(Launching, ExecutionBackend):
                     return core.list_namespaced_event(self.namespace, field_selector=POD_WARNINGS, **kw)
                 self.events = Reflector("events", list_events, log=self.log, on_event=self._warning_event)
                 await asyncio.gather(self.jobs.start(), self._start_events())
-                self._sweeper = asyncio.ensure_future(self._sweep_loop())
 
     async def _start_events(self) -> None:
         """Events only add reasons (a volume that does not mount): without the right to read them, jobs still run."""
@@ -270,7 +269,7 @@ class KubernetesBackend(Launching, ExecutionBackend):
             by.pop(name, None)
             if not by:
                 self.pods_by_job.pop(int(job_id), None)
-            if ob.LABEL_RUN in labels and not pod["metadata"].get("ownerReferences"):
+            if is_bare(pod):
                 self._poke()  # a bare pod gone (a Job's pod is replaced or goes with its Job, seen in _job_event)
         else:
             if kind == "ADDED" and old is None and ob.ANN_PLACEMENT in (pod["metadata"].get("annotations") or {}) \
@@ -331,10 +330,9 @@ class KubernetesBackend(Launching, ExecutionBackend):
         """Newest pod of each completion index of one role (its Kubernetes Job, or its bare pod)."""
         out: dict[int, dict[str, Any]] = {}
         for pod in self.pods_by_job.get(job_id, {}).values():
-            lab = pod["metadata"].get("labels") or {}
-            if job_name not in (lab.get(ob.LABEL_RUN), lab.get("job-name"), lab.get("batch.kubernetes.io/job-name")):
+            if not ob.runs_role(pod, job_name):
                 continue
-            idx = int(lab.get(ob.COMPLETION_INDEX, pod["metadata"].get("annotations", {}).get(ob.COMPLETION_INDEX, 0)))
+            idx = ob.completion_index(pod)
             cur = out.get(idx)
             if cur is None or pod["metadata"]["creationTimestamp"] > cur["metadata"]["creationTimestamp"]:
                 out[idx] = pod
@@ -376,7 +374,7 @@ class KubernetesBackend(Launching, ExecutionBackend):
                 await self._delete_job(batch, role["job"])
                 continue
             for pod in self.run_pods(job_id, role["job"]):
-                if pod.get("status", {}).get("phase") not in ENDED and not pod["metadata"].get("deletionTimestamp"):
+                if is_live(pod):
                     await self._delete_pod(core, pod["metadata"]["name"])
         # the devices are free once the pods are gone (or ended): wait for that, within the grace period
         deadline = time.monotonic() + grace_seconds + 5
@@ -455,6 +453,7 @@ class KubernetesBackend(Launching, ExecutionBackend):
 
     async def reconcile(self, known: dict[int, dict[str, Any]]) -> dict[int, bool]:
         await self.start_watches()
+        self._start_sweeping()
         batch = k8s.BatchV1Api(await self.api())
         alive: dict[int, bool] = {}
         for job_id, state in known.items():
@@ -472,9 +471,7 @@ class KubernetesBackend(Launching, ExecutionBackend):
         for by in list(self.pods_by_job.values()):
             for pod in list(by.values()):
                 meta = pod["metadata"]
-                run = (meta.get("labels") or {}).get(ob.LABEL_RUN)
-                if run is None or run in known_names or meta.get("ownerReferences") or meta.get("deletionTimestamp") \
-                        or (pod.get("status") or {}).get("phase") in ENDED:
+                if not is_bare(pod) or meta["labels"][ob.LABEL_RUN] in known_names or not is_live(pod):
                     continue
                 self.log.warning("deleting orphaned pod %s (TiHub job %s is not running)", meta["name"],
                                  meta.get("labels", {}).get(ob.LABEL_JOB_ID))

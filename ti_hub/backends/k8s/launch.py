@@ -24,6 +24,17 @@ from .client import json_of
 ENDED = ("Succeeded", "Failed")
 
 
+def is_bare(pod: dict[str, Any]) -> bool:
+    """A pod TiHub created itself (a one-pod job's), not a Job controller's."""
+    meta = pod["metadata"]
+    return ob.LABEL_RUN in (meta.get("labels") or {}) and not meta.get("ownerReferences")
+
+
+def is_live(pod: dict[str, Any]) -> bool:
+    """Neither ended nor being deleted: it holds its node's room until deleted."""
+    return (pod.get("status") or {}).get("phase") not in ENDED and not pod["metadata"].get("deletionTimestamp")
+
+
 def owner_ref(obj: dict[str, Any]) -> list[dict[str, Any]]:
     """The ownerReferences that make ``obj`` (a Job or a Pod) take an object along when it goes."""
     return [{"apiVersion": obj.get("apiVersion") or ("batch/v1" if obj.get("kind") == "Job" else "v1"),
@@ -36,6 +47,7 @@ class Launching:
 
     async def launch(self, spec: LaunchSpec) -> dict[str, Any]:
         await self.start_watches()
+        self._start_sweeping()
         # once, where it matters (only the process that launches), and every launch waits for it: the first cycle
         # launches concurrently, and a Job created before the pin policy is in force has unpinned pods. A failure
         # (the API server unreachable) fails the launches waiting for it; the next one tries again
@@ -184,7 +196,7 @@ class Launching:
         # a live pod of this very role is a leftover (the service died between creating it and recording it):
         # it would hold its node's room beside the new one
         for old in self.run_pods(job_id, run):
-            if (old.get("status") or {}).get("phase") not in ENDED and not old["metadata"].get("deletionTimestamp"):
+            if is_live(old):
                 self.log.warning("job %d: deleting leftover pod %s", job_id, old["metadata"]["name"])
                 await self._delete_pod(core, old["metadata"]["name"], grace=0)
         self.writes += 1
@@ -205,14 +217,19 @@ class Launching:
 
     async def sweep_finished_pods(self, now: float | None = None) -> list[str]:
         """Delete the bare pods that ended ``finished_job_ttl`` seconds ago or more (their logs go with them)."""
-        bare = [p for by in list(self.pods_by_job.values()) for p in by.values()
-                if ob.LABEL_RUN in (p["metadata"].get("labels") or {}) and not p["metadata"].get("ownerReferences")]
+        bare = [p for by in list(self.pods_by_job.values()) for p in by.values() if is_bare(p)]
         names = podstate.expired(bare, time.time() if now is None else now, self.finished_job_ttl)
         if names:
             core = k8s.CoreV1Api(await self.api())
             for name in names:
                 await self._delete_pod(core, name)
         return names
+
+    def _start_sweeping(self) -> None:
+        """In the process that launches and reconciles (the leader) only: the API processes also watch pods (for
+        logs), and a sweep in each would delete every finished pod once per process."""
+        if self._sweeper is None:
+            self._sweeper = asyncio.ensure_future(self._sweep_loop())
 
     async def _sweep_loop(self) -> None:
         while True:

@@ -389,6 +389,20 @@ def job_objects(s: KubeSettings, spec: LaunchSpec, extra_env: dict[str, str] | N
     return objects
 
 
+def runs_role(pod: dict[str, Any], name: str) -> bool:
+    """Whether ``pod`` is one of the role ``name``'s: TiHub's run label, or the Job controller's labels on pods
+    made before that label was."""
+    lab = (pod.get("metadata") or {}).get("labels") or {}
+    return name in (lab.get(LABEL_RUN), lab.get("job-name"), lab.get("batch.kubernetes.io/job-name"))
+
+
+def completion_index(pod: dict[str, Any]) -> int:
+    """The pod's completion index: the Job controller's label, or the annotation a bare pod carries (0 else)."""
+    meta = pod.get("metadata") or {}
+    annotated = (meta.get("annotations") or {}).get(COMPLETION_INDEX, 0)
+    return int((meta.get("labels") or {}).get(COMPLETION_INDEX, annotated))
+
+
 def bare_pod(job: dict[str, Any]) -> dict[str, Any]:
     """A one-pod Job of ``job_objects`` as the Pod TiHub creates itself (``KubernetesBackend.launch_pods``).
 

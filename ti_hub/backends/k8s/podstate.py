@@ -161,12 +161,12 @@ def ended_at(pod: dict[str, Any]) -> float | None:
     status = pod.get("status") or {}
     if status.get("phase") not in ("Succeeded", "Failed"):
         return None
-    ends = [timestamp(((cs.get("state") or {}).get("terminated") or {}).get("finishedAt"))
-            for cs in status.get("containerStatuses") or []]
-    ready = condition(pod, "Ready") or {}
-    known = [t for t in ends if t is not None] or [t for t in (timestamp(ready.get("lastTransitionTime")),)
-                                                    if t is not None]
-    return max(known) if known else timestamp(pod["metadata"].get("creationTimestamp"))
+    ends = [t for cs in status.get("containerStatuses") or []
+            if (t := timestamp(((cs.get("state") or {}).get("terminated") or {}).get("finishedAt"))) is not None]
+    if ends:
+        return max(ends)
+    ready = timestamp((condition(pod, "Ready") or {}).get("lastTransitionTime"))
+    return ready if ready is not None else timestamp(pod["metadata"].get("creationTimestamp"))
 
 
 def expired(pods: Iterable[dict[str, Any]], now: float, ttl: float) -> list[str]:
