@@ -40,6 +40,7 @@ from jupyterhub.app import JupyterHub, main  # noqa: E402
 from jupyterhub.services import service as _service  # noqa: E402
 
 from . import children, pidfile  # noqa: E402
+from .spawner import client  # noqa: E402
 from .lastrun import SERVICE_PREFIX  # noqa: E402
 
 _backoff = utils.exponential_backoff
@@ -145,6 +146,7 @@ async def _cleanup_workspaces_first(self: JupyterHub) -> None:
                 if isinstance(result, BaseException):
                     self.log.error("Failed to stop %s: %s", name, result)
     await _cleanup(self)  # the services, then the proxy; no workspace is active any more
+    await client.close_sessions()  # the spawners' and the alerts banner's connections to the ti service
 
 
 async def _cleanup_once(self: JupyterHub) -> None:

@@ -3,10 +3,14 @@
 With several API processes (TiService.api_processes) a browser's OAuth callback may reach another process
 than the one that sent it to the hub; HubOAuth keeps the state (next URL, PKCE code verifier) in memory.
 Sealing it with the service's Fernet key lets any process finish the login, and the verifier stays secret.
+
+It also asks the hub once for a token that many requests bring at the same moment (see
+``_check_hub_authorization``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from cryptography.fernet import InvalidToken
@@ -34,4 +38,37 @@ class SealedStateHubOAuth(HubOAuth):
 
     def clear_oauth_state(self, state_id):
         pass  # nothing is kept; the hub accepts each code once and the seal expires
+
+    async def _check_hub_authorization(self, url, api_token, cache_key=None, use_cache=True):
+        """One hub round trip for concurrent requests with the same token (and session).
+
+        HubAuth's cache only helps once an answer is in: a burst of spawns sends a hundred requests with the
+        spawner's token at once, and each missed the cache and asked the hub, which hashes a configured token
+        16,384 times per lookup on its one event loop (a tenth of its CPU in a burst of 100, docs/benchmarks.md).
+        Later callers wait for the first caller's answer, which is what the cache would have given them. An
+        error reaches every waiter and is not kept: the next request asks again.
+        """
+        if not use_cache or cache_key is None or cache_key in self.cache:
+            return await super()._check_hub_authorization(url, api_token, cache_key, use_cache)
+        loop = asyncio.get_running_loop()
+        key = (loop, cache_key)  # HubAuth's synchronous path runs on a loop of its own thread
+        pending = self._lookups.get(key)
+        if pending is None:
+            pending = loop.create_task(super()._check_hub_authorization(url, api_token, cache_key, use_cache))
+            self._lookups[key] = pending
+            pending.add_done_callback(lambda t: self._lookup_done(key, t))
+        # shielded: one cancelled request must not cancel the lookup the others wait for
+        return await asyncio.shield(pending)
+
+    def _lookup_done(self, key, task: asyncio.Task) -> None:
+        self._lookups.pop(key, None)
+        if not task.cancelled():
+            task.exception()  # retrieved here: every waiter may have gone (no "never retrieved" warning)
+
+    @property
+    def _lookups(self) -> dict:
+        found = self.__dict__.get("_pending_lookups")
+        if found is None:
+            found = self.__dict__["_pending_lookups"] = {}
+        return found
 
