@@ -2,7 +2,7 @@
 """Concurrent workspace spawns on the KWOK test cluster (issue 4): 500 at once, concurrent_spawn_limit 100.
 
     python benchmarks/bench_k8s_spawns.py [--spawns 500] [--limit 100] [--runs 1] [--spawner tihub|plain]
-                                          [--name k8s-spawns]
+                                          [--db-url URL] [--name k8s-spawns]
 
 Every user asks for a server at the same moment through the hub's REST API (``POST /users/<u>/server``). The
 hub throttles beyond ``concurrent_spawn_limit`` with 429 and a ``Retry-After`` (JupyterHub's default range,
@@ -46,6 +46,7 @@ from benchplatform import code_version, machine_info
 from hubproc import ADMIN, ADMIN_PASSWORD
 
 from tests.k8s.cluster import FakeNode
+from ti_hub.db.session import make_engine, sqlite_url
 
 CONFIG = """
 import os
@@ -201,6 +202,9 @@ def one_run(a, workdir: Path) -> dict:
         spawner = "FakeAnswerPlainKubeSpawner" if a.spawner == "plain" else "FakeAnswerKubeSpawner"
         extra = CONFIG.format(kubeconfig=str(cluster.kubeconfig), namespace=kb.NAMESPACE, limit=a.limit,
                               spawner_class=spawner)
+        if a.db_url:  # TiHub's database on PostgreSQL (no write lock), emptied first
+            reset_database(a.db_url)
+            extra += f"c.TiService.db_url = {a.db_url!r}\n"
         platform = kb.start_platform(workdir / "data", cluster, extra, {"TI_HUB_BENCH_FAKE_SERVER": fake.url})
         admin = platform.hub.login(ADMIN, ADMIN_PASSWORD)
         admin.ok("POST", "/plans", json={"name": "ws-bench", "kinds": ["workspace"], "device_type": "cpu",
@@ -221,7 +225,7 @@ def one_run(a, workdir: Path) -> dict:
         if spy:
             spy.send_signal(signal.SIGINT)
             spy.wait(30)
-        ti_times = ti_records(workdir / "data" / "ti.sqlite")
+        ti_times = ti_records(a.db_url or sqlite_url(workdir / "data" / "ti.sqlite"))
         failures = {u: (o["status"], _title(o["error"]), ti_times.get(u, (None,) * 4)[2:])
                     for u, o in out.items() if o["error"]}
         to_pod, to_route, added, total, to_ti, to_admit, admit_to_pod = [], [], [], [], [], [], []
@@ -258,14 +262,29 @@ def one_run(a, workdir: Path) -> dict:
         cluster.stop()
 
 
-def ti_records(db: Path) -> dict[str, tuple]:
+def reset_database(url: str) -> None:
+    """Drop TiHub's tables (the service creates them again): each run starts from an empty database."""
+    from sqlalchemy import text
+
+    from ti_hub.db.models import Base
+
+    engine = make_engine(url)
+    try:
+        with engine.begin() as conn:
+            Base.metadata.drop_all(conn)
+            conn.execute(text("DROP TABLE IF EXISTS ti_alembic_version"))
+    finally:
+        engine.dispose()
+
+
+def ti_records(url: str) -> dict[str, tuple]:
     """owner -> (TiHub recorded the workspace, TiHub's scheduler admitted it (epoch seconds), status, reason)."""
     from sqlalchemy import select
 
     from ti_hub.db import models as m
-    from ti_hub.db.session import make_engine, make_sessionmaker, sqlite_url
+    from ti_hub.db.session import make_sessionmaker
 
-    engine = make_engine(sqlite_url(db))
+    engine = make_engine(url)
     try:
         with make_sessionmaker(engine)() as s:
             admitted = dict(s.execute(select(m.JobEvent.job_id, m.JobEvent.at)
@@ -294,6 +313,9 @@ def main(argv=None) -> None:
     p.add_argument("--limit", type=int, default=100, help="JupyterHub.concurrent_spawn_limit")
     p.add_argument("--nodes", type=int, default=20, help="fake CPU nodes of 32 cores and 110 pods each")
     p.add_argument("--runs", type=int, default=1)
+    p.add_argument("--db-url", default="",
+                   help="TiHub's database, e.g. postgresql+psycopg://USER@HOST/DB (its tables are dropped before "
+                        "each run); default: SQLite in the run's data directory")
     p.add_argument("--spawner", choices=("tihub", "plain"), default="tihub",
                    help="plain: JupyterHub's KubeSpawner without TiHub's admission (the floor TiHub adds to)")
     p.add_argument("--profile", default="", help="write a py-spy profile (raw) of one process during the spawns")
@@ -306,7 +328,7 @@ def main(argv=None) -> None:
     runs = kb.run_many(a, one_run, "ti-bench-spawns-")
     med = statistics.median
     out = {"code": code_version(), "machine": machine_info(),
-           "settings": {"spawns": a.spawns, "spawner": a.spawner, "concurrent_spawn_limit": a.limit, "nodes": f"{a.nodes} x 32 cores",
+           "settings": {"spawns": a.spawns, "spawner": a.spawner, "database": "postgresql" if a.db_url else "sqlite", "concurrent_spawn_limit": a.limit, "nodes": f"{a.nodes} x 32 cores",
                         "kube_api_qps": a.api_qps, "runs": a.runs},
            "runs": runs,
            "median_hub_added_p50_s": med(r["hub_added_s"]["p50"] or float("inf") for r in runs),
