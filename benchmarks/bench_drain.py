@@ -37,7 +37,7 @@ from sqlalchemy import func, insert, select  # noqa: E402
 
 from ti_hub.backends.base import NodeCapacity  # noqa: E402
 from ti_hub.db import models as m  # noqa: E402
-from ti_hub.db.session import make_engine, make_sessionmaker, sqlite_url, upgrade  # noqa: E402
+from ti_hub.db.session import drop_tables, make_engine, make_sessionmaker, sqlite_url, upgrade  # noqa: E402
 from ti_hub.domain import states as st  # noqa: E402
 from ti_hub.ops.jobs import record  # noqa: E402
 from ti_hub.scheduler.score import Scores  # noqa: E402
@@ -135,13 +135,7 @@ def main(argv=None) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             url = a.db_url or sqlite_url(Path(tmp) / "ti.sqlite")
             if a.db_url:
-                from sqlalchemy import text
-
-                engine = make_engine(url)
-                with engine.begin() as conn:
-                    m.Base.metadata.drop_all(conn)
-                    conn.execute(text("DROP TABLE IF EXISTS ti_alembic_version"))
-                engine.dispose()
+                drop_tables(url)
             seed(url, a.jobs, a.users)
             r = drain(url, nodes, a.min_interval, a.max_share)
             print(f"run {k + 1}: {json.dumps(r)}", file=sys.stderr)

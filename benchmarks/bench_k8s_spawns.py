@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import re
 import signal
 import statistics
@@ -46,7 +47,7 @@ from benchplatform import code_version, machine_info
 from hubproc import ADMIN, ADMIN_PASSWORD
 
 from tests.k8s.cluster import FakeNode
-from ti_hub.db.session import make_engine, sqlite_url
+from ti_hub.db.session import drop_tables, make_engine, sqlite_url
 
 CONFIG = """
 import os
@@ -203,7 +204,7 @@ def one_run(a, workdir: Path) -> dict:
         extra = CONFIG.format(kubeconfig=str(cluster.kubeconfig), namespace=kb.NAMESPACE, limit=a.limit,
                               spawner_class=spawner)
         if a.db_url:  # TiHub's database on PostgreSQL (no write lock), emptied first
-            reset_database(a.db_url)
+            drop_tables(a.db_url)
             extra += f"c.TiService.db_url = {a.db_url!r}\n"
         platform = kb.start_platform(workdir / "data", cluster, extra, {"TI_HUB_BENCH_FAKE_SERVER": fake.url})
         admin = platform.hub.login(ADMIN, ADMIN_PASSWORD)
@@ -262,21 +263,6 @@ def one_run(a, workdir: Path) -> dict:
         cluster.stop()
 
 
-def reset_database(url: str) -> None:
-    """Drop TiHub's tables (the service creates them again): each run starts from an empty database."""
-    from sqlalchemy import text
-
-    from ti_hub.db.models import Base
-
-    engine = make_engine(url)
-    try:
-        with engine.begin() as conn:
-            Base.metadata.drop_all(conn)
-            conn.execute(text("DROP TABLE IF EXISTS ti_alembic_version"))
-    finally:
-        engine.dispose()
-
-
 def ti_records(url: str) -> dict[str, tuple]:
     """owner -> (TiHub recorded the workspace, TiHub's scheduler admitted it (epoch seconds), status, reason)."""
     from sqlalchemy import select
@@ -327,15 +313,19 @@ def main(argv=None) -> None:
     a = p.parse_args(argv)
     runs = kb.run_many(a, one_run, "ti-bench-spawns-")
     med = statistics.median
+    def added(r: dict, q: str) -> float:  # no spawn succeeded: no figure, and no target met
+        return math.inf if r["hub_added_s"][q] is None else r["hub_added_s"][q]
+
     out = {"code": code_version(), "machine": machine_info(),
-           "settings": {"spawns": a.spawns, "spawner": a.spawner, "database": "postgresql" if a.db_url else "sqlite", "concurrent_spawn_limit": a.limit, "nodes": f"{a.nodes} x 32 cores",
+           "settings": {"spawns": a.spawns, "spawner": a.spawner, "database": "postgresql" if a.db_url else "sqlite",
+                        "concurrent_spawn_limit": a.limit, "nodes": f"{a.nodes} x 32 cores",
                         "kube_api_qps": a.api_qps, "runs": a.runs},
            "runs": runs,
-           "median_hub_added_p50_s": med(r["hub_added_s"]["p50"] or float("inf") for r in runs),
-           "median_hub_added_p95_s": med(r["hub_added_s"]["p95"] or float("inf") for r in runs),
+           "median_hub_added_p50_s": med(added(r, "p50") for r in runs),
+           "median_hub_added_p95_s": med(added(r, "p95") for r in runs),
            "verdicts": {"zero_failures": all(r["failures"] == 0 and r["succeeded"] == r["spawns"] for r in runs),
-                        "hub_added_p50_le_0.5s": all((r["hub_added_s"]["p50"] or 1e9) <= 0.5 for r in runs),
-                        "hub_added_p95_le_2s": all((r["hub_added_s"]["p95"] or 1e9) <= 2.0 for r in runs)}}
+                        "hub_added_p50_le_0.5s": all(added(r, "p50") <= 0.5 for r in runs),
+                        "hub_added_p95_le_2s": all(added(r, "p95") <= 2.0 for r in runs)}}
     kb.write_results(a.name, out, ("median_hub_added_p50_s", "median_hub_added_p95_s"))
 
 

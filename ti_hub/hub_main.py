@@ -40,8 +40,8 @@ from jupyterhub.app import JupyterHub, main  # noqa: E402
 from jupyterhub.services import service as _service  # noqa: E402
 
 from . import children, pidfile  # noqa: E402
-from .spawner import client  # noqa: E402
 from .lastrun import SERVICE_PREFIX  # noqa: E402
+from .spawner import client  # noqa: E402
 
 _backoff = utils.exponential_backoff
 

@@ -6,23 +6,13 @@ import os
 
 import pytest
 from cryptography.fernet import Fernet
-from sqlalchemy import text
 
 from ti_hub.backends.base import NodeCapacity
-from ti_hub.db.models import Base
-from ti_hub.db.session import make_engine, make_sessionmaker, sqlite_url, upgrade
+from ti_hub.db.session import drop_tables, make_engine, make_sessionmaker, sqlite_url, upgrade
 from ti_hub.ops.settings import OpsSettings
 from ti_hub.service.app import DEFAULT_COMPUTE_QUOTAS, DEFAULT_STORAGE_QUOTAS
 
 PG_URL = os.environ.get("TI_TEST_POSTGRES_URL", "")
-
-
-def _reset_pg(url: str) -> None:
-    engine = make_engine(url)
-    with engine.begin() as conn:
-        Base.metadata.drop_all(conn)
-        conn.execute(text("DROP TABLE IF EXISTS ti_alembic_version"))
-    engine.dispose()
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -35,7 +25,7 @@ def db(request, tmp_path):
                 pytest.fail("TI_TEST_POSTGRES_URL must be set in CI (scripts/test starts PostgreSQL)")
             pytest.skip("no PostgreSQL: set TI_TEST_POSTGRES_URL (scripts/test does)")
         url = PG_URL
-        _reset_pg(url)
+        drop_tables(url)
     upgrade(url)
     engine = make_engine(url)
     yield make_sessionmaker(engine)

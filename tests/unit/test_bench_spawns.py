@@ -1,6 +1,6 @@
 """The pure parts of benchmarks/bench_k8s_spawns.py: the hub config it writes for each spawner (TiHub's, and
-KubeSpawner alone for the floor) and the emptying of a database given with --db-url. The benchmark itself
-starts a cluster and takes minutes."""
+KubeSpawner alone for the floor), and the emptying of a database that --db-url (and the PostgreSQL tests)
+rely on. The benchmark itself starts a cluster and takes minutes."""
 
 from __future__ import annotations
 
@@ -39,13 +39,15 @@ def test_the_config_runs_and_picks_the_spawner(spawner, monkeypatch):
     assert (c.KubeSpawner.cpu_guarantee, c.KubeSpawner.mem_guarantee) == (1.0, "1024M")
 
 
-def test_reset_database_drops_tihub_tables(tmp_path):
-    from ti_hub.db.session import make_engine, sqlite_url, upgrade
+def test_drop_tables_leaves_an_empty_database(tmp_path):
+    from ti_hub.db.session import drop_tables, make_engine, sqlite_url, upgrade
 
     url = sqlite_url(tmp_path / "ti.sqlite")
     upgrade(url)
     engine = make_engine(url)
     assert "ti_jobs" in inspect(engine).get_table_names()
-    bench.reset_database(url)
+    drop_tables(url)
     assert inspect(engine).get_table_names() == []
+    upgrade(url)  # made again from nothing, as the service does at its start
+    assert "ti_jobs" in inspect(engine).get_table_names()
     engine.dispose()

@@ -7,6 +7,7 @@ token and JSON body, and turns the service's error answers into TiServiceError w
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 
 import pytest
@@ -33,52 +34,46 @@ class Echo(web.RequestHandler):
     get = post = _answer
 
 
-def serve() -> tuple[HTTPServer, str, set]:
+@contextlib.asynccontextmanager
+async def serving():
+    """(base URL, peers seen) of a real server for the test's calls; the client's session closes after."""
     peers: set = set()
     sock, port = bind_unused_port()
     server = HTTPServer(web.Application([(r"/api/.*", Echo, {"peers": peers})]))
     server.add_sockets([sock])
-    return server, f"http://127.0.0.1:{port}/api", peers
+    try:
+        yield f"http://127.0.0.1:{port}/api", peers
+    finally:
+        await client.close_sessions()
+        server.stop()
 
 
 def test_calls_reuse_one_connection_and_send_token_and_body():
     async def go():
-        server, base, peers = serve()
-        try:
+        async with serving() as (base, peers):
             for i in range(20):
                 out = await client.call(base, "secret-token", "POST", f"/w/{i}", {"n": i})
                 assert out == {"method": "POST", "auth": "token secret-token", "body": {"n": i}}
             got = await client.call(base, "secret-token", "GET", "/w/0")
             assert got["method"] == "GET" and got["body"] is None
             assert len(peers) == 1  # 21 calls, one connection kept open
-        finally:
-            await client.close_sessions()
-            server.stop()
     asyncio.run(go())
 
 
 def test_an_error_answer_becomes_ti_service_error_with_its_field():
     async def go():
-        server, base, _ = serve()
-        try:
+        async with serving() as (base, _):
             with pytest.raises(client.TiServiceError) as err:
                 await client.call(base, "t", "POST", "/refused", {})
             assert (err.value.status, err.value.detail, err.value.field) == (400, "plan: no such plan", "plan")
-        finally:
-            await client.close_sessions()
-            server.stop()
     asyncio.run(go())
 
 
 def test_each_event_loop_has_its_own_session():
     async def one():
-        server, base, _ = serve()
-        try:
+        async with serving() as (base, _):
             await client.call(base, "t", "GET", "/x")
             return client._sessions[asyncio.get_running_loop()]
-        finally:
-            await client.close_sessions()
-            server.stop()
     first = asyncio.run(one())
     second = asyncio.run(one())  # a new loop: a new session, not one bound to a closed loop
     assert first is not second

@@ -82,5 +82,21 @@ def upgrade(url: str, revision: str = "head") -> None:
     command.upgrade(cfg, revision)
 
 
+def drop_tables(url: str) -> None:
+    """Drop TiHub's tables and Alembic's version table: tests and benchmarks on a shared PostgreSQL start from an
+    empty database (``upgrade`` makes them again)."""
+    from sqlalchemy import text
+
+    from .models import Base
+
+    engine = make_engine(url)
+    try:
+        with engine.begin() as conn:
+            Base.metadata.drop_all(conn)
+            conn.execute(text("DROP TABLE IF EXISTS ti_alembic_version"))
+    finally:
+        engine.dispose()
+
+
 def sqlite_url(path: str | os.PathLike) -> str:
     return f"sqlite:///{Path(path).resolve()}"

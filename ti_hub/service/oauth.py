@@ -36,6 +36,10 @@ class SealedStateHubOAuth(HubOAuth):
         except (InvalidToken, ValueError, TypeError):
             return {}
 
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self._lookups: dict = {}  # (loop, cache key) -> the lookup under way
+
     def clear_oauth_state(self, state_id):
         pass  # nothing is kept; the hub accepts each code once and the seal expires
 
@@ -64,11 +68,3 @@ class SealedStateHubOAuth(HubOAuth):
         self._lookups.pop(key, None)
         if not task.cancelled():
             task.exception()  # retrieved here: every waiter may have gone (no "never retrieved" warning)
-
-    @property
-    def _lookups(self) -> dict:
-        found = self.__dict__.get("_pending_lookups")
-        if found is None:
-            found = self.__dict__["_pending_lookups"] = {}
-        return found
-
