@@ -218,7 +218,8 @@ def one_run(a, workdir: Path) -> dict:
         spy = None
         if a.profile:  # where the hub's time goes (py-spy, if installed)
             spy = subprocess.Popen(["py-spy", "record", "-p", str(pids[a.profile_process]), "-o", a.profile,
-                                    "-f", "raw", "-r", "100", "--nonblocking", *(["--idle"] if a.profile_idle else [])],
+                                    "-f", "raw", "-r", "100", "--nonblocking", *(["--idle"] if a.profile_idle else []),
+                                    *(["--gil"] if a.profile_gil else [])],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         out, seen, wall = asyncio.run(spawn_all(platform.hub.url, admin.token, users, str(cluster.kubeconfig)))
         cpu = sampler.stop()
@@ -308,6 +309,8 @@ def main(argv=None) -> None:
     p.add_argument("--profile-process", default="hub", help="which: hub, ti-leader, ti-api-1, ...")
     p.add_argument("--profile-idle", action="store_true",
                    help="count threads waiting (on a lock, a disk write, a socket) too, not only those on a CPU")
+    p.add_argument("--profile-gil", action="store_true",
+                   help="count only samples holding the GIL: the process's Python CPU, not its threads' waits")
     kb.add_cluster_args(p, timeout=1800)
     p.add_argument("--name", default="k8s-spawns")
     a = p.parse_args(argv)

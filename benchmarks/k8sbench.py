@@ -67,6 +67,7 @@ class CpuSampler:
         self.first: dict[str, float] = {}
         self.last: dict[str, float] = {}
         self.peak: dict[str, float] = {}
+        self.timeline: dict[str, list[float]] = {}  # cores used in each second, for where a process waited
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -91,7 +92,9 @@ class CpuSampler:
             now, t = self._read(), time.monotonic()
             for k, v in now.items():
                 if k in prev:
-                    self.peak[k] = max(self.peak.get(k, 0.0), (v - prev[k]) / (t - t_prev))
+                    used = (v - prev[k]) / (t - t_prev)
+                    self.peak[k] = max(self.peak.get(k, 0.0), used)
+                    self.timeline.setdefault(k, []).append(round(used, 2))
             prev, t_prev = now, t
             self.last = now
 
@@ -103,6 +106,7 @@ class CpuSampler:
         cores = {k: round((self.last[k] - self.first[k]) / wall, 3) for k in self.last if k in self.first}
         return {"wall_s": round(wall, 1), "avg_cores": cores,
                 "peak_cores_1s": {k: round(v, 2) for k, v in self.peak.items()},
+                "cores_each_second": self.timeline,
                 "total_avg_cores": round(sum(cores.values()), 2)}
 
 

@@ -195,3 +195,51 @@ def test_a_workspace_queued_longer_than_the_slow_spawn_timeout_is_not_a_server_e
     finally:
         u.api("POST", f"/jobs/{filler['id']}/kill")
         u.hub_api("DELETE", f"/users/{u.name}/servers/late-desk")
+
+
+def test_the_spawner_waits_for_a_workspaces_admission_in_one_request(hub, new_user):
+    """The spawner's long poll (?wait= / "wait"): the answer comes once the queued workspace is admitted, or
+    after the wait with the queue as it stands; a wait out of range is refused before anything is stored."""
+    import requests
+
+    u = new_user("longpoll")
+    spawner = requests.Session()
+    spawner.headers["Authorization"] = f"token {(hub.data_dir / 'spawner_token').read_text().strip()}"
+    url = f"{hub.api_url}/workspaces/{u.name}/lp-desk"
+    start = {"groups": [], "options": {"plan": "cpu-small"}, "scopes": u.ok("GET", "/me")["permissions"]}
+
+    r = spawner.post(url, json={**start, "wait": 61}, timeout=30)
+    assert r.status_code == 400 and r.json()["field"] == "wait", r.text
+    r = spawner.get(url + "?wait=soon", timeout=30)
+    assert r.status_code == 400 and r.json()["field"] == "wait", r.text
+    assert spawner.get(url, timeout=30).status_code == 404  # nothing stored
+
+    free = int(sum(n["cpu"] - n["cpu_used"] for n in hub.admin.ok("GET", "/cluster")["nodes"]))
+    filler = u.ok("POST", "/jobs", json={"name": "lp-filler", "kind": "distributed", "plan": "cpu-small",
+                                         "workers": max(2, free), "image": "python-cpu", "command": "sleep 120"})
+    u.wait_job(filler["id"], states=("running",), timeout=60)
+    try:
+        t0 = time.monotonic()
+        r = spawner.post(url, json={**start, "wait": 1}, timeout=30)
+        took = time.monotonic() - t0
+        assert r.status_code == 201, r.text
+        ws = r.json()
+        assert ws["status"] == "queued" and ws["queue"]["position"] >= 1 and took >= 0.9
+        assert {m["kind"] for m in ws["mounts"]} >= {"work"} and ws["unix_uid"]  # what the spawner needs
+        t0 = time.monotonic()
+        assert spawner.get(url, timeout=30).json()["status"] == "queued"  # no wait: at once
+        assert time.monotonic() - t0 < 0.9
+        t0 = time.monotonic()
+        r = spawner.get(url + "?wait=1", timeout=30)
+        assert r.json()["status"] == "queued" and time.monotonic() - t0 >= 0.9
+        # the room frees while the spawner waits: its one request answers with the admission
+        u.ok("POST", f"/jobs/{filler['id']}/kill")
+        t0 = time.monotonic()
+        r = spawner.get(url + "?wait=60", timeout=90)
+        assert r.status_code == 200 and r.json()["status"] == "scheduling", r.text
+        assert time.monotonic() - t0 < 30
+        assert r.json()["placement"]["instances"]
+    finally:
+        u.api("POST", f"/jobs/{filler['id']}/kill")
+        spawner.post(url + "/stop", json={"reason": "test over"}, timeout=30)
+    assert u.ok("GET", "/jobs/lp-desk")["status"] == "stopped"

@@ -152,3 +152,34 @@ def test_a_workspace_of_an_rdma_plan_asks_for_the_rdma_device(whub, k8s_cluster,
     assert c["resources"]["limits"]["nvidia.com/gpu"] == "1" and p["spec"]["nodeName"] == rdma_node
     admin.hub_api("DELETE", f"/users/{admin.name}/servers/ib-box")
     wait(lambda: get(k8s_cluster, "pod", pod_name) is None, timeout=60, what="the pod to go")
+
+
+def test_a_pod_in_the_way_is_replaced_within_the_start_and_the_workspace_keeps_starting(whub, k8s_cluster):
+    """KubeSpawner deletes a pod of the workspace's name that it finds in its way (its create timed out under a
+    loaded API server but went through) and creates it again, calling stop() from inside the start. TiHub used to
+    take that for the workspace stopping: it released it, and the start then failed ("not being started")."""
+    admin = whub.admin
+    admin.ok("POST", "/plans", json={"name": "ws-in-the-way", "kinds": ["workspace"], "device_type": "cpu",
+                                     "device_count": 0, "cpu": 1, "memory_mib": 1024})
+    name = "busy-box"
+    pod_name = safe_name("ti-ws", admin.name, name)
+    k8s_cluster.apply([{
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod_name, "namespace": NS},
+        "spec": {"automountServiceAccountToken": False,
+                 "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}},
+                 "containers": [{"name": "old", "image": "busybox", "securityContext": {
+                     "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}]}}])
+    old_uid = wait(lambda: (p := get(k8s_cluster, "pod", pod_name)) and p["metadata"]["uid"], what="the old pod")
+
+    r = admin.hub_api("POST", f"/users/{admin.name}/servers/{name}", json={"plan": "ws-in-the-way"})
+    assert r.status_code in (201, 202), (r.text, admin.ok("GET", f"/jobs/{name}")["events"])
+    try:
+        new = wait(lambda: (p := get(k8s_cluster, "pod", pod_name)) and p["metadata"]["uid"] != old_uid
+                   and p["status"].get("phase") == "Running" and p, timeout=90, what="the spawner's own pod")
+        assert new["metadata"]["labels"][ob.LABEL_KIND] == "workspace"
+        ws = wait(lambda: (w := admin.ok("GET", f"/jobs/{name}"))["status"] == "running" and w, timeout=30,
+                  what="the workspace reported running")
+        assert "stopped" not in [e["status"] for e in ws["events"]], ws["events"]
+    finally:
+        admin.hub_api("DELETE", f"/users/{admin.name}/servers/{name}")
+    wait(lambda: get(k8s_cluster, "pod", pod_name) is None, timeout=60, what="the pod to go")

@@ -1,5 +1,5 @@
-"""/workspaces/{owner}/{name}[/running|/stop]: the hub's spawner asks for admission here; /lease: the owner
-renews a workspace's lease on its devices (the idle policy, ops/idle.py).
+"""/workspaces/{owner}/{name}[/running|/stop]: the hub's spawner asks for admission here (and waits for it: ``wait``,
+a long poll); /lease: the owner renews a workspace's lease on its devices (the idle policy, ops/idle.py).
 
 The spawner sends the owner's hub scopes (``scopes``) with each start and form: the hub's RBAC, custom roles
 included, decides what a workspace may do, and only the spawner's identity may vouch for them
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 
+from ..domain import states as st
 from ..domain import validation as v
 from ..ops import idle, images, workspaces
 from .base import APIHandler
@@ -17,7 +18,38 @@ from .base import APIHandler
 
 class WorkspaceHandler(APIHandler):
     async def get(self, owner: str, name: str):
+        wait = int(self.args().get("wait") or 0)  # the contract checked it: whole seconds, 0-60
         ws = await self.op(workspaces.get, self.actor, owner, name)
+        if wait and ws["status"] == st.QUEUED and await self._admitted_within(ws["id"], wait):
+            ws = await self.op(workspaces.get, self.actor, owner, name)
+        self.send(self._with_mounts(owner, ws))
+
+    async def post(self, owner: str, name: str):
+        body = self.body()
+        v.check_fields(body, ("groups", "options", "scopes", "wait"))
+        groups = body.get("groups") or []
+        if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+            raise v.ValidationError("groups must be a list of group names", field="groups")
+        scopes = body.get("scopes")  # checked once the caller is known to be the spawner
+        options = body.get("options") or {}
+        wait = body.get("wait") or 0
+        out = await self.op(workspaces.start, self.actor, owner, name, groups, options, self.ti.ops_settings,
+                            scopes=scopes)
+        # admitted or queued: the owner's personal storage exists before the spawner mounts it
+        await asyncio.to_thread(self.ti.volume_driver.ensure_personal, owner)
+        if out.get("credential_id"):
+            await self._pull_secret(out)
+        self.ti.poke()
+        if wait and out["status"] == st.QUEUED and await self._admitted_within(out["id"], wait):
+            out = await self.ti.db(workspaces.get, self.actor, owner, name, readonly=True)
+        self.send(self._with_mounts(owner, out), 201)
+
+    async def _admitted_within(self, job_id: int, wait: float) -> bool:
+        """A long poll: whether the workspace left the queue within ``wait`` seconds (the spawner waits here for
+        its admission instead of asking again and again; service/statuswait.py)."""
+        return await self.ti.status_waits().until_not(job_id, st.QUEUED, wait)
+
+    def _with_mounts(self, owner: str, ws: dict) -> dict:
         # where each volume's bytes are, for a spawner on this machine (the local driver's paths)
         driver = self.ti.volume_driver
         ws["mounts"] = [{"source": str(driver.path(vol["volume_id"])), "kind": vol["kind"],
@@ -26,24 +58,7 @@ class WorkspaceHandler(APIHandler):
         # STO8: the owner's work and archive directories, in every workspace
         ws["mounts"] += [{"source": p.source, "kind": p.kind, "mount_path": p.mount_path, "read_only": False,
                           "claim": p.claim} for p in driver.personal_mounts(owner)]
-        self.send(ws)
-
-    async def post(self, owner: str, name: str):
-        body = self.body()
-        v.check_fields(body, ("groups", "options", "scopes"))
-        groups = body.get("groups") or []
-        if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
-            raise v.ValidationError("groups must be a list of group names", field="groups")
-        scopes = body.get("scopes")  # checked once the caller is known to be the spawner
-        options = body.get("options") or {}
-        out = await self.op(workspaces.start, self.actor, owner, name, groups, options, self.ti.ops_settings,
-                            scopes=scopes)
-        # admitted or queued: the owner's personal storage exists before the spawner mounts it
-        await asyncio.to_thread(self.ti.volume_driver.ensure_personal, owner)
-        if out.get("credential_id"):
-            await self._pull_secret(out)
-        self.ti.poke()
-        self.send(out, 201)
+        return ws
 
     async def _pull_secret(self, ws: dict) -> None:
         """The workspace's registry credential as its image pull Secret (Kubernetes; TiKubeSpawner finds it by

@@ -20,7 +20,7 @@ from ..domain.actor import Actor
 from ..domain.errors import Conflict, NotFound, ValidationError
 from . import grants, jobspec, quotas, unixids, vcs
 from .common import lock_user, utcnow
-from .jobs import _insert, killed, record, render
+from .jobs import _insert, killed, queue_position, record, render
 from .settings import OpsSettings
 
 
@@ -43,7 +43,8 @@ def _get(session: Session, owner: str, name: str) -> m.Job | None:
 
 def start(session: Session, caller: Actor, owner: str, name: str, groups: list[str], options: dict[str, Any],
           settings: OpsSettings, scopes: Any = None) -> dict[str, Any]:
-    """``scopes``: the owner's expanded hub scopes (the spawner's ``owner_scopes``); starting needs submit."""
+    """``scopes``: the owner's expanded hub scopes (the spawner's ``owner_scopes``); starting needs submit.
+    The answer is the workspace as ``get`` shows it."""
     actor = owner_actor(session, caller, owner, groups, scopes, settings)
     actor.need(S.SUBMIT, f"{owner} starting a workspace")
     fields = jobspec.parse_workspace(session, actor, {**options, "name": name}, settings)
@@ -51,10 +52,10 @@ def start(session: Session, caller: Actor, owner: str, name: str, groups: list[s
     if options.get("vc"):  # chosen in the spawn form: the owner's current VC from now on
         vcs.use(session, actor, {"vc": options["vc"]})
     unixids.check_may_run(session, owner, settings.uids)
-    unixids.ensure(session, [owner], settings.uids)  # the spawner runs the workspace as this uid
+    uid = unixids.ensure(session, [owner], settings.uids)[owner]  # the spawner runs the workspace as this uid
     job = _get(session, owner, name)
     if job is None:
-        return _insert(session, owner, fields, settings)
+        return _view(fields["spec"], uid, _insert(session, owner, fields, settings))
     if job.kind != "workspace":
         raise Conflict(f"{owner} already has a training job named {name!r}", field="name")
     if job.status in st.ACTIVE:
@@ -70,7 +71,7 @@ def start(session: Session, caller: Actor, owner: str, name: str, groups: list[s
     job.backend_state = None
     job.finished_at = None
     record(session, job, st.QUEUED, "waiting for the scheduler")
-    return render(job)
+    return _view(job.spec, uid, render(job, queue_position(session, job)))
 
 
 def get(session: Session, caller: Actor, owner: str, name: str) -> dict[str, Any]:
@@ -78,13 +79,21 @@ def get(session: Session, caller: Actor, owner: str, name: str) -> dict[str, Any
     job = _get(session, owner, name)
     if job is None or job.kind != "workspace":
         raise NotFound(f"workspace {owner}/{name} does not exist", field="name")
-    from .jobs import queue_position
+    uid = session.scalar(select(m.User.unix_uid).where(m.User.name == owner))
+    return _view(job.spec, uid, render(job, queue_position(session, job)))
 
-    out = render(job, queue_position(session, job))
-    out["jupyter"] = job.spec.get("jupyter", True)
-    out["rdma"] = bool(job.spec.get("rdma"))  # the plan's, as submitted
-    out["unix_uid"] = session.scalar(select(m.User.unix_uid).where(m.User.name == owner))
+
+def _view(spec: dict[str, Any], uid: int | None, out: dict[str, Any]) -> dict[str, Any]:
+    """The job as the spawner needs it: how it runs, and as whom."""
+    out["jupyter"] = spec.get("jupyter", True)
+    out["rdma"] = bool(spec.get("rdma"))  # the plan's, as submitted
+    out["unix_uid"] = uid
     return out
+
+
+def statuses(session: Session, ids: list[int]) -> dict[int, str]:
+    """Jobs' statuses by id (a job deleted since is missing): what long polls on admission wait on."""
+    return dict(session.execute(select(m.Job.id, m.Job.status).where(m.Job.id.in_(ids))).tuples().all())
 
 
 def set_running(session: Session, caller: Actor, owner: str, name: str, state: dict[str, Any]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import logging
 import os
 import signal
@@ -35,6 +36,7 @@ from ..endpoints.origins import Origins
 from ..health.alerting import AlertRules
 from ..health.monitor import HealthMonitor
 from ..ops.rendercache import RenderCache
+from ..ops.workspaces import statuses as job_statuses
 from ..ops.settings import OpsSettings
 from ..secretfile import read_or_create
 from ..storage.base import VolumeDriver
@@ -47,6 +49,7 @@ from .metrics import MetricsExporter
 from .notifier import Notifier
 from .oauth import SealedStateHubOAuth
 from .processes import fork_followers, hold_instance_lock, stop_followers
+from .statuswait import StatusWaits
 from .web import handlers, origin_handlers
 
 DEFAULT_COMPUTE_QUOTAS = {
@@ -150,6 +153,11 @@ class TiService(Application):
         30.0, config=True,
         help="Admission runs when something changed (a submission, a kill, a job ending, a capacity change) "
              "and at least this often in any case, in seconds.")
+    admission_wait_interval = Float(
+        0.05, config=True,
+        help="Seconds between an API process's checks on the workspaces whose admission the hub's spawner is "
+             "waiting for (GET /workspaces/{owner}/{name}?wait=S): one read of all of them, none while nobody "
+             "waits. An admission reaches the spawner at most this late.")
     scheduler_backfill = Bool(
         False, config=True,
         help="Q1 backfill: a job behind a blocked queue head may start if its declared duration "
@@ -325,6 +333,7 @@ class TiService(Application):
         self.alert_rules = AlertRules(parent=self, log=self.log)
         self.metrics = MetricsExporter(parent=self, log=self.log)
         self._poke_fd: int | None = None
+        self._status_waits: StatusWaits | None = None
         self.leader_serves_http = True  # serve() says; scheduler_max_share only applies when it does
         startup.seed(self)
 
@@ -369,6 +378,13 @@ class TiService(Application):
 
         executor = self.loop_executor if scheduler else self.executor
         return await asyncio.get_running_loop().run_in_executor(executor, run)
+
+    def status_waits(self) -> StatusWaits:
+        """This process's long polls on job status (each API process has its own: made on first use)."""
+        if self._status_waits is None:
+            read = functools.partial(self.db, job_statuses, readonly=True)
+            self._status_waits = StatusWaits(read, self.admission_wait_interval, self.log)
+        return self._status_waits
 
     def hub_auth(self) -> SealedStateHubOAuth:
         """The singleton every HubOAuthenticated handler (and the OAuth callback) uses via .instance(); the loop

@@ -285,9 +285,10 @@ ROUTES: list[Route] = [
                   "(custom:ti:cluster:view; others' rows and job names: view-all)", R.CLUSTER_USAGE,
                   query=R.CLUSTER_USAGE_QUERY)}),
     Route("/workspaces/{owner}/{name}", workspaces.WorkspaceHandler, {
-        "get": Op("Workspace admission state (the spawner: custom:ti:workspaces:admit)", S.WORKSPACE,
-                  errors=(404,)),
-        "post": Op("Ask to start a workspace (the spawner)", J.JOB, 201, body=S.ADMIT, errors=(404, 409))},
+        "get": Op("Workspace admission state (the spawner: custom:ti:workspaces:admit); with wait, once admitted "
+                  "or after that many seconds", S.WORKSPACE, query=S.WORKSPACE_QUERY, errors=(404,)),
+        "post": Op("Ask to start a workspace (the spawner); with wait, answered once admitted or after that many "
+                   "seconds", S.WORKSPACE, 201, body=S.ADMIT, errors=(404, 409))},
         {"owner": C.USER_PARAM, "name": Param(C.NAME, "the workspace")}),
     Route("/workspaces/{owner}/{name}/running", workspaces.WorkspaceRunningHandler, {
         "post": Op("Report a workspace running (the spawner)", J.JOB, body=S.RUNNING, errors=(409,))},

@@ -6,13 +6,14 @@ The same mixin serves the local spawner and the Kubernetes spawner; only ``launc
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import time
 from typing import Any
 from urllib.parse import quote, urlencode
 
 from jupyterhub.spawner import LocalProcessSpawner
 from tornado import web
-from traitlets import Float, Unicode, default
+from traitlets import Integer, Unicode, default
 from traitlets.config import Configurable
 
 from .. import scopes as S
@@ -30,13 +31,22 @@ def refusal(status: int, text: str) -> web.HTTPError:
     return err
 
 
+# the spawner whose start() the running code is part of (tasks inherit it from the task that made them)
+_STARTING: contextvars.ContextVar = contextvars.ContextVar("ti_spawner_starting", default=None)
+# seconds the start itself waits for the admission: a queued workspace says so (with its place) this soon
+FIRST_WAIT = 2
+
+
 class TiSpawnerMixin(Configurable):
     ti_api_url = Unicode("", config=True, help="Internal URL of the ti service API (hub to service).")
     ti_public_api_url = Unicode("", config=True, help="URL of the ti service API as workspaces reach it (TI_API_URL).")
     ti_api_token = Unicode("", config=True, help="Token of the hub's 'ti-spawner' service identity.")
-    admission_poll_interval = Float(0.5, config=True,
-                                    help="Most seconds between admission checks while queued (the first checks "
-                                         "come sooner: an idle cluster admits within a scheduler cycle).")
+    admission_wait = Integer(5, min=1, max=60, config=True,
+                             help="Longest seconds one admission check waits in the ti service for a queued "
+                                  "workspace to be admitted (a long poll: the admission reaches the spawner at "
+                                  "once). A queued workspace's position in the progress messages is refreshed "
+                                  "at least this often; the first check, with the start, waits at most 2 s so that "
+                                  "a queued workspace says so soon.")
 
     # whether ``launch`` starts an SSH-only workspace (jupyter: false) when asked; else such a start is refused
     runs_without_jupyter = False
@@ -53,8 +63,8 @@ class TiSpawnerMixin(Configurable):
         """The workspace's TiHub name: the server name (JupyterHub's rules), 'default' for the default server."""
         return self.name or DEFAULT_NAME
 
-    def _call(self, method: str, path: str, body: Any = None):
-        return call(self.ti_api_url, self.ti_api_token, method, path, body)
+    def _call(self, method: str, path: str, body: Any = None, timeout: float = 30):
+        return call(self.ti_api_url, self.ti_api_token, method, path, body, timeout=timeout)
 
     def owner_scopes(self) -> list[str]:
         """The owner's TiHub permissions as the hub's RBAC grants them now: their roles and their groups' roles,
@@ -109,16 +119,15 @@ class TiSpawnerMixin(Configurable):
         self._emit(5, "asking TiHub for admission (validation, quota, mount rules)")
         try:
             ws = await self._call("POST", ws_path(self.user.name, self.ti_name),
-                                  {"groups": groups, "options": options, "scopes": self.owner_scopes()})
+                                  {"groups": groups, "options": options, "scopes": self.owner_scopes(),
+                                   "wait": min(FIRST_WAIT, self.admission_wait)}, timeout=FIRST_WAIT + 30)
         except TiServiceError as e:
             field = f" (field: {e.field})" if e.field else ""
             raise refusal(e.status if 400 <= e.status < 500 else 500, f"{e.detail}{field}") from None
         for w in ws.get("warnings", []):
             self._emit(8, f"warning: {w}")
         last, started = None, time.monotonic()
-        interval = min(0.05, self.admission_poll_interval)
         while True:
-            ws = await self._call("GET", ws_path(self.user.name, self.ti_name))
             status = ws["status"]
             if status == "scheduling":
                 self._emit(40, f"admitted: {ws['reason']}")
@@ -131,8 +140,9 @@ class TiSpawnerMixin(Configurable):
                 waited = int(time.monotonic() - started)
                 self._emit(10 + min(25, waited // 10), msg)
                 last = msg
-            await asyncio.sleep(interval)
-            interval = min(interval * 2, self.admission_poll_interval)
+            # answered once admitted, or after admission_wait seconds with the queue as it then stands
+            ws = await self._call("GET", ws_path(self.user.name, self.ti_name, f"?wait={self.admission_wait}"),
+                                  timeout=self.admission_wait + 30)
 
     def ti_env(self, ws: dict[str, Any]) -> dict[str, str]:
         devices = [d for inst in (ws.get("placement") or {}).get("instances", []) for d in inst["devices"]]
@@ -154,6 +164,7 @@ class TiSpawnerMixin(Configurable):
 
     async def start(self):
         self._progress_init()
+        starting = _STARTING.set(self)
         try:
             ws = await self.admit()
             self._emit(60, "starting the workspace")
@@ -173,6 +184,7 @@ class TiSpawnerMixin(Configurable):
             await self._report_stop("start refused")
             raise
         finally:
+            _STARTING.reset(starting)
             self._ti_events.put_nowait(None)
 
     async def _report_stop(self, reason: str) -> None:
@@ -182,10 +194,16 @@ class TiSpawnerMixin(Configurable):
             self.log.warning("could not tell TiHub that %s/%s stopped", self.user.name, self.ti_name, exc_info=True)
 
     async def stop(self, now: bool = False):
+        # KubeSpawner stops a pod of the workspace's name that it finds in its way while it starts (its create
+        # timed out under a loaded API server but went through) and creates it again: part of this start, not the
+        # workspace stopping (TiHub would release it, and the start then fail). It calls stop() from tasks the
+        # start made, which inherit the start's context; the hub's own stops come from elsewhere.
+        within_start = _STARTING.get() is self
         try:
             await super().stop(now=now)
         finally:
-            await self._report_stop("stopped")
+            if not within_start:
+                await self._report_stop("stopped")
 
     # -- what a concrete spawner provides ------------------------------------------------------------------------
     async def launch(self, ws: dict[str, Any]):

@@ -19,9 +19,13 @@ WORKSPACE_OPTIONS = obj({"name": NAME, "display_name": nullable(string(255)), "d
                         title="WorkspaceOptions", description="what the spawn form chose (WS1)")
 # the owner's hub scopes, as the spawner reads them: honoured only from the spawner (ops/workspaces.owner_actor)
 OWNER_SCOPES = array(string(1024), maxItems=4096, description="the owner's hub scopes (sent by the spawner)")
+ADMISSION_WAIT = integer(0, 60, "whole seconds to hold the answer while the workspace is queued: it comes as "
+                                "soon as the workspace leaves the queue (a long poll); 0, the default: at once")
 ADMIT = obj({"groups": nullable(array(string(255))), "options": nullable(WORKSPACE_OPTIONS),
-             "scopes": nullable(OWNER_SCOPES)},
-            description="the owner's groups and hub scopes, and the options of the spawn form")
+             "scopes": nullable(OWNER_SCOPES), "wait": nullable(ADMISSION_WAIT)},
+            description="the owner's groups and hub scopes, the options of the spawn form, and how long to wait "
+                        "for the admission")
+WORKSPACE_QUERY = {"wait": Param(ADMISSION_WAIT, "seconds to wait for the admission of a queued workspace")}
 RUNNING = obj({"state": nullable({"type": "object", "description": "where the workspace runs (backend state)"})})
 STOPPED = obj({"reason": nullable(string(500))})
 MOUNT_SOURCE = answer({"source": STR, "kind": STR, "mount_path": STR, "read_only": BOOL, "claim": STR})
