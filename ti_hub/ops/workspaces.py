@@ -41,14 +41,26 @@ def _get(session: Session, owner: str, name: str) -> m.Job | None:
     return session.scalar(select(m.Job).where(m.Job.owner == owner, m.Job.name == name))
 
 
-def start(session: Session, caller: Actor, owner: str, name: str, groups: list[str], options: dict[str, Any],
-          settings: OpsSettings, scopes: Any = None) -> dict[str, Any]:
-    """``scopes``: the owner's expanded hub scopes (the spawner's ``owner_scopes``); starting needs submit.
-    The answer is the workspace as ``get`` shows it."""
+def check_start(session: Session, caller: Actor, owner: str, name: str, groups: list[str],
+                options: dict[str, Any], settings: OpsSettings, scopes: Any = None) -> tuple[Actor, dict[str, Any]]:
+    """The read-only half of a start: who starts it with which permissions, and its fields checked (plan, image,
+    volumes and their mount rules, the virtual cluster's access). The service reads it before the write
+    transaction, so that TiHub's write lock is held only for what must be atomic (name, quota, the insert):
+    a burst of starts queues on that lock one by one."""
     actor = owner_actor(session, caller, owner, groups, scopes, settings)
     actor.need(S.SUBMIT, f"{owner} starting a workspace")
     fields = jobspec.parse_workspace(session, actor, {**options, "name": name}, settings)
     vcs.check_access(session, actor, fields["pool"])
+    return actor, fields
+
+
+def start(session: Session, caller: Actor, owner: str, name: str, groups: list[str], options: dict[str, Any],
+          settings: OpsSettings, scopes: Any = None, checked: tuple[Actor, dict[str, Any]] | None = None
+          ) -> dict[str, Any]:
+    """``scopes``: the owner's expanded hub scopes (the spawner's ``owner_scopes``); starting needs submit.
+    ``checked``: what ``check_start`` found moments ago (else it runs here). The answer is the workspace as
+    ``get`` shows it."""
+    actor, fields = checked or check_start(session, caller, owner, name, groups, options, settings, scopes)
     if options.get("vc"):  # chosen in the spawn form: the owner's current VC from now on
         vcs.use(session, actor, {"vc": options["vc"]})
     unixids.check_may_run(session, owner, settings.uids)
