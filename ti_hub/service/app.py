@@ -333,7 +333,6 @@ class TiService(Application):
         self.alert_rules = AlertRules(parent=self, log=self.log)
         self.metrics = MetricsExporter(parent=self, log=self.log)
         self._poke_fd: int | None = None
-        self._status_waits: StatusWaits | None = None
         self.leader_serves_http = True  # serve() says; scheduler_max_share only applies when it does
         startup.seed(self)
 
@@ -379,12 +378,11 @@ class TiService(Application):
         executor = self.loop_executor if scheduler else self.executor
         return await asyncio.get_running_loop().run_in_executor(executor, run)
 
+    @functools.cached_property
     def status_waits(self) -> StatusWaits:
         """This process's long polls on job status (each API process has its own: made on first use)."""
-        if self._status_waits is None:
-            read = functools.partial(self.db, job_statuses, readonly=True)
-            self._status_waits = StatusWaits(read, self.admission_wait_interval, self.log)
-        return self._status_waits
+        read = functools.partial(self.db, job_statuses, readonly=True)
+        return StatusWaits(read, self.admission_wait_interval, self.log)
 
     def hub_auth(self) -> SealedStateHubOAuth:
         """The singleton every HubOAuthenticated handler (and the OAuth callback) uses via .instance(); the loop

@@ -25,7 +25,6 @@ class StatusWaits:
         self.log = log or logging.getLogger(__name__)
         self._waiting: dict[int, list[tuple[str, asyncio.Future]]] = {}
         self._task: asyncio.Task | None = None
-        self.reads = 0  # queries made, for tests and benchmarks
 
     @property
     def waiting(self) -> int:
@@ -57,7 +56,6 @@ class StatusWaits:
             if not ids:  # the last waiter left during the sleep
                 break
             try:
-                self.reads += 1
                 now = await self.read(ids)
             except Exception:  # the next interval tries again; a waiter's own timeout still ends its wait
                 self.log.warning("reading the status of %d waiting job(s) failed", len(ids), exc_info=True)
