@@ -63,7 +63,7 @@ from report import TARGETS, med, summarize_runs, table, verdicts  # noqa: E402
 # ---- data ----------------------------------------------------------------------------------------
 def ensure_template(workdir: Path, users: int, jobs: int, queued: int | None, running: int | None) -> Path:
     tdir = workdir / f"template-{users}-{jobs}-{queued}-{running}"
-    params = {"users": users, "jobs": jobs, "queued": queued, "running": running, "seed_version": 2}
+    params = {"users": users, "jobs": jobs, "queued": queued, "running": running, "seed_version": 3}
     meta = tdir / "seed.json"
     db = tdir / "ti.sqlite"
     if db.exists() and meta.exists() and json.loads(meta.read_text()).get("params") == params:

@@ -19,7 +19,10 @@ The mix (all deterministic for a given --seed):
   * running rows hold placements: most on remote GPU nodes, and enough CPU jobs on *this* machine's node
     (the LocalBackend's node, named after the host name unless --local-node says otherwise) to fill it,
     so that the scheduler of the embedded platform admits nothing: seeded queued jobs and jobs submitted
-    by a benchmark stay queued (a busy cluster) instead of being started as local processes;
+    by a benchmark stay queued (a busy cluster) instead of being started as local processes. The fillers
+    are never preemptible (the fair queue would preempt them for a benchmark's jobs and start real
+    processes), and the benchmark's platform offers one CPU per core (benchmarks/hub_config_bench.py),
+    which they fill (seed version 3);
   * 3-4 job events per job (created, queued, [running], final) unless --no-events.
 """
 
@@ -131,6 +134,7 @@ def build_rows(n_users: int, n_jobs: int, n_queued: int, n_running: int, seed: i
         created = start + dt.timedelta(seconds=span * idx / n_jobs + rand() * 30)
         queued_at = created + dt.timedelta(seconds=randint(0, 2))
         started_at = finished_at = exit_code = placement = backend_state = None
+        filler = False
         instances = workers + ps
         if idx in queued:
             status, reason = "queued", f"waiting for {instances} x {devs} x {dtype} in pool default"
@@ -147,6 +151,7 @@ def build_rows(n_users: int, n_jobs: int, n_queued: int, n_running: int, seed: i
                 kind, strategy, workers, ps, instances = "single", None, 1, 0, 1
                 local_cpu_left -= cpu
                 node = local_node
+                filler = True
             else:
                 node = f"gpu-node-{randint(1, 64):02d}"
             placement = {"instances": [{"node": node, "devices": list(range(devs)), "cpu": cpu,
@@ -186,7 +191,7 @@ def build_rows(n_users: int, n_jobs: int, n_queued: int, n_running: int, seed: i
             "kind": kind, "strategy": strategy, "status": status, "reason": reason, "plan_id": plan_ids.get(plan),
             "pool": "default", "device_type": dtype, "devices_per_instance": devs, "cpu_per_instance": cpu,
             "memory_mib_per_instance": mem, "shm_mib": 64, "workers": workers, "ps": ps, "image": image_addr,
-            "command": command, "spec": spec, "preemptible": rand() < 0.1, "priority": 100,
+            "command": command, "spec": spec, "preemptible": rand() < 0.1 and not filler, "priority": 100,
             "placement": placement, "backend_state": backend_state, "exit_code": exit_code, "created_at": created,
             "queued_at": queued_at, "started_at": started_at, "finished_at": finished_at,
         })
