@@ -61,6 +61,13 @@ def sample_rows(active: Iterable[tuple[str, str, str, bool, int, int]], scores: 
 def take_sample(session: Session, at: dt.datetime, scores: Mapping[Key, float], nodes: Iterable[NodeCapacity],
                 retention_s: float) -> int:
     """Append one sample and prune what is older than the retention; returns the rows written."""
+    return store_sample(session, sample_of(session, at, scores, nodes), at, retention_s)
+
+
+def sample_of(session: Session, at: dt.datetime, scores: Mapping[Key, float], nodes: Iterable[NodeCapacity]
+              ) -> list[dict[str, Any]]:
+    """The sample's rows, read only: the leader reads them outside TiHub's write lock (a GROUP BY over every
+    queued and holding job, 60 ms with 5,500 of them, which held the lock and every submission behind it)."""
     inst = m.Job.workers + m.Job.ps
     holding = case((m.Job.status.in_(st.HOLDING), True), else_=False)
     active = session.execute(
@@ -68,7 +75,11 @@ def take_sample(session: Session, at: dt.datetime, scores: Mapping[Key, float], 
                func.coalesce(func.sum(m.Job.devices_per_instance * inst), 0))
         .where(m.Job.status.in_(st.ACTIVE))
         .group_by(m.Job.pool, m.Job.owner, m.Job.device_type, holding)).all()
-    rows = sample_rows(((p, o, d, bool(h), n, dev) for p, o, d, h, n, dev in active), scores, nodes, at)
+    return sample_rows(((p, o, d, bool(h), n, dev) for p, o, d, h, n, dev in active), scores, nodes, at)
+
+
+def store_sample(session: Session, rows: list[dict[str, Any]], at: dt.datetime, retention_s: float) -> int:
+    """Writes a sample's rows and prunes what is older than the retention; returns the rows written."""
     if rows:
         session.execute(insert(m.UsageSample), rows)
     session.execute(delete(m.UsageSample).where(m.UsageSample.at < at - dt.timedelta(seconds=retention_s)))

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import select
+from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
 
 from ..backends.base import InstanceSpec, LaunchSpec, Mount, NodeCapacity
@@ -30,6 +30,14 @@ from .scoring import ScoreKeeper
 
 WORKSPACE_CHECK_INTERVAL = 2.0  # seconds between checks that running workspaces still have a process
 OVERRUN_CHECK_INTERVAL = 1.0  # seconds between checks of running jobs against their declared durations
+# what the leader stops each cycle: kills and pauses asked for, preemption victims (a workspace is stopped by the
+# hub, and only when killed). Narrowed to the statuses that hold something first, so that the status index
+# answers it: as an OR of kinds and statuses it scanned every job ever run, each cycle (0.15 s at 200,000 jobs)
+TO_STOP = select(m.Job.id, m.Job.kind, m.Job.owner, m.Job.name, m.Job.backend_state, m.Job.status,
+                 m.Job.reason).where(
+    m.Job.status.in_(sorted(st.HOLDING)),
+    or_(m.Job.status == st.KILLING,
+        and_(m.Job.kind != "workspace", or_(m.Job.status == st.PAUSING, m.Job.preempted_by.is_not(None)))))
 
 if TYPE_CHECKING:
     from .app import TiService
@@ -170,9 +178,10 @@ class JobRunner:
         now = self.clock()
         self.last_history = now
         scores = dict(self.scores.scores.values) if self.scores.scores is not None else {}
-        try:
-            await self.svc.db(history.take_sample, queueing.from_epoch(now), scores, nodes,
-                              self.svc.usage_history_retention, scheduler=True)
+        at = queueing.from_epoch(now)
+        try:  # read outside the write lock, written under it
+            rows = await self.svc.db(history.sample_of, at, scores, nodes, readonly=True, scheduler=True)
+            await self.svc.db(history.store_sample, rows, at, self.svc.usage_history_retention, scheduler=True)
         except Exception:
             self.log.exception("taking a usage sample failed")
 
@@ -181,13 +190,7 @@ class JobRunner:
         self.scores.save(s, now)
 
     async def stop_requested(self) -> int:
-        is_ws = m.Job.kind == "workspace"
-        jobs = await self.svc.db(lambda s: s.execute(select(m.Job.id, m.Job.kind, m.Job.owner, m.Job.name,
-                                                            m.Job.backend_state, m.Job.status,
-                                                            m.Job.reason).where(
-            (~is_ws & (m.Job.status.in_((st.KILLING, st.PAUSING)) | m.Job.preempted_by.is_not(None)))
-            | (is_ws & (m.Job.status == st.KILLING))
-        )).all(), readonly=True, scheduler=True)
+        jobs = await self.svc.db(lambda s: s.execute(TO_STOP).all(), readonly=True, scheduler=True)
         done = 0
         for j in jobs:
             if j.kind == "workspace":
