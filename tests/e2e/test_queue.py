@@ -51,7 +51,10 @@ def test_queue_management_validates_and_reorders(qhub):
     admin, alice, bob = qhub.admin, qhub.person("qa"), qhub.person("qb")
     blockers = [alice.ok("POST", "/jobs", json=gpu_job(f"block{i}"))["id"] for i in range(GPUS)]
     wait(lambda: all(alice.ok("GET", f"/jobs/{b}")["status"] == "running" for b in blockers), what="blockers run")
-    a1, a2, a3 = (alice.ok("POST", "/jobs", json=gpu_job(f"wait{i}"))["id"] for i in range(3))
+    answers = [alice.ok("POST", "/jobs", json=gpu_job(f"wait{i}")) for i in range(3)]
+    # each submission's answer says where it waits (counted after its commit, outside the write lock)
+    assert [x["queue"]["position"] for x in answers] == [1, 2, 3], answers
+    a1, a2, a3 = (x["id"] for x in answers)
     b1 = bob.ok("POST", "/jobs", json=gpu_job("bob-wait"))["id"]
     ids = [a1, a2, a3, b1]
     try:

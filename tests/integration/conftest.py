@@ -6,6 +6,7 @@ import os
 
 import pytest
 from cryptography.fernet import Fernet
+from sqlalchemy import event
 
 from ti_hub.backends.base import NodeCapacity
 from ti_hub.db.session import drop_tables, make_engine, make_sessionmaker, sqlite_url, upgrade
@@ -56,3 +57,25 @@ def seeded(db, settings):
         s.add(m.Image(name="python-cpu", address="quay.io/jupyter/scipy-notebook:latest", version="",
                       accelerator="cpu", description="", created_at=utcnow()))
     return db
+
+
+@pytest.fixture
+def statements_during():
+    """``statements_during(db, fn)``: the first word of each SQL statement ``fn`` sends through the session
+    factory's engine (SELECT, INSERT, SAVEPOINT...): what proves a step only reads."""
+
+    def record(db, fn) -> list[str]:
+        seen: list[str] = []
+
+        def note(_conn, _cursor, statement, *_):
+            seen.append(statement.lstrip().split(None, 1)[0].upper())
+
+        engine = db.kw["bind"]
+        event.listen(engine, "before_cursor_execute", note)
+        try:
+            fn()
+        finally:
+            event.remove(engine, "before_cursor_execute", note)
+        return seen
+
+    return record

@@ -5,7 +5,7 @@ what it found, where name, quota and the insert are decided atomically."""
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import event, func, select
+from sqlalchemy import func, select
 
 from ti_hub import scopes as S
 from ti_hub.db import models as m
@@ -19,23 +19,8 @@ ALICE = Actor("alice", frozenset(S.USER_SCOPES))
 WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE", "SAVEPOINT")
 
 
-def statements_during(db, fn) -> list[str]:
-    """The SQL statements ``fn`` sends through the session factory's engine."""
-    seen: list[str] = []
-
-    def note(_conn, _cursor, statement, *_):
-        seen.append(statement.lstrip().split(None, 1)[0].upper())
-
-    engine = db.kw["bind"]
-    event.listen(engine, "before_cursor_execute", note)
-    try:
-        fn()
-    finally:
-        event.remove(engine, "before_cursor_execute", note)
-    return seen
-
-
-def test_the_checks_of_a_start_only_read_and_the_write_still_decides_name_and_quota(seeded, settings, tmp_path):
+def test_the_checks_of_a_start_only_read_and_the_write_still_decides_name_and_quota(seeded, settings, tmp_path,
+                                                                                    statements_during):
     from ti_hub.storage.local import LocalVolumeDriver
 
     with seeded.begin() as s:

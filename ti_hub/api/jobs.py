@@ -30,7 +30,14 @@ class JobsHandler(APIHandler):
         self.send(await self.op(jobs.list_jobs, self.actor, self.args(), cache=self.ti.render_cache))
 
     async def post(self):
-        out = await self.op(jobs.submit, self.actor, self.body(), self.ti.ops_settings)
+        body, settings = self.body(), self.ti.ops_settings
+        # what only reads runs outside TiHub's write lock, side by side with other requests; the write holds it
+        # for name, quota and the insert, and the queue position is counted after the commit
+        checked = await self.ti.db(jobs.check_submit, self.actor, body, settings, readonly=True)
+        out = await self.op(jobs.submit, self.actor, body, settings, checked=checked, position=False)
+        queue = await self.ti.db(jobs.queue_of, out["id"], readonly=True)
+        if queue is not None:
+            out["queue"] = queue
         self.ti.poke()
         self.send(out, 201)
 

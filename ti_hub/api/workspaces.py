@@ -12,7 +12,7 @@ import asyncio
 
 from ..domain import states as st
 from ..domain import validation as v
-from ..ops import idle, images, workspaces
+from ..ops import idle, images, jobs, workspaces
 from .base import APIHandler
 
 
@@ -37,7 +37,7 @@ class WorkspaceHandler(APIHandler):
         # the checks that only read run outside TiHub's write lock, side by side with other starts' (a burst of
         # starts queues on that lock one by one, the hub waiting for them: docs/benchmarks.md)
         checked = await self.ti.db(workspaces.check_start, *args, scopes=scopes, readonly=True)
-        out = await self.op(workspaces.start, *args, scopes=scopes, checked=checked)
+        out = await self.op(workspaces.start, *args, scopes=scopes, checked=checked, position=False)
         # admitted or queued: the owner's personal storage exists before the spawner mounts it
         await asyncio.to_thread(self.ti.volume_driver.ensure_personal, owner)
         if out.get("credential_id"):
@@ -45,6 +45,10 @@ class WorkspaceHandler(APIHandler):
         self.ti.poke()
         if wait and out["status"] == st.QUEUED and await self._admitted_within(out["id"], wait):
             out = await self.ti.db(workspaces.get, self.actor, owner, name, readonly=True)
+        elif out["status"] == st.QUEUED:  # counted after the commit: not under the write lock
+            queue = await self.ti.db(jobs.queue_of, out["id"], readonly=True)
+            if queue is not None:
+                out["queue"] = queue
         self.send(self._with_mounts(owner, out), 201)
 
     async def _admitted_within(self, job_id: int, wait: float) -> bool:

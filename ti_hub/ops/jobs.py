@@ -41,6 +41,9 @@ LIST_COLUMNS = [c for c in m.Job.__table__.c if c.name != "backend_state"]
 _LIST_ROWS = select(*LIST_COLUMNS)
 _LIST_KEYS = select(m.Job.id, m.Job.status, m.Job.finished_at, m.Job.owner)
 _LIST_COUNT = select(func.count()).select_from(m.Job)
+# what queue_position reads of a job
+QUEUE_PLACE_COLUMNS = (m.Job.id, m.Job.status, m.Job.pool, m.Job.device_type, m.Job.kind, m.Job.priority,
+                       m.Job.queue_position, m.Job.estimated_start, m.Job.pinned_at)
 # columns shown as they are stored
 PLAIN = ("id", "name", "display_name", "owner", "kind", "strategy", "status", "reason", "plan_id", "pool",
          "device_type", "devices_per_instance", "cpu_per_instance", "memory_mib_per_instance", "workers", "ps",
@@ -160,9 +163,10 @@ def find(session: Session, actor: Actor, ref: Any, manage: bool = False, summary
     return job
 
 
-def queue_position(session: Session, job: m.Job) -> dict[str, Any] | None:
+def queue_position(session: Session, job: m.Job | Any) -> dict[str, Any] | None:
     """Q6: where a queued job stands, as the scheduler last wrote it; a job it has not seen yet gets a
-    provisional count (priority, then creation) until the next cycle."""
+    provisional count (priority, then creation) until the next cycle. ``job``: a Job or a row of
+    QUEUE_PLACE_COLUMNS."""
     if job.status != st.QUEUED:
         return None
     out: dict[str, Any] = {"queue": f"{job.pool}/{job.device_type}/{job.kind}",
@@ -174,6 +178,12 @@ def queue_position(session: Session, job: m.Job) -> dict[str, Any] | None:
     ahead_cond = or_(m.Job.priority > job.priority, and_(m.Job.priority == job.priority, m.Job.id < job.id))
     ahead = session.scalar(select(func.count()).where(same, ahead_cond)) or 0
     return {**out, "position": ahead + 1, "ahead": ahead, "provisional": True}
+
+
+def queue_of(session: Session, job_id: int) -> dict[str, Any] | None:
+    """A job's place in its queue (``queue_position``), read by id: None once it left the queue or is gone."""
+    row = session.execute(select(*QUEUE_PLACE_COLUMNS).where(m.Job.id == job_id)).first()
+    return queue_position(session, row) if row is not None else None
 
 
 def jobs_ahead(session: Session, job: m.Job, actor: Actor, n: int = 10) -> list[dict[str, Any]]:
@@ -189,19 +199,33 @@ def jobs_ahead(session: Session, job: m.Job, actor: Actor, n: int = 10) -> list[
             if actor.job_view(r.owner, r.status) else {"position": r.queue_position} for r in reversed(rows)]
 
 
-def submit(session: Session, actor: Actor, data: dict[str, Any], settings: OpsSettings,
-           sealed: dict[str, str] | None = None) -> dict[str, Any]:
-    """``sealed``: secret environment entries already sealed (a clone carries its original's as they are)."""
+def check_submit(session: Session, actor: Actor, data: dict[str, Any], settings: OpsSettings) -> dict[str, Any]:
+    """The read-only half of a submission: the caller may submit, the document is valid (plan, image, template,
+    volumes, secrets sealed) and the virtual cluster lets them in. The API runs it before the write
+    transaction, side by side with other requests: TiHub's write lock is then held only for what must be atomic
+    (name, quota, the insert), and submissions queue on that lock one by one (docs/benchmarks.md)."""
     actor.need(S.SUBMIT, "submitting jobs")
     fields = jobspec.parse_job(session, actor, data, settings)
     vcs.check_access(session, actor, fields["pool"])
+    return fields
+
+
+def submit(session: Session, actor: Actor, data: dict[str, Any], settings: OpsSettings,
+           sealed: dict[str, str] | None = None, checked: dict[str, Any] | None = None,
+           position: bool = True) -> dict[str, Any]:
+    """``sealed``: secret environment entries already sealed (a clone carries its original's as they are).
+    ``checked``: what ``check_submit`` found moments ago (else it runs here). ``position``: whether the answer
+    carries the job's provisional queue position (a COUNT over its queue; the API reads it after the commit,
+    ``queue_of``)."""
+    fields = checked if checked is not None else check_submit(session, actor, data, settings)
     unixids.check_may_run(session, actor.name, settings.uids)
     if sealed:
         fields["spec"][secretenv.FIELD] = dict(sealed)
-    return _insert(session, actor.name, fields, settings)
+    return _insert(session, actor.name, fields, settings, position)
 
 
-def _insert(session: Session, owner: str, fields: dict[str, Any], settings: OpsSettings) -> dict[str, Any]:
+def _insert(session: Session, owner: str, fields: dict[str, Any], settings: OpsSettings,
+            position: bool = True) -> dict[str, Any]:
     now = utcnow()
     lock_user(session, owner, now)
     if jobspec.name_taken(session, owner, fields["name"]):
@@ -221,7 +245,7 @@ def _insert(session: Session, owner: str, fields: dict[str, Any], settings: OpsS
     session.connection().execute(insert(m.JobEvent), [
         {"job_id": job.id, "at": now, "status": st.CREATED, "message": "submitted"},
         {"job_id": job.id, "at": now, "status": st.QUEUED, "message": job.reason}])
-    return render(job, queue_position(session, job))
+    return render(job, queue_position(session, job) if position else None)
 
 
 def list_jobs(session: Session, actor: Actor, args: dict[str, str], cache: RenderCache | None = None

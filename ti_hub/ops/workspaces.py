@@ -55,11 +55,11 @@ def check_start(session: Session, caller: Actor, owner: str, name: str, groups: 
 
 
 def start(session: Session, caller: Actor, owner: str, name: str, groups: list[str], options: dict[str, Any],
-          settings: OpsSettings, scopes: Any = None, checked: tuple[Actor, dict[str, Any]] | None = None
-          ) -> dict[str, Any]:
+          settings: OpsSettings, scopes: Any = None, checked: tuple[Actor, dict[str, Any]] | None = None,
+          position: bool = True) -> dict[str, Any]:
     """``scopes``: the owner's expanded hub scopes (the spawner's ``owner_scopes``); starting needs submit.
     ``checked``: what ``check_start`` found moments ago (else it runs here). The answer is the workspace as
-    ``get`` shows it."""
+    ``get`` shows it, without its queue position unless ``position`` (the API counts it after the commit)."""
     actor, fields = checked or check_start(session, caller, owner, name, groups, options, settings, scopes)
     if options.get("vc"):  # chosen in the spawn form: the owner's current VC from now on
         vcs.use(session, actor, {"vc": options["vc"]})
@@ -67,7 +67,7 @@ def start(session: Session, caller: Actor, owner: str, name: str, groups: list[s
     uid = unixids.ensure(session, [owner], settings.uids)[owner]  # the spawner runs the workspace as this uid
     job = _get(session, owner, name)
     if job is None:
-        return _view(fields["spec"], uid, _insert(session, owner, fields, settings))
+        return _view(fields["spec"], uid, _insert(session, owner, fields, settings, position))
     if job.kind != "workspace":
         raise Conflict(f"{owner} already has a training job named {name!r}", field="name")
     if job.status in st.ACTIVE:
@@ -83,7 +83,7 @@ def start(session: Session, caller: Actor, owner: str, name: str, groups: list[s
     job.backend_state = None
     job.finished_at = None
     record(session, job, st.QUEUED, "waiting for the scheduler")
-    return _view(job.spec, uid, render(job, queue_position(session, job)))
+    return _view(job.spec, uid, render(job, queue_position(session, job) if position else None))
 
 
 def get(session: Session, caller: Actor, owner: str, name: str) -> dict[str, Any]:
