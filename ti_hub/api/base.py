@@ -14,6 +14,7 @@ from tornado.log import app_log
 from .. import scopes as S
 from ..domain.actor import Actor
 from ..domain.errors import TiError
+from ..ops.jobs import queue_of
 from .contract import Op, Route, check, check_path, check_query, path_names
 from .jsonbody import MAX_BODY, parse_object
 
@@ -201,6 +202,14 @@ class APIHandler(Refusals, HubOAuthenticated, web.RequestHandler):
             log.error("%s %s: the answer breaks the API document: %s", self.request.method, self.route.path,
                       problem)
             raise ContractBroken(f"the answer breaks the API document: {problem}")
+
+    async def with_queue_place(self, out: dict[str, Any]) -> dict[str, Any]:
+        """A just-written job's place in its queue, counted after the commit (a COUNT over the queue that need not
+        hold TiHub's write lock); none once the scheduler took it out of the queue."""
+        queue = await self.ti.db(queue_of, out["id"], readonly=True)
+        if queue is not None:
+            out["queue"] = queue
+        return out
 
     async def op(self, fn, *args, **kwargs) -> Any:
         """Run an operation in a worker thread inside one transaction (commit on success).

@@ -34,10 +34,8 @@ class JobsHandler(APIHandler):
         # what only reads runs outside TiHub's write lock, side by side with other requests; the write holds it
         # for name, quota and the insert, and the queue position is counted after the commit
         checked = await self.ti.db(jobs.check_submit, self.actor, body, settings, readonly=True)
-        out = await self.op(jobs.submit, self.actor, body, settings, checked=checked, position=False)
-        queue = await self.ti.db(jobs.queue_of, out["id"], readonly=True)
-        if queue is not None:
-            out["queue"] = queue
+        out = await self.with_queue_place(
+            await self.op(jobs.submit, self.actor, body, settings, checked=checked, position=False))
         self.ti.poke()
         self.send(out, 201)
 

@@ -12,7 +12,7 @@ import asyncio
 
 from ..domain import states as st
 from ..domain import validation as v
-from ..ops import idle, images, jobs, workspaces
+from ..ops import idle, images, workspaces
 from .base import APIHandler
 
 
@@ -45,10 +45,8 @@ class WorkspaceHandler(APIHandler):
         self.ti.poke()
         if wait and out["status"] == st.QUEUED and await self._admitted_within(out["id"], wait):
             out = await self.ti.db(workspaces.get, self.actor, owner, name, readonly=True)
-        elif out["status"] == st.QUEUED:  # counted after the commit: not under the write lock
-            queue = await self.ti.db(jobs.queue_of, out["id"], readonly=True)
-            if queue is not None:
-                out["queue"] = queue
+        elif out["status"] == st.QUEUED:
+            out = await self.with_queue_place(out)
         self.send(self._with_mounts(owner, out), 201)
 
     async def _admitted_within(self, job_id: int, wait: float) -> bool:
