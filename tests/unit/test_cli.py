@@ -299,6 +299,34 @@ def test_logs_tail_and_instance_are_passed(env, capsys):
     assert first == {"instance": "1", "tail": "100"}
 
 
+# a job's log that retitles the terminal (an OSC split across two pages), clears it, overwrites a line and
+# colours with an 8-bit CSI
+HOSTILE_LOG = ["ok \x1b]0;root@prod", "\x07\x1b[2J\x1b[Hreal\r\x9b31mfake\x9b0m\n", "中文 🎉\tdone\r\n"]
+
+
+def test_logs_strip_escape_sequences_unless_raw(env, capsys):
+    env.on("GET", "/jobs/evil/logs", _logs_pages(HOSTILE_LOG))
+    code, out, err = run(capsys, "job", "logs", "evil", "-f")
+    assert code == 0, err
+    assert out == "ok realfake\n中文 🎉\tdone\n"
+    offsets = [r["query"]["offset"] for r in env.find("GET", "/jobs/evil/logs")]
+    assert offsets[-1] == str(len("".join(HOSTILE_LOG)))  # read on from what the server sent, not what was shown
+
+    env.on("GET", "/jobs/evil/logs", _logs_pages(HOSTILE_LOG))
+    code, out, err = run(capsys, "job", "logs", "evil", "-f", "--raw")
+    assert code == 0, err
+    assert out == "".join(HOSTILE_LOG)
+
+
+def test_submit_follow_strips_the_log_too(env, capsys):
+    env.on("POST", "/jobs", job_doc(status="queued"), status=201)
+    env.on("GET", "/jobs/7", _sequence(job_doc(status="running"), job_doc(status="completed", exit_code=0)))
+    env.on("GET", "/jobs/7/logs", _logs_pages(HOSTILE_LOG))
+    code, out, err = run(capsys, "job", "submit", "--name", "mnist", "-f", "--", "python", "x.py")
+    assert code == 0, err
+    assert out.endswith("ok realfake\n中文 🎉\tdone\n") and "\x1b" not in out and "\x9b" not in out
+
+
 # -- lists, show, json --------------------------------------------------------------------
 def test_job_list_table_and_json(env, capsys):
     page = {"items": [job_doc(status="running", started_at="2024-05-01T10:01:00Z"),

@@ -138,7 +138,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    follow_logs(make_client(args), args.job, instance=args.instance, tail=args.tail, follow=args.follow)
+    follow_logs(make_client(args), args.job, instance=args.instance, tail=args.tail, follow=args.follow,
+                raw=args.raw)
     return 0
 
 
@@ -202,11 +203,16 @@ def register(root: Any) -> None:
 
     p = command(sub, "logs", cmd_logs, "print a job's log", examples(
         "ti job logs mnist", "ti job logs mnist -f", "ti job logs ddp --instance 1 --tail 100",
-    ))
+        "ti job logs mnist --raw > mnist.log",
+    ), description="print a job's log, without escape sequences and control characters other than newline\n"
+                   "and tab: the job's owner wrote them, and they could retitle or clear your terminal\n"
+                   "(--raw keeps them)")
     p.add_argument("job", metavar="JOB", help=JOB_HELP)
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new output until the job ends")
     p.add_argument("--instance", type=int, metavar="N", help="which instance of a distributed job (default 0)")
     p.add_argument("--tail", type=int, metavar="N", help="start with only the last N lines")
+    p.add_argument("--raw", action="store_true",
+                   help="print the log byte for byte, control sequences included (for piping to a file)")
 
     for verb, what in (("kill", "stop a job for good"),
                        ("stop", "stop a job gracefully: SIGTERM, then SIGKILL after the hub's grace (ends stopped)"),

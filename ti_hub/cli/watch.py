@@ -9,6 +9,7 @@ from typing import Any
 
 from .client import ApiError, TiClient, quote
 from .output import err, fmt_time
+from .termsafe import ControlStripper
 
 # seconds between polls; tests make them short
 POLL_INTERVAL = 1.0  # logs
@@ -115,11 +116,14 @@ def follow_logs(
     instance: int | None = None,
     tail: int | None = None,
     follow: bool = False,
+    raw: bool = False,
 ) -> Mapping[str, Any]:
     """Writes the log to stdout; with follow, polls `offset` until `finished` and nothing more.
 
-    The answer's `offset` is where the next read starts. Returns the last page.
+    The answer's `offset` is where the next read starts. Returns the last page. The log is the job owner's
+    text: unless `raw`, its escape sequences and control characters go (termsafe.py says why).
     """
+    stripper = None if raw else ControlStripper()  # one for the whole stream: a sequence may span pages
     path = f"/jobs/{quote(ref)}/logs"
     base: dict[str, Any] = {}
     if instance is not None:
@@ -138,8 +142,9 @@ def follow_logs(
             params["offset"] = offset
         page = client.get(path, params=params) or {}
         text = page.get("text") or ""
-        if text:
-            sys.stdout.write(text)
+        shown = text if stripper is None else stripper.feed(text)
+        if shown:
+            sys.stdout.write(shown)
             sys.stdout.flush()
         new_offset = page.get("offset")
         if text and new_offset is not None and new_offset == params.get("offset"):

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..cli.output import fmt_duration, fmt_mib, fmt_time, parse_time
+from ..cli.termsafe import strip_controls
 from ..cli.watch import FINAL, NOT_STARTED
 
 COLORS = {
@@ -182,7 +183,12 @@ def view_of(job: Mapping[str, Any], log: str = "", now: dt.datetime | None = Non
 # -- the log tail -------------------------------------------------------------------------------
 @dataclass
 class LogTail:
-    """The last `max_lines` lines of a growing log; a carriage return (progress bars) keeps its last part."""
+    """The last `max_lines` lines of a growing log; a carriage return (progress bars) keeps its last part.
+
+    Escape sequences and other control characters are removed from each line (cli/termsafe.py): the page
+    would show them as noise, not colours. A line is stripped once it is whole (the unfinished last one anew
+    each time it is shown), so a sequence split across two reads is still removed.
+    """
 
     max_lines: int = LOG_LINES
     _lines: deque = field(default_factory=deque)
@@ -194,15 +200,16 @@ class LogTail:
         parts = (self._partial + text).split("\n")
         self._partial = parts.pop()
         for line in parts:
-            self._lines.append(line.rstrip("\r").rsplit("\r", 1)[-1])
+            self._lines.append(strip_controls(line.rstrip("\r").rsplit("\r", 1)[-1]))
             while len(self._lines) > self.max_lines:
                 self._lines.popleft()
 
     @property
     def text(self) -> str:
         lines = list(self._lines)
-        if self._partial:
-            lines.append(self._partial.rsplit("\r", 1)[-1])
+        partial = strip_controls(self._partial.rsplit("\r", 1)[-1])
+        if partial:
+            lines.append(partial)
         return "\n".join(lines[-self.max_lines:])
 
 
