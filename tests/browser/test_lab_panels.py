@@ -118,6 +118,17 @@ def test_storage_panel_create_share_browse(hub, lab, page_for):
     theirs = [v for v in friend.ok("GET", "/volumes")["items"] if v["name"] == "panel-vol"]
     assert theirs and theirs[0]["access"] == "rw"
 
+    # a dataset: the form asks for its source only then, and the snapshot is made in the background
+    assert not form.locator("input[name=source]").is_visible()
+    form.locator("select[name=kind]").select_option("dataset")
+    form.locator("input[name=name]").fill("panel-snap")
+    form.locator("input[name=source]").fill("panel-vol")
+    form.locator("input[name=capacity_gib]").fill("2")
+    form.locator("button[type=submit]").click()
+    panel.get_by_text("Dataset panel-snap created").wait_for()
+    snap = wait(lambda: (v := user.ok("GET", "/volumes/panel-snap"))["state"] != "copying" and v, 60, "the copy")
+    assert snap["state"] == "ready" and snap["kind"] == "dataset" and snap["source_volume_id"] == theirs[0]["id"]
+
     # an impossible size is refused with the API's reason, shown in the panel
     size = detail.locator("input[name=capacity_gib]")
     size.fill("2000000")

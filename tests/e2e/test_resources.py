@@ -74,9 +74,12 @@ def test_volume_browsing_stays_inside_the_volume(hub, new_user):
     (vdir / "escape").symlink_to("/etc")
     listing = u.ok("GET", f"/volumes/{vol['id']}/files", params={"path": "sub"})
     assert [(e["name"], e["size"]) for e in listing["entries"]] == [("a.txt", 5)]
-    for bad in ("../..", "sub/../../..", "escape"):
+    for bad in ("../..", "sub/../../..", "escape/passwd"):
         r = u.api("GET", f"/volumes/{vol['id']}/files", params={"path": bad})
         assert r.status_code == 400 and r.json()["field"] == "path", bad
+    # a link is shown as what it is, never listed through
+    assert u.ok("GET", f"/volumes/{vol['id']}/files", params={"path": "escape"}) == {
+        "path": "escape", "type": "link", "size": 4, "entries": []}
     other = new_user("browseother")
     assert other.api("GET", f"/volumes/{vol['id']}/files").status_code == 404
 

@@ -6,6 +6,7 @@ from .. import scopes as S
 from ..domain import validation as v
 from ..domain.errors import NotFound
 from ..ops import home, plans, quotas, volumes
+from ..service import userfiles
 from .base import APIHandler
 
 
@@ -60,13 +61,16 @@ class VolumesHandler(APIHandler):
         self.send(await self.op(volumes.list_volumes, self.actor, limit, offset))
 
     async def post(self):
-        self.send(await self.op(volumes.create, self.actor, self.body(), self.ti.volume_driver,
-                                self.ti.ops_settings.storage_defaults), 201)
+        vol = await self.op(volumes.create, self.actor, self.body(), self.ti.volume_driver,
+                            self.ti.ops_settings.storage_defaults)
+        if vol["state"] == "copying":
+            self.ti.poke()  # the leader copies it (service/snapshots.py)
+        self.send(vol, 201)
 
 
 class VolumeHandler(APIHandler):
     async def get(self, ref: str):
-        self.send(await self.op(volumes.show, self.actor, ref, self.ti.volume_driver))
+        self.send(await userfiles.show(self.ti, self.actor, ref))
 
     async def patch(self, ref: str):
         self.send(await self.op(volumes.expand, self.actor, ref, self.body(), self.ti.ops_settings.storage_defaults,
@@ -99,13 +103,7 @@ class VolumeShareHandler(APIHandler):
 
 class VolumeFilesHandler(APIHandler):
     async def get(self, ref: str):
-        path = self.args().get("path", "")
-
-        def browse(session, actor, ref, path):
-            vol = volumes.find(session, actor, ref, "id")
-            return self.ti.volume_driver.browse(vol.id, path)
-
-        self.send(await self.op(browse, self.actor, ref, path))
+        self.send(await userfiles.browse(self.ti, self.actor, ref, self.args().get("path", "")))
 
 
 class ClusterHandler(APIHandler):

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import time
 from collections.abc import Mapping
 from typing import Any
 
 from .client import ApiError, TiClient
 from .common import add_json, command, confirm, examples, group, items_of, resolve_id
 from .config import make_client
-from .output import cell, details, fmt_bytes, out, pick, print_json, table
+from .output import cell, details, err, fmt_bytes, out, pick, print_json, table
 
 
 def vol_id(client: TiClient, ref: str) -> Any:
@@ -45,7 +46,17 @@ def shares_of(v: Mapping[str, Any]) -> str:
     return ",".join(f"{share_grantee(s)[0][0]}:{share_grantee(s)[1]}:{s.get('mode', '')}" for s in shares)
 
 
-VOLUME_COLUMNS = [("ID", "id"), ("NAME", "name"), ("OWNER", "owner"), ("KIND", "kind"), ("SIZE", size_of),
+def state_of(v: Mapping[str, Any]) -> str:
+    """"ready", "copying 45%", "failed": a dataset's snapshot in one cell."""
+    state = str(v.get("state") or "ready")
+    copy = v.get("copy") or {}
+    if state == "copying" and copy.get("total_bytes"):
+        return f"copying {100 * int(copy.get('done_bytes') or 0) // max(1, int(copy['total_bytes']))}%"
+    return state
+
+
+VOLUME_COLUMNS = [("ID", "id"), ("NAME", "name"), ("OWNER", "owner"), ("KIND", "kind"), ("STATE", state_of),
+                  ("SIZE", size_of),
                   ("ACCESS", "access"), ("SHARES", shares_of), ("CREATED", "created_at"), ("DESCRIPTION", "description")]
 
 
@@ -66,20 +77,43 @@ def cmd_create(args: argparse.Namespace) -> int:
         body["description"] = args.description
     if args.cluster is not None:
         body["cluster"] = args.cluster
-    vol = make_client(args).post("/volumes", body)
-    if args.json:
-        print_json(vol)
-    else:
+    client = make_client(args)
+    vol = client.post("/volumes", body)
+    if not args.json:
         out(f"created volume {vol.get('id', '?')} {vol.get('name', args.name)} ({vol.get('kind', args.kind)}, "
             f"{vol.get('capacity_gib', args.size)} GiB)")
-    return 0
+    if vol.get("state") == "copying" and not args.no_wait:
+        vol = wait_for_copy(client, vol, quiet=args.json)
+    if args.json:
+        print_json(vol)
+    return 1 if vol.get("state") == "failed" else 0
+
+
+def wait_for_copy(client: TiClient, vol: Mapping[str, Any], quiet: bool = False, every: float = 1.0
+                  ) -> Mapping[str, Any]:
+    """Follow a dataset's snapshot until it is ready or failed, saying how far it is (on stderr)."""
+    said = ""
+    while vol.get("state") == "copying":
+        line = state_of(vol)
+        copy = vol.get("copy") or {}
+        if copy.get("total_bytes"):
+            line += f" ({fmt_bytes(copy.get('done_bytes') or 0)} of {fmt_bytes(copy['total_bytes'])})"
+        if line != said and not quiet:
+            err(f"{vol.get('name')}: {line}")
+            said = line
+        time.sleep(every)
+        vol = client.get(f"/volumes/{vol['id']}")
+    if not quiet:
+        err(f"{vol.get('name')}: {vol.get('state')}" + (f": {vol['state_reason']}" if vol.get("state_reason") else ""))
+    return vol
 
 
 def show_volume(v: Mapping[str, Any]) -> None:
     flat = {k: val for k, val in v.items() if k != "shares"}
     if flat.get("used_bytes") is not None:
         flat["used_bytes"] = fmt_bytes(flat["used_bytes"])
-    details(flat, ("id", "name", "owner", "kind", "capacity_gib", "used_bytes", "used_gib", "access", "cluster",
+    flat["state"] = state_of(v) + (f": {v['state_reason']}" if v.get("state_reason") else "")
+    details(flat, ("id", "name", "owner", "kind", "state", "capacity_gib", "used_bytes", "used_gib", "access", "cluster",
                    "public", "source_volume_id", "mounted_by", "description", "created_at"),
             labels={"used_bytes": "used"})
     shares = v.get("shares")
@@ -188,12 +222,17 @@ def register(root: Any) -> None:
 
     p = command(sub, "create", cmd_create, "create a volume", examples(
         "ti volume create data --kind filesystem --size 100 --description 'ImageNet'",
-        "ti volume create data-copy --kind filesystem --size 100 --source data",
+        "ti volume create data-v1 --kind dataset --size 100 --source data",
+        "ti volume create data-v2 --kind dataset --size 100 --source data --no-wait --json",
     ))
     p.add_argument("name", metavar="NAME")
     p.add_argument("--kind", required=True, help="storage kind: block, filesystem, local, bucket or dataset (those this cluster offers)")
     p.add_argument("--size", required=True, type=int, metavar="GIB", help="capacity in GiB")
-    p.add_argument("--source", metavar="VOL", help="fill it from this volume or dataset (NAME, OWNER/NAME or id)")
+    p.add_argument("--source", metavar="VOL", help="for a dataset: the volume it is a snapshot of (NAME, OWNER/NAME "
+                   "or id; you need write access to it). The copy runs in the background: this command follows "
+                   "it until the dataset is ready")
+    p.add_argument("--no-wait", action="store_true", help="return at once while a dataset is still being copied "
+                   "(`ti volume show` then says how far it is)")
     p.add_argument("--description", metavar="TEXT")
     p.add_argument("--cluster", metavar="POOL", help="the pool whose machines this storage serves: jobs and "
                    "workspaces that mount it run in that pool, with one of its plans (default: any pool)")

@@ -126,6 +126,11 @@ class Volume(Base):
     used_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     # set while used_bytes is above capacity_gib: new read-write mounts of jobs wait (domain/mounts.py)
     over_capacity_since: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    # ready | copying (a dataset being filled by the leader, service/snapshots.py) | failed (state_reason says why)
+    state: Mapped[str] = mapped_column(String(16), default="ready", server_default="ready", index=True)
+    state_reason: Mapped[str] = mapped_column(Text, default="", server_default="")
+    copy_total_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    copy_done_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     shares: Mapped[list[VolumeShare]] = relationship(
         back_populates="volume", cascade="all, delete-orphan", lazy="selectin"
     )

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from ..db import models as m
 from ..domain import validation as v
 from ..domain.actor import Actor
-from ..domain.errors import Forbidden
+from ..domain.errors import Conflict, Forbidden
 from ..domain.mounts import MountRequest, check_capacity, check_request, over_capacity_reason
 from ..scheduler.capacity import machine_shapes, unfit
 from ..storage import personal
@@ -60,6 +60,10 @@ def parse_volumes(session: Session, actor: Actor, value: Any, instances: int, pl
         v.check_fields(item, ("volume", "mount_path", "read_only"), f)
         vol = volumes.find(session, actor, item.get("volume"), f"{f}.volume")
         mode = volumes.access_mode(vol, actor)
+        if vol.state != "ready":
+            what = ("is still being copied: mount it when it is ready" if vol.state == "copying"
+                    else f"failed ({vol.state_reason}): delete it and snapshot again")
+            raise Conflict(f"{f}.volume: dataset {vol.owner}/{vol.name} {what}", field=f"{f}.volume")
         if plan is not None and vol.cluster and vol.cluster != plan.pool:
             raise v.ValidationError(
                 f"{f}.volume: volume {vol.owner}/{vol.name} is storage of cluster {vol.cluster!r}, so work that "

@@ -29,8 +29,12 @@ def render(vol: m.Volume, actor: Actor | None = None) -> dict[str, Any]:
         "cluster": vol.cluster, "description": vol.description, "public": vol.public,
         "source_volume_id": vol.source_volume_id, "created_at": iso(vol.created_at),
         "shares": [{"id": s.id, "kind": s.grantee_kind, "grantee": s.grantee, "mode": s.mode} for s in vol.shares],
-        "over_capacity": vol.over_capacity_since is not None,
+        "over_capacity": vol.over_capacity_since is not None, "state": vol.state,
     }
+    if vol.state_reason:
+        out["state_reason"] = vol.state_reason
+    if vol.state == "copying":
+        out["copy"] = {"total_bytes": vol.copy_total_bytes, "done_bytes": vol.copy_done_bytes or 0}
     if actor is not None:
         out["access"] = access_mode(vol, actor)
     return out
@@ -127,17 +131,27 @@ def create(session: Session, actor: Actor, data: dict[str, Any], driver: VolumeD
         source = find(session, actor, data["source"], "source")
         if source.kind == "local":
             raise v.ValidationError("local scratch volumes hold no data to snapshot", field="source")
+        if source.owner != actor.name and access_mode(source, actor) != "rw":
+            # the copy is the caller's own and would outlive a revoke of the read-only share
+            raise Forbidden(f"a snapshot of {source.owner}/{source.name} needs write access to it (it is shared "
+                            "with you read-only); mount it read-only instead", field="source")
+        if source.state != "ready":
+            raise Conflict(f"volume {source.owner}/{source.name} is {source.state}, not ready: it cannot be "
+                           "snapshotted", field="source")
     elif "source" in data:
         raise v.ValidationError("source applies to datasets only", field="source")
     lock_user(session, actor.name, utcnow())
     if session.scalar(select(m.Volume.id).where(m.Volume.owner == actor.name, m.Volume.name == name)):
         raise Conflict(f"you already have a volume named {name!r}", field="name")
     quotas.check_storage(session, actor.name, kind, gib, storage_defaults)
+    later = source is not None and driver.snapshots_later
     vol = m.Volume(owner=actor.name, name=name, kind=kind, capacity_gib=gib, cluster=cluster, description=desc,
-                   source_volume_id=source.id if source else None, public=public, created_at=utcnow())
+                   source_volume_id=source.id if source else None, public=public, created_at=utcnow(),
+                   state="copying" if later else "ready", state_reason="")
     session.add(vol)
     session.flush()
-    # the storage is made last: a failure above leaves nothing behind, and a failure here rolls back the row
+    # the storage is made last: a failure above leaves nothing behind, and a failure here rolls back the row; a
+    # dataset the driver copies later is filled by the leader (service/snapshots.py), outside this transaction
     driver.create(vol.id, kind, source.id if source else None, volume=f"{vol.owner}/{vol.name}", capacity_gib=gib,
                   source=f"{source.owner}/{source.name}" if source else "")
     return render(vol, actor)
@@ -169,7 +183,8 @@ def expand(session: Session, actor: Actor, ref: Any, data: dict[str, Any], stora
 
 def holders(session: Session, vol: m.Volume) -> list[str]:
     jobs = session.scalars(select(m.Job).where(m.Job.status.in_(ACTIVE))).all()
-    out = []
+    out = [f"dataset {d.owner}/{d.name} (being copied from it)" for d in session.scalars(
+        select(m.Volume).where(m.Volume.source_volume_id == vol.id, m.Volume.state == "copying"))]
     for j in jobs:
         for mnt in j.spec.get("volumes", []):
             if mnt.get("volume_id") == vol.id:
@@ -179,6 +194,10 @@ def holders(session: Session, vol: m.Volume) -> list[str]:
 
 def delete(session: Session, actor: Actor, ref: Any, driver: VolumeDriver) -> None:
     vol = owned(session, actor, ref)
+    if vol.state == "copying":
+        # its copy writes into the directory until it ends: wait for it (it then says ready or failed)
+        raise Conflict(f"volume {vol.owner}/{vol.name} is still being copied; delete it when it is ready or "
+                       "failed", field="id")
     busy = holders(session, vol)
     if busy:
         raise Conflict(f"volume {vol.owner}/{vol.name} is in use by {', '.join(busy)}", field="id", holders=busy)
@@ -219,19 +238,57 @@ def unshare(session: Session, actor: Actor, ref: Any, share_id: int) -> dict[str
     return render(vol, actor)
 
 
-def show(session: Session, actor: Actor, ref: Any, driver: VolumeDriver) -> dict[str, Any]:
+def show(session: Session, actor: Actor, ref: Any) -> dict[str, Any]:
+    """What the API shows of one volume; ``used_bytes`` is the last measurement (service/volumeusage.py), None
+    where the driver cannot tell (Kubernetes) or before the first."""
     vol = find(session, actor, ref, "id")
     out = render(vol, actor)
-    out["used_bytes"] = driver.usage_bytes(vol.id)  # None: the driver cannot tell (Kubernetes)
+    out["used_bytes"] = vol.used_bytes
     out["mounted_by"] = holders(session, vol)
     return out
 
 
+def browsable(session: Session, actor: Actor, ref: Any) -> tuple[int, str]:
+    """STO7: the id and owner of a volume the caller may browse (it is ready)."""
+    vol = find(session, actor, ref, "id")
+    if vol.state != "ready":
+        raise Conflict(f"volume {vol.owner}/{vol.name} is {vol.state}: there is nothing to browse yet", field="id")
+    return vol.id, vol.owner
+
+
+# -- datasets the driver fills after their create is stored (service/snapshots.py) ----------------------------------
+def copying(session: Session) -> list[tuple[int, int, str]]:
+    """(dataset id, source id, owner) of each dataset waiting for or in its copy."""
+    return [(vid, src, owner) for vid, src, owner in session.execute(
+        select(m.Volume.id, m.Volume.source_volume_id, m.Volume.owner)
+        .where(m.Volume.state == "copying").order_by(m.Volume.id)) if src is not None]
+
+
+def copy_progress(session: Session, volume_id: int, total: int | None, done: int) -> None:
+    vol = session.get(m.Volume, volume_id)
+    if vol is not None and vol.state == "copying":
+        if total is not None:
+            vol.copy_total_bytes = total
+        vol.copy_done_bytes = done
+
+
+def copy_ended(session: Session, volume_id: int, error: str | None, copied: int | None = None) -> None:
+    """The copy is over: ``ready`` (its size recorded), or ``failed`` with ``error`` (its files are gone)."""
+    vol = session.get(m.Volume, volume_id)
+    if vol is None or vol.state != "copying":
+        return
+    vol.state, vol.state_reason = ("failed", error) if error else ("ready", "")
+    vol.copy_total_bytes = vol.copy_done_bytes = None
+    if not error:
+        vol.used_bytes = copied
+
+
 # -- capacity of volumes no file system caps (the local driver's): measured, see service/volumeusage.py ----------
-def usage_targets(session: Session) -> list[int]:
-    """Volumes whose usage is measured: all but scratch (``local``, gone with its job) and datasets (read-only)."""
-    return list(session.scalars(select(m.Volume.id).where(m.Volume.kind.not_in(("local", "dataset")))
-                                .order_by(m.Volume.id)))
+def usage_targets(session: Session) -> list[tuple[int, str]]:
+    """(id, owner) of the volumes whose usage is measured: all but scratch (``local``, gone with its job) and
+    datasets (read-only)."""
+    return [(vid, owner) for vid, owner in session.execute(
+        select(m.Volume.id, m.Volume.owner).where(m.Volume.kind.not_in(("local", "dataset"))).order_by(m.Volume.id))]
 
 
 def record_usage(session: Session, measured: dict[int, int | None], now) -> list[str]:

@@ -27,6 +27,7 @@ from ..scheduler.estimate import typical_durations
 from ..storage import personal
 from . import history, hubapi, queueing
 from .scoring import ScoreKeeper
+from .snapshots import Snapshots
 
 WORKSPACE_CHECK_INTERVAL = 2.0  # seconds between checks that running workspaces still have a process
 OVERRUN_CHECK_INTERVAL = 1.0  # seconds between checks of running jobs against their declared durations
@@ -81,14 +82,27 @@ class JobRunner:
         self.ws_stopping: dict[int, asyncio.Future] = {}
         # jobs stopped gracefully (their grace may be long: never inside a cycle)
         self.graceful: dict[int, asyncio.Future] = {}
+        # datasets whose copy the leader runs beside the cycles (a dataset's create pokes it too)
+        self.snapshots = Snapshots(service) if service.volume_driver.snapshots_later else None
 
     def poke(self) -> None:
-        """Something changed (a submission, a kill, a workspace stop): schedule at once."""
+        """Something changed (a submission, a kill, a workspace stop, a dataset to copy): schedule at once."""
         self.dirty = True
         self.wake.set()
+        if self.snapshots is not None:
+            self.snapshots.poke()
 
     async def run_forever(self) -> None:
         await self.recover()
+        copies = asyncio.ensure_future(self.snapshots.run_forever()) if self.snapshots is not None else None
+        try:
+            await self._cycles()
+        finally:
+            if copies is not None:
+                copies.cancel()
+                self.snapshots.stop()
+
+    async def _cycles(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
             started, cpu0 = loop.time(), time.process_time()

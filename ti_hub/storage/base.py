@@ -5,12 +5,18 @@ the change, and always last: a driver that raises rolls the change back, so a re
 row and a failed delete keeps the row. Drivers raise ``ti_hub.domain.errors`` for what a user should
 read (they reach the API as they are), anything else for what an admin must fix (logged, a 500).
 
+A driver whose datasets are long copies (``snapshots_later``) does not copy in ``create``: the dataset is
+stored as ``copying`` and the leader fills it with ``snapshot`` outside any transaction
+(``service/snapshots.py``). ``who`` (``storage.userfs.As``) is the uid that reads users' files where the
+driver reads them at all: never the platform's own when it is root.
+
 ``volume`` is the volume's ``owner/name`` (names never change after creation), for drivers that name
 their storage after it; ``kind`` is one of ``ti_hub.ops.quotas.STORAGE_KINDS``.
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +26,8 @@ from ..backends.base import Mount
 
 
 class VolumeDriver(LoggingConfigurable):
+    snapshots_later = False  # True: datasets are filled by ``snapshot``, after the create is stored
+
     def path(self, volume_id: int) -> Path | str:
         """Where the volume's bytes are on this machine, for the local backend and spawner; drivers whose
         volumes have no host path return "" (their backends mount volumes by their own names)."""
@@ -38,12 +46,18 @@ class VolumeDriver(LoggingConfigurable):
         """Grow the volume to ``new_gib`` online. By default capacity is TiHub's quota alone: nothing to do."""
         return
 
-    def usage_bytes(self, volume_id: int, max_files: int = 100_000) -> int | None:
+    async def snapshot(self, volume_id: int, source_id: int, who: Any) -> AsyncIterator[dict[str, Any]]:
+        """Fill the dataset ``volume_id`` from ``source_id`` (only where ``snapshots_later``); yields progress
+        (``{"total": N}``, ``{"done": N}``) and ends with ``{"ok": ...}`` or ``{"error": reason}``."""
+        raise NotImplementedError
+        yield {}  # an async generator, for the type
+
+    def usage_bytes(self, volume_id: int, max_files: int = 100_000, *, who: Any = None) -> int | None:
         """Bytes in use, or None where the driver cannot tell (the API then shows ``used_bytes: null``);
         a driver that counts files may stop after ``max_files``."""
         raise NotImplementedError
 
-    def browse(self, volume_id: int, rel: str = "", limit: int = 1000) -> dict[str, Any]:
+    def browse(self, volume_id: int, rel: str = "", limit: int = 1000, *, who: Any = None) -> dict[str, Any]:
         """STO7: one directory (or file) of the volume; raise a ``TiError`` where the driver cannot."""
         raise NotImplementedError
 

@@ -313,10 +313,10 @@ class KubernetesVolumeDriver(VolumeDriver):
     def path(self, volume_id: int) -> str:
         return ""  # no host path: pods mount the claim by name (the Kubernetes backend ignores Mount.source)
 
-    def usage_bytes(self, volume_id: int, max_files: int = 0) -> int | None:
+    def usage_bytes(self, volume_id: int, max_files: int = 0, *, who: Any = None) -> int | None:
         return None  # only a pod mounting the volume could measure it; the API shows used_bytes: null
 
-    def browse(self, volume_id: int, rel: str = "", limit: int = 1000) -> dict[str, Any]:
+    def browse(self, volume_id: int, rel: str = "", limit: int = 1000, *, who: Any = None) -> dict[str, Any]:
         raise Conflict("browsing a volume's files needs a running workspace on Kubernetes: TiHub's service "
                        "cannot read a claim by itself; open a workspace that mounts the volume and look there",
                        field="path")

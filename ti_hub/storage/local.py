@@ -1,5 +1,10 @@
 """Volumes as directories under the data directory (the embedded default).
 
+The platform never reads or copies what is inside a volume itself: its files are the users' to change at any
+moment, links included, so usage, browsing and snapshots run as a user's uid through ``userfs`` (a worker that
+walks from a descriptor without following links). The platform only makes, opens and removes the volume's
+own directory, under parents that only it may enter.
+
 Capacity is a quota on what users ask for, not a filesystem limit: a local directory cannot be capped without
 a dedicated filesystem, so usage is measured and enforced by the service instead (service/volumeusage.py).
 
@@ -9,9 +14,8 @@ and the spawner make them, owned by the user's uid, when the user's work starts 
 
 from __future__ import annotations
 
-import os
-import posixpath
 import shutil
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -19,28 +23,13 @@ from traitlets import Unicode
 
 from ..backends.base import Mount
 from ..backends.local import userdirs
-from ..domain.errors import NotFound, ValidationError
-from . import personal
+from . import personal, userfs
 from .base import VolumeDriver
-
-
-def _special_files(directory: str, names: list[str]) -> list[str]:
-    import stat
-
-    skip = []
-    for name in names:
-        try:
-            mode = os.lstat(os.path.join(directory, name)).st_mode
-        except OSError:
-            skip.append(name)
-            continue
-        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
-            skip.append(name)
-    return skip
 
 
 class LocalVolumeDriver(VolumeDriver):
     root_dir = Unicode("", config=True, help="Directory holding one sub-directory per volume.")
+    snapshots_later = True
 
     def path(self, volume_id: int) -> Path:
         return Path(self.root_dir) / "volumes" / str(volume_id)
@@ -57,51 +46,42 @@ class LocalVolumeDriver(VolumeDriver):
         p = self.path(volume_id)
         userdirs.platform_dir(str(p.parent))  # only the platform enters; sandboxes see a volume where it is bound
         if kind == "dataset" and source_id is not None:
-            # a dataset is a read-only snapshot: copy now, never share the live directory; only plain files,
-            # directories and links (a FIFO would block the copy)
-            shutil.copytree(self.path(source_id), p, symlinks=True, dirs_exist_ok=False, ignore=_special_files)
-            os.chmod(p, 0o755)
-        else:
-            # users of the volume (its owner, who it is shared with read-write) write each other's files
+            return  # made empty and filled by ``snapshot``, outside any transaction
+        # made exclusively (a leftover of a create that failed later is removed, never adopted); users of the
+        # volume (its owner, who it is shared with read-write) write each other's files
+        userfs.make_exclusive(str(p), None, 0o777)
+        try:
             userdirs.shared_dir(str(p))
+        except BaseException:
+            shutil.rmtree(p, ignore_errors=True)
+            raise
+
+    async def snapshot(self, volume_id: int, source_id: int, who: userfs.As | None
+                       ) -> AsyncIterator[dict[str, Any]]:
+        """Fill the dataset ``volume_id`` with a copy of volume ``source_id``, made as ``who``; yields the
+        copy's progress (see ``userfs.copy``). A copy that does not end with ``{"ok"}`` leaves no directory."""
+        p = str(self.path(volume_id))
+        userdirs.platform_dir(str(self.path(volume_id).parent))
+        userfs.make_exclusive(p, who, 0o700)
+        ok = False
+        try:
+            async for answer in userfs.copy(str(self.path(source_id)), p, who):
+                ok = ok or "ok" in answer
+                yield answer
+            if ok:
+                userfs.finish_dir(p)
+        finally:
+            if not ok:
+                shutil.rmtree(p, ignore_errors=True)
 
     def delete(self, volume_id: int, *, volume: str = "", kind: str = "") -> None:
+        # by descriptor, never through a link a user placed (shutil.rmtree.avoids_symlink_attacks)
         shutil.rmtree(self.path(volume_id), ignore_errors=True)
 
-    def usage_bytes(self, volume_id: int, max_files: int = 100_000) -> int:
-        total, n = 0, 0
-        for root, _dirs, files in os.walk(self.path(volume_id)):
-            for f in files:
-                try:
-                    total += os.lstat(os.path.join(root, f)).st_size
-                except OSError:
-                    pass
-                n += 1
-                if n >= max_files:
-                    return total
-        return total
+    def usage_bytes(self, volume_id: int, max_files: int = 100_000, *, who: userfs.As | None = None) -> int | None:
+        return userfs.usage(str(self.path(volume_id)), who, max_files)
 
-    def browse(self, volume_id: int, rel: str = "", limit: int = 1000) -> dict[str, Any]:
-        """STO7: list a directory inside the volume; never follows a path out of it."""
-        rel = (rel or "").strip("/")
-        if any(part == ".." for part in rel.split("/")) or "\x00" in rel:
-            raise ValidationError("path must stay inside the volume (no '..')", field="path")
-        base = self.path(volume_id).resolve()
-        target = (base / rel).resolve() if rel else base
-        if target != base and base not in target.parents:
-            raise ValidationError("path must stay inside the volume", field="path")
-        if not target.exists():
-            raise NotFound(f"{rel or '/'} does not exist in this volume", field="path")
-        if not target.is_dir():
-            st = target.stat()
-            return {"path": rel, "type": "file", "size": st.st_size, "entries": []}
-        entries = []
-        for e in sorted(os.scandir(target), key=lambda e: e.name)[:limit]:
-            try:
-                st = e.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            entries.append({"name": e.name, "type": "dir" if e.is_dir(follow_symlinks=False) else "file",
-                            "size": st.st_size, "modified": st.st_mtime,
-                            "path": posixpath.join(rel, e.name)})
-        return {"path": rel, "type": "dir", "entries": entries}
+    def browse(self, volume_id: int, rel: str = "", limit: int = 1000, *, who: userfs.As | None = None
+               ) -> dict[str, Any]:
+        """STO7: one directory of the volume, listed as ``who``; never follows a link."""
+        return userfs.refuse_on_error(userfs.browse(str(self.path(volume_id)), rel or "", limit, who))

@@ -12,6 +12,15 @@ const KINDS = [
   { value: 'dataset', label: 'dataset (read-only once filled)' }
 ];
 
+/** A dataset's snapshot as words: "copying 45%", "failed: why"; '' once ready. */
+export function stateText(v: IVolume): string {
+  if (v.state === 'copying') {
+    const c = v.copy;
+    return c && c.total_bytes ? `copying ${Math.floor((100 * c.done_bytes) / Math.max(1, c.total_bytes))}%` : 'copying';
+  }
+  return v.state === 'failed' ? `failed: ${v.state_reason || 'see the volume'}` : '';
+}
+
 export class StoragePanel extends PollingPanel {
   private quotaArea = h('section', { id: 'ti-storage-quota', 'aria-live': 'polite' });
   private listArea = h('section', { id: 'ti-volumes', 'aria-live': 'polite' });
@@ -32,24 +41,34 @@ export class StoragePanel extends PollingPanel {
     const kind = select('kind', KINDS, 'filesystem');
     const size = h('input', { name: 'capacity_gib', type: 'number', min: 1, value: 10, required: true });
     const desc = h('input', { name: 'description' });
+    // a dataset is a snapshot of a volume I may write: name it (NAME, OWNER/NAME or id)
+    const source = h('input', { name: 'source', placeholder: 'volume to snapshot', autocomplete: 'off' });
+    const sourceField = field('Snapshot of', source);
+    const showSource = (): void => { sourceField.style.display = kind.value === 'dataset' ? '' : 'none'; };
+    kind.addEventListener('change', showSource);
+    showSource();
     const form = h(
       'form',
       { class: 'ti-form ti-inline', id: 'ti-volume-form', 'aria-label': 'Create a volume' },
       h('h3', {}, 'New volume'),
       field('Name', name),
       field('Kind', kind),
+      sourceField,
       field('Size (GiB)', size),
       field('Description', desc),
       h('button', { type: 'submit', class: 'ti-button ti-primary' }, 'Create')
     );
     form.addEventListener('submit', ev => {
       ev.preventDefault();
-      void this.run(this.status, `Volume ${name.value} created.`, async () => {
-        await requestAPI<IVolume>('volumes', {
-          method: 'POST',
-          json: { name: name.value.trim(), kind: kind.value, capacity_gib: parseInt(size.value, 10), description: desc.value }
-        });
+      const copying = kind.value === 'dataset';
+      void this.run(this.status, copying ? `Dataset ${name.value} created: its copy runs in the background.` : `Volume ${name.value} created.`, async () => {
+        const json: Record<string, unknown> = { name: name.value.trim(), kind: kind.value, capacity_gib: parseInt(size.value, 10), description: desc.value };
+        if (copying) {
+          json.source = /^[0-9]+$/.test(source.value.trim()) ? parseInt(source.value.trim(), 10) : source.value.trim();
+        }
+        await requestAPI<IVolume>('volumes', { method: 'POST', json });
         name.value = '';
+        source.value = '';
       });
     });
     this.node.append(
@@ -112,7 +131,7 @@ export class StoragePanel extends PollingPanel {
     const rows = vols.map(v => [
       h('button', { type: 'button', class: 'ti-link', 'data-volume': v.name, onclick: () => { this.selected = v.id; void this.tick(); } },
         v.owner === me ? v.name : `${v.owner}/${v.name}`),
-      v.kind,
+      stateText(v) ? `${v.kind} (${stateText(v)})` : v.kind,
       `${v.capacity_gib} GiB`,
       v.owner === me ? (v.shares.length ? `shared with ${v.shares.map(s => `${s.grantee} (${s.mode})`).join(', ')}` : 'mine') : `shared with me (${v.access || 'ro'})`
     ]);

@@ -120,6 +120,9 @@ export interface IVolume {
   access?: 'ro' | 'rw' | null;
   used_bytes?: number | null;
   mounted_by?: string[];
+  state?: 'ready' | 'copying' | 'failed';
+  state_reason?: string;
+  copy?: { total_bytes: number | null; done_bytes: number };
 }
 
 export interface IQuota {

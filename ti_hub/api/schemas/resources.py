@@ -69,10 +69,16 @@ SHARE = answer({"id": ID, "kind": enum(("user", "group")), "grantee": STR, "mode
 VOLUME_FIELDS = {"id": ID, "owner": STR, "name": STR, "kind": STR, "capacity_gib": COUNT, "cluster": STR,
                  "description": STR, "public": BOOL, "source_volume_id": nullable(ID), "created_at": TIME,
                  "shares": array(SHARE), "access": nullable(enum(("ro", "rw"))),
-                 "over_capacity": BOOL}
-VOLUME = answer(VOLUME_FIELDS, title="Volume")
+                 "over_capacity": BOOL,
+                 "state": {**enum(("ready", "copying", "failed")),
+                           "description": "a dataset is copying until its snapshot is complete, failed (with "
+                                          "state_reason) if it could not be made; only ready volumes mount"},
+                 "state_reason": STR,
+                 "copy": answer({"total_bytes": nullable(COUNT), "done_bytes": COUNT})}
+VOLUME_OPTIONAL = ("state_reason", "copy")
+VOLUME = answer(VOLUME_FIELDS, VOLUME_OPTIONAL, title="Volume")
 VOLUME_DETAIL = answer({**VOLUME_FIELDS, "used_bytes": nullable(COUNT), "mounted_by": array(STR)},
-                       title="VolumeDetail")
+                       VOLUME_OPTIONAL, title="VolumeDetail")
 VOLUME_PAGE = page_of(VOLUME)
 NEW_VOLUME = obj({"name": NAME, "kind": enum(STORAGE_KINDS), "capacity_gib": integer(1, MAX_GIB),
                   "description": nullable(TEXT),
@@ -88,7 +94,8 @@ NEW_SHARE = obj({"user": USERNAME, "group": string(255, 1, "a hub group"), "mode
                 description="exactly one of user and group, each of which must exist in the hub; mode ro "
                             "(default) or rw")
 ENTRY = answer({"name": STR, "type": enum(("dir", "file")), "size": COUNT, "modified": NUM, "path": STR})
-LISTING = answer({"path": STR, "type": enum(("dir", "file")), "size": COUNT, "entries": array(ENTRY)},
+LISTING = answer({"path": STR, "type": enum(("dir", "file", "link", "other")), "size": COUNT,
+                  "entries": array(ENTRY)},
                  ["size"], title="Listing")
 FILES_QUERY = {"path": Param(string(4096), "a directory or file inside the volume (default: its root)")}
 
