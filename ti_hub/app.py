@@ -13,7 +13,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from . import __version__, children, lastrun
+from . import __version__, children, lastrun, portguard
 
 DEFAULT_CONFIG = Path(__file__).with_name("default_config.py")
 
@@ -89,10 +89,45 @@ def cmd_start(args: argparse.Namespace) -> int:
         print(f"TiHub: {e}", file=sys.stderr, flush=True)
         return 1
     lastrun.sweep(data, _say)
+    held, problems = portguard.claim(_platform_ports(args))
+    if problems:
+        for line in problems:
+            print(f"TiHub: {line}", file=sys.stderr, flush=True)
+        print("TiHub: not started; nothing was changed.", file=sys.stderr, flush=True)
+        os.close(owner)
+        return 1
     try:
+        _rotate_proxy_token(data)
         return _run_hub(args, data)
     finally:
+        for s in held:  # the IPv6 counterparts of the platform's ports: held as long as it runs
+            s.close()
         os.close(owner)
+
+
+def _platform_ports(args: argparse.Namespace) -> list[tuple[str, str, int]]:
+    """(what, address, port) of every port the platform listens on, as hub_config.py will read them."""
+    env = os.environ
+
+    def port(flag: int, key: str, default: int) -> int:
+        return int(flag or env.get(key) or default)
+
+    ssh_port = args.port + 22 if args.ssh_port is None else args.ssh_port
+    return [("the public port", args.ip, args.port),
+            ("the hub's API", "127.0.0.1", port(args.hub_port, "TI_HUB_HUB_PORT", 8081)),
+            ("the proxy's API", "127.0.0.1", port(args.proxy_api_port, "TI_HUB_PROXY_API_PORT", 8001)),
+            ("the ti service", "127.0.0.1", port(args.service_port, "TI_HUB_SERVICE_PORT", 10101)),
+            ("the SSH gateway", args.ssh_ip or args.ip, ssh_port)]
+
+
+def _rotate_proxy_token(data: Path) -> None:
+    """A new proxy auth token at every start: one sent to whoever held the proxy API's port earlier is useless
+    (hub_config.py reads this file; the proxy starts with the hub, so nothing else holds the old one)."""
+    tmp = data / f".proxy_token.{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_hex(32))
+    os.replace(tmp, data / "proxy_token")
 
 
 def _run_hub(args: argparse.Namespace, data: Path) -> int:
