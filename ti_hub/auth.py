@@ -157,7 +157,9 @@ def _accounts_handler():
     create and delete the hub's users may create their passwords.
 
     POST /hub/ti-users {"name", "password"}: a password account, approved (the hub's user is created through
-    the REST API); PATCH /hub/ti-users/NAME {"approved": bool}; DELETE /hub/ti-users/NAME."""
+    the REST API); PATCH /hub/ti-users/NAME {"approved": bool}: false also locks the user out
+    (``oauth_pages.lock_out``: servers stopped, every token deleted, login cookies void) and answers what it
+    revoked (``tokens_revoked``, ``servers_stopped``, ``servers_starting``); DELETE /hub/ti-users/NAME."""
     import json
 
     from jupyterhub.apihandlers.base import APIHandler
@@ -197,18 +199,28 @@ def _accounts_handler():
             self.finish(json.dumps({"name": name, "approved": True}))
 
         @needs_scope("admin:users")
-        def patch(self, name: str = ""):
+        async def patch(self, name: str = ""):
             data = self.get_json_body() or {}
             approved = data.get("approved")
             if not isinstance(approved, bool):
                 return self._refuse(400, "approved must be true or false", "approved")
             if not Approvals(self.db).set(name, approved):
                 return self._refuse(404, f"no password account {name!r}", "name")
-            user = self.users.get(name)
-            if user is not None and not approved:
-                user._auth_refreshed = None  # its next request asks refresh_user (now False): signed out
-            self.log.info("TiHub: %s %s %r", self.current_user.name, "approved" if approved else "disabled", name)
-            self.finish(json.dumps({"name": name, "approved": approved}))
+            answer: dict = {"name": name, "approved": approved}
+            if not approved:
+                # issue 30: disabling revokes, so that enabling again brings no old token or session back
+                from .oauth_pages import lock_out
+
+                user = self.users.get(name)
+                if user is not None:
+                    user._auth_refreshed = None  # its next request asks refresh_user (now False): signed out
+                stopped, starting, tokens = await lock_out(self, name)
+                answer.update(tokens_revoked=tokens, servers_stopped=stopped, servers_starting=starting)
+            self.log.info("TiHub: %s %s %r%s", self.current_user.name, "approved" if approved else "disabled", name,
+                          "" if approved else f" ({answer['tokens_revoked']} token(s) revoked, servers stopped: "
+                                              f"{answer['servers_stopped']}, still starting: "
+                                              f"{answer['servers_starting']})")
+            self.finish(json.dumps(answer))
 
         @needs_scope("admin:users")
         def delete(self, name: str = ""):

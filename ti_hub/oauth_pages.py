@@ -52,14 +52,15 @@ def waiting_page(callback: type) -> type:
     return WaitingForApproval
 
 
-async def lock_out(handler: BaseHandler, name: str) -> tuple[list[str], list[str]]:
-    """End what an account whose approval was taken back still holds in the hub: its running workspaces stop,
-    every token of it is deleted (personal ones, and those the hub's OAuth gave services and workspaces for its
-    browser), and its login cookie stops working (a new cookie id). Returns (stopped, still starting) servers;
-    one that is starting has lost its token and is left to the admin at /hub/admin."""
+async def lock_out(handler: BaseHandler, name: str) -> tuple[list[str], list[str], int]:
+    """End what an account whose approval was taken back (or that TiHub disabled: ti_hub/auth.py) still holds in
+    the hub: its running workspaces stop, every token of it is deleted (personal ones, and those the hub's OAuth
+    gave services and workspaces for its browser), and its login cookie stops working (a new cookie id), so that
+    approving it again brings none of them back. Returns (stopped, still starting) servers and the number of
+    tokens deleted; a server that is starting has lost its token and is left to the admin at /hub/admin."""
     user = handler.find_user(name)
     if user is None:
-        return [], []
+        return [], [], 0
     stopped, starting = [], []
     for server, spawner in list(user.spawners.items()):
         label = server or "default"
@@ -69,10 +70,11 @@ async def lock_out(handler: BaseHandler, name: str) -> tuple[list[str], list[str
             await handler.stop_single_user(user, server)
             stopped.append(label)
     user.orm_user.cookie_id = new_token()
-    for token in list(user.orm_user.api_tokens):
+    tokens = list(user.orm_user.api_tokens)
+    for token in tokens:
         handler.db.delete(token)
     handler.db.commit()
-    return stopped, starting
+    return stopped, starting, len(tokens)
 
 
 class ApprovalPage(BaseHandler):
@@ -127,7 +129,7 @@ class ApprovalPage(BaseHandler):
             if name == who:
                 return "You cannot take back your own approval.", 409
             approvals.set(name, False)
-            stopped, starting = await lock_out(self, name)
+            stopped, starting, _tokens = await lock_out(self, name)
             self.log.info("%s took back the approval of %s (servers stopped: %s; still starting: %s)",
                           who, name, stopped, starting)
             text = f"The approval of {name} is taken back: their sessions and tokens are revoked"

@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -104,8 +105,8 @@ def test_disabled_user_cannot_log_in_nor_use_the_api(hub):
     assert them.ok("GET", "/me")["name"] == name
 
     assert admin.ok("POST", f"/users/{name}/disable")["enabled"] is False
-    r = them.api("GET", "/me")  # a token issued before: refused by the ti API at once
-    assert r.status_code == 403 and "disabled" in r.json()["detail"]
+    r = them.api("GET", "/me")  # a token issued before: revoked, refused by the ti API at once
+    assert r.status_code == 401, r.text
     with pytest.raises(PermissionError):
         hub.login(name, password)
     assert admin.ok("GET", f"/users/{name}")["enabled"] is False
@@ -121,6 +122,57 @@ def test_disabled_user_cannot_log_in_nor_use_the_api(hub):
     assert ti(admin, "user", "enable", name).returncode == 0
     assert hub.login(name, password)
     assert admin.api("POST", "/users/no-such-user-x/disable").status_code == 404
+
+
+def test_disabling_revokes_tokens_for_good(hub):
+    """Issue 30: a disabled user's tokens (API tokens, the OAuth token of their ti-service login) and hub login
+    cookie are revoked, in every API process of the ti service at once, and enabling them again brings none of
+    them back: they log in again."""
+    import requests
+
+    admin = hub.admin
+    name, password = fresh("pprev"), "rev-password-123"
+    admin.ok("POST", "/users", json={"name": name, "password": password})
+    them = hub.login(name, password)
+    auth = {"Authorization": f"token {them.token}"}
+
+    def ti_statuses() -> set[int]:
+        """/me with their token on new connections: the service's API processes all answer some."""
+        return {requests.get(hub.api_url + "/me", headers=auth, timeout=30).status_code for _ in range(8)}
+
+    assert ti_statuses() == {200}  # the token is now in every process's cache of the hub's answers
+    assert them.hub_api("GET", "/user").status_code == 200
+    assert "/hub/login" not in them.browser.get(f"{hub.url}/services/ti/", timeout=30).url  # an OAuth login
+    assert them.spawn("ws-rev").status_code in (201, 202)
+    them.wait_server("ws-rev")
+
+    out = admin.ok("POST", f"/users/{name}/disable")
+    assert out["enabled"] is False
+    # their API token, the OAuth token of their login to the ti service's pages, the workspace's; it stopped
+    assert out["revoked"]["tokens"] >= 2 and out["revoked"]["servers_stopped"] == ["ws-rev"], out
+    deadline = time.monotonic() + 60
+    while "ws-rev" in admin.hub_api("GET", f"/users/{name}").json()["servers"]:  # the hub may stop it in the background
+        assert time.monotonic() < deadline, "the disabled user's workspace still runs"
+        time.sleep(0.3)
+    entry = next(d for a, d in audit(admin, name) if a == "user.disable")
+    assert entry["revoked"]["tokens"] == out["revoked"]["tokens"]
+    assert ti_statuses() == {401}
+    assert them.hub_api("GET", "/user").status_code == 403
+
+    assert admin.ok("POST", f"/users/{name}/enable")["enabled"] is True
+    # nothing of before comes back: the token, the hub's login cookie, the ti service's login cookie
+    assert ti_statuses() == {401}
+    assert them.hub_api("GET", "/user").status_code == 403
+    r = them.browser.get(f"{hub.url}/hub/home", allow_redirects=False, timeout=30)
+    assert r.status_code == 302 and "/hub/login" in r.headers["Location"], (r.status_code, r.headers)
+    assert "/hub/login" in them.browser.get(f"{hub.url}/services/ti/", timeout=30).url
+    # a fresh login works
+    again = hub.login(name, password)
+    assert again.ok("GET", "/me")["name"] == name
+
+    r = ti(admin, "user", "disable", name)
+    assert r.returncode == 0 and "revoked 1 token(s)" in r.stdout, (r.stdout, r.stderr)
+    assert again.api("GET", "/me").status_code == 401
 
 
 def test_a_user_with_work_in_progress_is_not_deleted(hub):
@@ -173,8 +225,9 @@ def test_the_last_admin_is_never_disabled_demoted_or_deleted(one_admin_hub):
     assert second.ok("GET", "/users", params={"limit": "1"})["limit"] == 1  # the new admin's token works
     r = second.api("POST", f"/users/{name}/disable")
     assert r.status_code == 200  # admin remains an admin: not the last
+    assert r.json()["revoked"]["tokens"] >= 1  # their own token too
     r = second.api("GET", "/me")
-    assert r.status_code == 403
+    assert r.status_code == 401
     admin.ok("POST", f"/users/{name}/enable")
     assert admin.ok("PATCH", f"/users/{name}", json={"admin": False})["admin"] is False
     assert [u["name"] for u in admin.ok("GET", "/users", params={"limit": "500"})["items"] if u["admin"]] == \

@@ -89,3 +89,35 @@ def test_one_cancelled_request_does_not_cancel_the_others(hub):
         finally:
             server.stop()
     asyncio.run(go())
+
+
+def test_a_revocation_anywhere_empties_every_processs_cache(hub, tmp_path):
+    """Issue 30: when a user is disabled, the process that did it grows the revocations file; every process
+    forgets the hub's cached answers before its next lookup, and an answer the hub gave while the revocation
+    happened is not kept (it may be for a token revoked meanwhile)."""
+    from ti_hub.service.oauth import announce_revocation
+
+    async def go():
+        server, auth, seen = await hub(delay=0.05)
+        auth.revocations = str(tmp_path / "ti.tokens-revoked")
+        try:
+            await auth.user_for_token("tok-a", sync=False)
+            await auth.user_for_token("tok-a", sync=False)
+            assert seen == ["tok-a"]  # cached
+            announce_revocation(auth.revocations)  # as another API process would
+            await auth.user_for_token("tok-a", sync=False)
+            assert seen == ["tok-a", "tok-a"]  # asked again
+            await auth.user_for_token("tok-a", sync=False)
+            assert len(seen) == 2  # and cached again
+            # a revocation while the hub is being asked: the answer serves that request, it is not kept
+            lookup = asyncio.ensure_future(auth.user_for_token("tok-b", sync=False))
+            await asyncio.sleep(0.01)
+            announce_revocation(auth.revocations)
+            await auth.user_for_token("tok-c", sync=False)  # this process has seen the revocation meanwhile
+            assert (await lookup)["name"] == "user-of-tok-b"
+            await auth.user_for_token("tok-b", sync=False)
+            assert seen.count("tok-b") == 2
+            assert (tmp_path / "ti.tokens-revoked").stat().st_mode & 0o777 == 0o600
+        finally:
+            server.stop()
+    asyncio.run(go())

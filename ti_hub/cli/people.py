@@ -111,8 +111,23 @@ def cmd_user_change(args: argparse.Namespace) -> int:
 
 def _enable(args: argparse.Namespace, action: str) -> int:
     user = make_client(args).post(f"/users/{quote(args.name)}/{action}")
-    _show_user(args, user, f"{action}d user {args.name}")
+    said = f"{action}d user {args.name}"
+    revoked = user.get("revoked") if isinstance(user, dict) else None
+    if revoked:
+        said += f"; revoked {revoked_words(revoked)}"
+    _show_user(args, user, said)
     return 0
+
+
+def revoked_words(revoked: dict[str, Any]) -> str:
+    """What a disable revoked, in words (the answer's ``revoked``)."""
+    text = f"{revoked.get('tokens', 0)} token(s)"
+    if revoked.get("servers_stopped"):
+        text += f", stopped server(s) {', '.join(revoked['servers_stopped'])}"
+    if revoked.get("servers_starting"):
+        text += (f"; server(s) {', '.join(revoked['servers_starting'])} were starting: stop them at "
+                 "/hub/admin")
+    return text
 
 
 def cmd_user_disable(args: argparse.Namespace) -> int:

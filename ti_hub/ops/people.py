@@ -273,11 +273,14 @@ def change_profile(session: Session, actor: Actor, name: str, fields: dict[str, 
     return render_profile(p)
 
 
-def set_enabled(session: Session, actor: Actor, name: str, enabled: bool, clock: Clock = utcnow) -> dict[str, Any]:
+def set_enabled(session: Session, actor: Actor, name: str, enabled: bool, clock: Clock = utcnow,
+                revoked: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``revoked``: what the hub revoked with a disable (tokens deleted, servers stopped), kept in the audit entry."""
     p = _profile(session, name, clock)
     if p.enabled != enabled:
         p.enabled, p.changed_at = enabled, clock()
-    audit.record(session, actor, "user.enable" if enabled else "user.disable", name, {}, clock)
+    audit.record(session, actor, "user.enable" if enabled else "user.disable", name,
+                 {"revoked": revoked} if revoked is not None else {}, clock)
     return render_profile(p)
 
 

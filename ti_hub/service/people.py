@@ -28,6 +28,7 @@ from ..domain.errors import Conflict, HubUnavailable, NotFound, ValidationError
 from ..ops import grants
 from ..ops import people as P
 from .hubapi import hub_list
+from .oauth import announce_revocation
 
 if TYPE_CHECKING:
     from .app import TiService
@@ -46,7 +47,7 @@ class Hub:
         self.hub_auth = hub_auth
 
     async def call(self, method: str, path: str, body: Any = None, what: str = "", accounts: bool = False,
-                   ok: tuple[int, ...] = ()) -> tuple[int, Any]:
+                   ok: tuple[int, ...] = (), timeout: float = 30) -> tuple[int, Any]:
         """(status, JSON answer). ``accounts``: TiHub's handler /hub/ti-users (next to /hub/api). A 403 or a
         5xx is the hub's trouble (HubUnavailable); other statuses are the caller's to read."""
         base = self.hub_auth.api_url
@@ -61,7 +62,7 @@ class Hub:
         if method == "DELETE" and body is not None:
             kw["allow_nonstandard_methods"] = True
         try:
-            r = await AsyncHTTPClient().fetch(url, method=method, raise_error=False, request_timeout=30,
+            r = await AsyncHTTPClient().fetch(url, method=method, raise_error=False, request_timeout=timeout,
                                               headers={"Authorization": f"token {self.hub_auth.api_token}",
                                                        "Content-Type": "application/json"}, **kw)
         except (HTTPClientError, OSError) as e:
@@ -115,6 +116,16 @@ def render_user(u: dict[str, Any], profile: dict[str, Any], admins: set[str]) ->
 def render_group(g: dict[str, Any]) -> dict[str, Any]:
     return {"name": g["name"], "description": str((g.get("properties") or {}).get("description", "")),
             "users": sorted(g.get("users") or ()), "roles": sorted(g.get("roles") or ())}
+
+
+def revoked_words(revoked: dict[str, Any]) -> str:
+    """What a disable revoked, in words (the People page; `ti user disable` says the same)."""
+    text = f"{revoked.get('tokens', 0)} token(s)"
+    if revoked.get("servers_stopped"):
+        text += f", stopped server(s) {', '.join(revoked['servers_stopped'])}"
+    if revoked.get("servers_starting"):
+        text += f"; server(s) {', '.join(revoked['servers_starting'])} were starting: stop them at /hub/admin"
+    return text
 
 
 def people_of(users: list[dict[str, Any]], groups: list[dict[str, Any]], disabled: set[str]) -> grants.People:
@@ -299,22 +310,45 @@ class People:
         return await self.show_user(actor, name)
 
     async def set_enabled(self, actor: Actor, name: str, enabled: bool) -> dict[str, Any]:
-        """Disabled: the hub's approval is withdrawn (no login; browser sessions end at their next refresh)
-        and the ti API and pages refuse the user at once."""
+        """Disabled: the hub's approval is withdrawn (no login) and the hub locks the user out
+        (``oauth_pages.lock_out``: their servers stop, every token of theirs is deleted, their login cookies stop
+        working), so that enabling them again brings none of it back: they log in again. The ti API and pages
+        refuse them at once, and every process of this service forgets the hub's cached answers for tokens.
+        The answer of a disable says what was revoked (``revoked``); so does the audit entry."""
         self.need(actor, "enabling and disabling users")
         await self.existing(name)
         if not enabled:
             await self.keep_an_admin(drop_users=[name])
-        code, _ = await self.hub.call("PATCH", _q(name), {"approved": enabled},
-                                      f"{'approving' if enabled else 'withdrawing the approval of'} {name!r}",
-                                      accounts=True)
+        # a disable waits for the hub to stop the user's servers (up to its slow_stop_timeout each)
+        code, data = await self.hub.call("PATCH", _q(name), {"approved": enabled},
+                                         f"{'approving' if enabled else 'withdrawing the approval of'} {name!r}",
+                                         accounts=True, timeout=30 if enabled else 180)
         if code == 404:
             raise Conflict(f"user {name!r} has no password account at this hub (an OAuth login?): their approval "
                            "is changed at /hub/authorize", field="name")
         if code >= 400:
             raise HubUnavailable(f"the hub refused changing the approval of {name!r}: HTTP {code}")
-        await self.ti.db(P.set_enabled, actor, name, enabled)
-        return await self.show_user(actor, name)
+        revoked = None
+        if not enabled:
+            data = data if isinstance(data, dict) else {}
+            revoked = {"tokens": int(data.get("tokens_revoked") or 0),
+                       "servers_stopped": sorted(data.get("servers_stopped") or ()),
+                       "servers_starting": sorted(data.get("servers_starting") or ())}
+        await self.ti.db(P.set_enabled, actor, name, enabled, revoked=revoked)
+        if revoked is not None:
+            # after the profile says disabled: a cached answer read meanwhile meets that refusal
+            try:
+                announce_revocation(self.ti.revocations_file)
+            except OSError:
+                log.exception("could not tell the service's other processes that %r's tokens were revoked: "
+                              "their cache may accept them up to 5 more minutes (refused while disabled)", name)
+            forget = getattr(self.hub.hub_auth, "forget_if_revoked", None)
+            if forget is not None:
+                forget()
+        out = await self.show_user(actor, name)
+        if revoked is not None:
+            out["revoked"] = revoked
+        return out
 
     async def delete_user(self, actor: Actor, name: str) -> None:
         self.need(actor, "deleting users")

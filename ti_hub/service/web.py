@@ -79,6 +79,17 @@ J_ACTION = {  # POST /jobs/{id}/ACTION
     "move": Op("Reorder my queued job among my own jobs in its queue", J.JOB, body=J.MOVE, errors=(404, 409)),
     "cancel": Op("Cancel a queued job", J.JOB, errors=(404, 409)),
 }
+# POST /users/{user}/disable (issue 30): the user, and what the hub revoked with them
+DISABLED_USER = C.answer(
+    {**PE.USER["properties"], "revoked": C.answer({
+        "tokens": {**C.INT, "description": "the user's hub tokens deleted: API tokens they made, and the OAuth "
+                                           "tokens of their browser logins to the ti service and their servers"},
+        "servers_stopped": C.array(C.STR),
+        "servers_starting": {**C.array(C.STR), "description": "servers that were starting: they lost their "
+                                                              "token; an admin stops them at /hub/admin"}},
+        title="Revoked")},
+    title="DisabledUser", description="a user just disabled, with what was revoked: enabling them again brings "
+                                      "none of it back, they log in again")
 ROUTES: list[Route] = [
     Route("/", RootHandler, {"get": Op("The API's name and version", C.answer({"name": C.STR, "version": C.STR,
                                                                                  "api": C.STR}))}),
@@ -235,9 +246,11 @@ ROUTES: list[Route] = [
         "delete": Op("Delete a user without work in progress, never the last admin (custom:ti:users:manage)",
                      None, 204, errors=(404, 409, 502))}, {"user": PE.USER_PARAM}),
     *(Route(f"/users/{{user}}/({action})", people.UserActionHandler, {"post": Op(
-        f"{action.capitalize()} a user: " + ("their login and the API are refused, never the last admin's"
+        f"{action.capitalize()} a user: " + ("their login and the API are refused, never the last admin's; "
+                                             "their tokens are revoked and their servers stopped"
                                              if action == "disable" else "they may log in again") +
-        " (custom:ti:users:manage)", PE.USER, errors=(404, 409, 502))}, {"user": PE.USER_PARAM})
+        " (custom:ti:users:manage)", DISABLED_USER if action == "disable" else PE.USER,
+        errors=(404, 409, 502))}, {"user": PE.USER_PARAM})
       for action in ("disable", "enable")),
     Route("/groups", people.GroupsHandler, {
         "get": Op("Groups with their members (custom:ti:users:manage)", PE.GROUP_PAGE, query=C.PAGE,

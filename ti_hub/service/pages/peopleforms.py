@@ -14,7 +14,7 @@ from tornado import web
 
 from ...domain.errors import TiError, ValidationError
 from ...ops import people as P
-from ..people import People
+from ..people import People, revoked_words
 from .html import Safe, el, field, hidden, join, post_form, select, table
 
 MAX_UPLOAD = 1_000_000
@@ -134,8 +134,9 @@ class PeopleForms:
 
     async def do_disable(self) -> str:
         name = self._user()
-        await self.people.set_enabled(self.actor, name, False)
-        return f"Disabled {name}: they can no longer log in or use TiHub."
+        out = await self.people.set_enabled(self.actor, name, False)
+        return (f"Disabled {name}: they can no longer log in or use TiHub; revoked "
+                f"{revoked_words(out.get('revoked') or {})}.")
 
     async def do_enable(self) -> str:
         name = self._user()
