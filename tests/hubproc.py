@@ -30,7 +30,11 @@ def hub_command(data_dir: Path, ports: dict[str, int], extra_env: dict[str, str]
     """The `ti-hub start` command line and environment for a test hub on ``ports``."""
     # every answer of the ti service is checked against the API document (TiService.check_responses): an
     # answer that drifted from it is a 500 naming the difference, in whichever test meets it
-    env = {**os.environ, "TI_HUB_ADMIN_PASSWORD": ADMIN_PASSWORD, "TI_HUB_CHECK_RESPONSES": "1", **(extra_env or {})}
+    # every test hub runs as root with the default uid range: each gets a registry of uid ranges of its own
+    # (TiService.unix_uid_registry), else the second hub on this machine would refuse to start (ops/uidranges.py)
+    registry = str(Path(data_dir).parent / f"{Path(data_dir).name}.uid-ranges.json")
+    env = {**os.environ, "TI_HUB_ADMIN_PASSWORD": ADMIN_PASSWORD, "TI_HUB_CHECK_RESPONSES": "1",
+           "TI_HUB_UID_REGISTRY": registry, **(extra_env or {})}
     # the hub, the ti service and the job supervisors import this checkout, whatever pip installed
     repo = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (repo, env.get("PYTHONPATH", "")) if p)

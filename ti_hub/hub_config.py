@@ -28,7 +28,8 @@ CULLER_SERVICE = "ti-idle-culler"
 # the services load this same config: they get what it was computed from, and compute the same
 PASSED_ENV = ("TI_HUB_DATA_DIR", "TI_HUB_USER_DATA_DIR", "TI_HUB_ENDPOINT_ORIGIN", "TI_HUB_CONFIG_FILE", "TI_HUB_DEMO_GPUS", "TI_HUB_IP", "TI_HUB_PORT",
               "TI_HUB_HUB_PORT", "TI_HUB_PROXY_API_PORT", "TI_HUB_SERVICE_PORT", "TI_HUB_SSH_PORT", "TI_HUB_SSH_IP",
-              "TI_HUB_CHECK_RESPONSES", "PATH", "PYTHONPATH", "TI_HUB_RUN_ID")
+              "TI_HUB_CHECK_RESPONSES", "PATH", "PYTHONPATH", "TI_HUB_RUN_ID",
+              "TI_HUB_UID_REGISTRY")  # TiService.unix_uid_registry (tests give each hub its own)
 TEMPLATES = Path(__file__).parent / "templates"
 # what the templates read besides the hub's own variables (home.html checks server names as they are typed)
 TEMPLATE_VARS = {"ti_name_rule": NAME_RULE}

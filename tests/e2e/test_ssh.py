@@ -6,6 +6,7 @@ test stops it. Logins use generated ed25519 keys registered with POST /keys.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -177,6 +178,43 @@ def test_port_forwarding_reaches_a_server_inside_the_workspace(hub, alice):
             fwd.kill()
             err = fwd.communicate(timeout=10)[1]
     assert "open failed: connect failed: only ports inside the workspace can be forwarded" in err
+
+
+NET_PROBE = """
+import json, os, socket, urllib.error, urllib.request
+out = {}
+for name, port in (("public", %d), ("ssh", %d)):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=3).close(); out[name] = "connected"
+    except OSError as e:
+        out[name] = type(e).__name__
+for key in ("JUPYTERHUB_API_URL", "TI_API_URL"):
+    out[key + "_port"] = urllib.request.urlparse(os.environ[key]).port
+    try:
+        out[key] = urllib.request.urlopen(os.environ[key].rstrip("/") + "/", timeout=10).status
+    except urllib.error.HTTPError as e:
+        out[key] = e.code
+    except OSError as e:
+        out[key] = type(e).__name__
+print(json.dumps(out))
+"""
+
+
+def test_a_workspace_reaches_the_hub_and_the_service_and_nothing_else_of_the_host(hub, alice):
+    """Issue 30, finding 3: a workspace has a network of its own; only the ports of the hub's and the ti service's
+    APIs (which Jupyter and `ti` need, and which ask for a token) are relayed in. The SSH gateway, on the host's
+    loopback, is not there."""
+    if os.geteuid() != 0:
+        pytest.skip("network namespaces need root (as in CI)")
+    public = int(hub.url.rsplit(":", 1)[1])
+    r = ssh(hub, f"{alice.name}+{WS}", alice.key, f"python3 -c '{NET_PROBE % (public, hub.ssh_port)}'")
+    assert r.returncode == 0, r.stderr
+    seen = json.loads(r.stdout.strip().splitlines()[-1])
+    relayed = {seen["JUPYTERHUB_API_URL_port"], seen["TI_API_URL_port"]}
+    assert seen["ssh"] == "ConnectionRefusedError", seen  # on the host's loopback, not relayed
+    # the public port (the proxy) is there only when the workspace's API URL goes through it
+    assert seen["public"] == ("connected" if public in relayed else "ConnectionRefusedError"), seen
+    assert isinstance(seen["JUPYTERHUB_API_URL"], int) and isinstance(seen["TI_API_URL"], int), seen
 
 
 def test_the_ssh_command_is_offered_by_the_api_and_the_cli(hub, alice):

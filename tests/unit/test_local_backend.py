@@ -16,7 +16,7 @@ import pytest
 from ti_hub.backends.base import InstanceSpec, LaunchSpec, Mount
 from ti_hub.backends.envs import instance_envs, instance_roles
 from ti_hub.backends.local import LocalBackend
-from ti_hub.backends.local import limits, logfiles, procs, sandbox, userdirs
+from ti_hub.backends.local import jobdir, limits, logfiles, procs, sandbox, userdirs
 from ti_hub.backends.local.devices import group_devices, normalize_gpu_name
 from ti_hub.backends.outcome import job_outcome
 
@@ -27,11 +27,11 @@ UID = 900321 if os.geteuid() == 0 else None
 
 
 def make_spec(job_id, command, *, workers=1, devices_per=0, memory_mib=0, mounts=(), scratch=(),
-              strategy="allreduce", env=None):
+              strategy="allreduce", env=None, cpu=1.0):
     envs = instance_envs(strategy, workers, 0, "127.0.0.1", 29500 + job_id)
     instances = tuple(
         InstanceSpec(index=i, role=role, role_index=ri, node="local",
-                     devices=tuple(range(i * devices_per, (i + 1) * devices_per)), cpu=1.0,
+                     devices=tuple(range(i * devices_per, (i + 1) * devices_per)), cpu=cpu,
                      memory_mib=memory_mib, env=envs[i])
         for i, (role, ri) in enumerate(instance_roles(strategy, workers)))
     return LaunchSpec(job_id=job_id, owner="alice", name=f"job-{job_id}",
@@ -231,6 +231,7 @@ async def test_stop_kills_after_grace_when_sigterm_is_ignored(backend):
 
 
 async def test_memory_limit_fallback_kills_with_out_of_memory(backend):
+    backend.use_cgroups = False  # the fallback, even where the kernel could enforce the limit (tests below)
     cmd = f"{PY} -c \"import time; x = b'a' * (300 << 20); print('allocated', flush=True); time.sleep(60)\""
     spec = make_spec(9, cmd, memory_mib=100)
     state = await backend.launch(spec)
@@ -239,6 +240,123 @@ async def test_memory_limit_fallback_kills_with_out_of_memory(backend):
     assert "out of memory (limit 100 MiB)" in outcome[2]
     assert outcome[2].startswith("worker 0 was killed: out of memory")
     assert "out of memory" in (await backend.logs(9, state))[0]
+
+
+def writable_cgroups(root: str) -> bool:
+    """A writable cgroup2 mount at ``root``, or a v1 memory hierarchy under it (read here, not by limits.py)."""
+    with open("/proc/self/mounts") as f:
+        for line in f:
+            _, where, kind, opts = line.split()[:4]
+            opts = opts.split(",")
+            if (kind == "cgroup2" and where == root or kind == "cgroup" and "memory" in opts
+                    and where.startswith(root + "/")) and "rw" in opts and os.access(where, os.W_OK):
+                return True
+    return False
+
+
+def need_kernel_limits(b: LocalBackend) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("kernel-enforced limits need root (the cgroups are root's); the fallback is tested above")
+    if not writable_cgroups(b.cgroup_root):
+        pytest.skip(f"no writable cgroup hierarchy under {b.cgroup_root}; the fallback is tested above")
+    assert b.cgroups_usable(), "cgroups are writable here, yet the backend does not use them"
+
+
+def instance_cgroup(state: dict, index: int = 0) -> limits.Cgroup:
+    """The cgroup the backend gave an instance, from its supervisor's config."""
+    cg = limits.Cgroup.from_config(jobdir.read_json(jobdir.instance_paths(state["job_dir"], index)["config"])["cgroup"])
+    assert cg is not None
+    return cg
+
+
+def read(path: str) -> str:
+    with open(path) as f:
+        return f.read().strip()
+
+
+GREEDY = """
+import time
+chunks = []
+for i in range(1, 31):
+    chunks.append(b"a" * (10 << 20))  # written, so every page is really held
+    print("held", i * 10, flush=True)
+print("done", flush=True)
+time.sleep(60)
+"""
+
+
+async def test_the_kernel_kills_a_job_at_its_memory_limit(backend):
+    """Issue 30, finding 7: with cgroups (v2, or v1 as on CI) no poll lets an allocation run past the limit."""
+    need_kernel_limits(backend)
+    backend.memory_poll_interval = 3600  # the supervisor looks once, at the start: only the kernel can stop it
+    spec = make_spec(15, f"{PY} -c {shlex.quote(GREEDY)}", memory_mib=100)
+    state = await backend.launch(spec)
+    cg = instance_cgroup(state)
+    outcome, _ = await wait_outcome(backend, spec, state, timeout=30)
+    assert outcome[0] == "failed" and outcome[2] == "worker 0 was killed: out of memory (limit 100 MiB)"
+    log = (await backend.logs(15, state))[0]
+    held = [int(line.split()[1]) for line in log.splitlines() if line.startswith("held ")]
+    assert "done" not in log and max(held, default=0) < 100, log
+    assert "more than its limit" not in log  # the fallback's note: it never ran
+    status = jobdir.read_json(state["instances"][0]["status"])
+    assert status["oom"] is True
+    if status["memory_peak"] is not None:  # v1, and v2 from Linux 5.19
+        assert status["memory_peak"] <= 100 << 20
+    assert not any(os.path.exists(p) for p in cg.paths)
+
+
+async def test_an_oom_kill_ends_the_whole_instance(backend):
+    """v1's OOM killer ends one process (v2's, with memory.oom.group, the cgroup): the rest must not run on."""
+    need_kernel_limits(backend)
+    spec = make_spec(18, f"{PY} -c {shlex.quote(GREEDY)} & sleep 1000; wait", memory_mib=100)
+    state = await backend.launch(spec)
+    outcome, _ = await wait_outcome(backend, spec, state, timeout=30)  # not after sleep's 1000 s
+    assert outcome[2] == "worker 0 was killed: out of memory (limit 100 MiB)"
+    if instance_cgroup(state).version == 1:  # the supervisor ended the rest
+        assert "the kernel killed a process of the instance" in (await backend.logs(18, state))[0]
+
+
+SPIN = """
+import time
+t0, c0 = time.monotonic(), time.process_time()
+print("spinning", flush=True)
+while time.monotonic() - t0 < 3:
+    pass
+print("share %.3f" % ((time.process_time() - c0) / (time.monotonic() - t0)), flush=True)
+"""
+
+
+async def test_the_kernel_holds_a_job_to_its_fraction_of_a_cpu(backend):
+    """A 0.1-CPU plan used 0.9 of a core when CPUs were only pinned; a CFS quota holds it to its share."""
+    need_kernel_limits(backend)
+    spec = make_spec(16, f"{PY} -c {shlex.quote(SPIN)}", cpu=0.1)
+    state = await backend.launch(spec)
+    await wait_log(backend, 16, state, "spinning", timeout=30)  # even starting Python is slow at 0.1 CPU
+    cg = instance_cgroup(state)
+    quota = read(os.path.join(cg.dirs["cpu"], "cpu.max" if cg.version == 2 else "cpu.cfs_quota_us"))
+    assert quota == ("10000 100000" if cg.version == 2 else "10000")
+    child = jobdir.read_json(state["instances"][0]["child"])["pid"]
+    assert all(str(child) in read(os.path.join(p, "cgroup.procs")).split() for p in cg.paths)
+    outcome, _ = await wait_outcome(backend, spec, state, timeout=30)
+    assert outcome[0] == "completed", outcome
+    share = float((await wait_log(backend, 16, state, "share ")).split("share ")[1].split()[0])
+    assert share <= 0.2, f"a 0.1-CPU job used {share:.2f} of a core"
+    assert not any(os.path.exists(p) for p in cg.paths)
+
+
+async def test_an_instances_cgroups_are_removed_with_what_it_left(backend):
+    need_kernel_limits(backend)
+    spec = make_spec(17, "sleep 1000 & echo up; wait", memory_mib=200)
+    state = await backend.launch(spec)
+    await wait_log(backend, 17, state, "up")
+    cg = instance_cgroup(state)
+    limit = read(os.path.join(cg.dirs["memory"], "memory.max" if cg.version == 2 else "memory.limit_in_bytes"))
+    assert limit == str(200 << 20)
+    members = {int(pid) for p in cg.paths for pid in read(os.path.join(p, "cgroup.procs")).split()}
+    assert len(members) >= 2  # the shell and its sleep (and bubblewrap's processes)
+    await backend.stop(17, state, grace_seconds=2)
+    assert not any(os.path.exists(p) for p in cg.paths)
+    assert all(gone(p) for p in members)
 
 
 async def test_reconcile_readopts_known_jobs_and_kills_orphans(backend):
@@ -315,6 +433,11 @@ async def test_killed_supervisor_reports_lost(backend):
     await backend.stop(13, state, grace_seconds=1)
     sup = state["instances"][0]
     assert not procs.job_processes(sup["pid"], sup["start_time"], None, None)  # nothing left behind
+    if backend.cgroups_usable():  # the supervisor could not remove its cgroup: the job's cleanup does
+        cg = instance_cgroup(state)
+        assert all(os.path.isdir(p) for p in cg.paths)
+        await backend.cleanup(13, state)
+        assert not any(os.path.exists(p) for p in cg.paths)
 
 
 # ---- pure helpers of the local backend -----------------------------------------------------------
@@ -405,6 +528,18 @@ def test_cgroup_limits_and_cores():
     mounts = "cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\n"
     assert limits.is_cgroup2_mount(mounts, "/sys/fs/cgroup")
     assert not limits.is_cgroup2_mount("cgroup /sys/fs/cgroup/memory cgroup rw 0 0\n", "/sys/fs/cgroup")
+
+
+async def test_without_kernel_limits_the_backend_says_so(tmp_path):
+    b = LocalBackend(root_dir=str(tmp_path), use_cgroups=False)
+    assert not b.cgroups_usable() and b.instance_cgroup("job-1-0", 1, 100) is None
+    assert "best effort" in b.limits_note and "every 1 s" in b.limits_note
+    on = LocalBackend(root_dir=str(tmp_path))
+    if on.cgroups_usable():
+        assert on.limits_note is None
+        name = os.path.basename(limits.Cgroup.from_config(on.instance_cgroup("job-1-0", 1, 0)).paths[0])
+        other = LocalBackend(root_dir=str(tmp_path / "other")).instance_cgroup("job-1-0", 1, 0)
+        assert name.startswith("job-1-0-") and name not in json.dumps(other)  # two TiHubs never share one
 
 
 def test_gpu_names_and_proc_parsing():

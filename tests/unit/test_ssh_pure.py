@@ -255,7 +255,7 @@ def test_a_session_is_built_from_the_supervisors_records_only(tmp_path):
     place = places.LocalSandbox("alice", "train", 0, str(child), str(config))
     r = recipe_of(place)
     assert (r.uid, r.gid, r.cwd, r.env["A"]) == (900001, 900001, "/job", "1")
-    assert r.enter == {"pid": me, "start_time": int(start)} and r.cgroup == "/sys/fs/cgroup/ti-hub/job-1-0"
+    assert r.enter == {"pid": me, "start_time": int(start)} and r.cgroup.paths == ("/sys/fs/cgroup/ti-hub/job-1-0",)
     with pytest.raises(TargetError, match="is not running"):  # records that name someone else
         recipe_of(places.LocalSandbox("mallory", "train", 0, str(child), str(config)))
     child.write_text(json.dumps({"pid": me, "start_time": int(start) + 1}))  # a recycled pid

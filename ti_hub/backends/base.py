@@ -122,6 +122,9 @@ class ExecutionBackend(LoggingConfigurable):
     # what this platform does with the image a user picks, said where they pick one (the panels, the spawn form,
     # GET /images) and in every answer that names one (ops/jobspec.py); None where images are run
     image_note: str | None = None
+    # where the backend cannot make the kernel enforce plans' CPU and memory limits, a sentence saying so (the
+    # plans page shows it; the service logs it at start); None where they are enforced
+    limits_note: str | None = None
 
     # RES4: the device counts the backend's own config allows per device type (KubernetesBackend.device_types),
     # joined with TiService.device_count_rules; and the devices per node of types whose distributed jobs take

@@ -103,7 +103,7 @@ class OriginEndpointHandler(EndpointHandler):
             raise NotFound(f"no TensorBoard runs at this address (stopped when idle?); start it again with "
                            f"POST /jobs/{job['id']}/tensorboard", field="key")
         self.ti.tensorboards.touch(rec)
-        if rec.get("uid") is not None:
+        if rec.get("uid") is not None and not rec.get("net"):
             why = await asyncio.to_thread(sockets.refusal, rec["port"], rec["uid"], None, "this TensorBoard")
             if why:
                 raise BadGateway(why, field="key")

@@ -131,7 +131,9 @@ class EndpointHandler(Refusals, HubOAuthenticated, websocket.WebSocketHandler):
                                f"POST /jobs/{job['id']}/tensorboard", field="key")
             self.ti.tensorboards.touch(rec)
             self._job_id = job["id"]
-            if rec.get("uid") is not None:  # a local TensorBoard: its port must still be its owner's
+            # a local TensorBoard on the host's network: its port must still be its owner's (in a network of its
+            # own, only it listens there)
+            if rec.get("uid") is not None and not rec.get("net"):
                 why = await asyncio.to_thread(sockets.refusal, rec["port"], rec["uid"], None, "this TensorBoard")
                 if why:
                     raise BadGateway(why, field="key")

@@ -22,6 +22,7 @@ import fcntl
 import importlib.util
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -30,12 +31,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..backends.local import launcher, procs, sandbox
+from ..backends.local import launcher, netns, procs, sandbox
 from ..backends.local.runner import memfd
 from ..domain.errors import BadGateway, Conflict, NotHere, Unavailable, ValidationError
 from .pure import inside, tensorboard_key
 
 EXTRA_HINT = "pip install 'ti-hub[tensorboard]'"
+NSENTER = shutil.which("nsenter") or "/usr/bin/nsenter"  # util-linux: enters a namespace, then execs
 INHERIT = ("PATH", "LANG", "LC_ALL", "TZ", "LD_LIBRARY_PATH")
 
 
@@ -82,8 +84,10 @@ def _alive(rec: dict[str, Any] | None) -> bool:
 
 class TensorBoards:
     def __init__(self, root: str | Path, idle_timeout: float = 3600.0, max_running: int = 8,
-                 python: str = sys.executable, log: Any = None, volume_path: Any = None):
+                 python: str = sys.executable, log: Any = None, volume_path: Any = None, own_network: bool = False):
         self.root = Path(root)
+        # each TensorBoard in a network namespace of its own, reached through its portal (backends/local/portal.py)
+        self.own_network = own_network
         self.volume_path = volume_path  # volume id -> its directory on this machine ("" when it has none)
         self.idle_timeout = idle_timeout
         self.max_running = max_running
@@ -146,6 +150,11 @@ class TensorBoards:
             path = self._path(job_id, key)
             ident = launcher.identity(owner, uid, "/tmp")
             argv, fds, inside = await asyncio.to_thread(self._command, ident, logdir, hostdir, prefix, port, mount)
+            net, reach = None, port
+            if self.own_network and argv[0] != self.python:  # sandboxed: give it a network of its own
+                net = await asyncio.to_thread(netns.start, str(path.with_suffix(".net")), self.python, [port])
+                reach = await asyncio.to_thread(netns.host_port, net, port)
+                argv = [NSENTER, f"--net={net['netns']}", "--", *argv]  # nsenter execs bubblewrap: same pid
             log = open(path.with_suffix(".log"), "wb")  # noqa: SIM115 - the child keeps it
             try:
                 with log:
@@ -156,8 +165,8 @@ class TensorBoards:
                 for spec_fd in fds:
                     os.close(spec_fd)
             rec = {"job_id": int(job_id), "key": key, "owner": owner, "logdir": logdir, "hostdir": inside,
-                   "prefix": prefix, "port": port, "pid": proc.pid, "start_time": procs.start_time(proc.pid),
-                   "started_at": time.time(), "uid": ident.uid}
+                   "prefix": prefix, "port": reach, "pid": proc.pid, "start_time": procs.start_time(proc.pid),
+                   "started_at": time.time(), "uid": ident.uid, **({"net": net} if net else {})}
             _write(path, rec)
             self._children[path.name] = proc
         finally:
@@ -201,11 +210,19 @@ class TensorBoards:
                 tail = self._log_tail(rec)
                 raise BadGateway(f"TensorBoard exited at start (code {proc.returncode}): {tail}", field="logdir")
             try:
-                _reader, writer = await asyncio.open_connection("127.0.0.1", rec["port"])
-                writer.close()
-                return
-            except OSError:
-                await asyncio.sleep(0.1)
+                reader, writer = await asyncio.open_connection("127.0.0.1", rec["port"])
+                try:
+                    if not rec.get("net"):
+                        return
+                    # through its portal, a connection is accepted before TensorBoard listens: ask for a page
+                    writer.write(f"HEAD {rec['prefix']}/ HTTP/1.0\r\n\r\n".encode())
+                    if (await asyncio.wait_for(reader.read(5), 2.0)) == b"HTTP/":
+                        return
+                finally:
+                    writer.close()
+            except (OSError, asyncio.TimeoutError):
+                pass
+            await asyncio.sleep(0.1)
         # still loading: the proxy answers 502 until it listens; the record stays for the idle reaper
 
     def _log_tail(self, rec: dict[str, Any], n: int = 5) -> str:

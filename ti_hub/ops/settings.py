@@ -23,6 +23,8 @@ class OpsSettings:
     rdma: bool = False  # the backend gives pods of plans with rdma an RDMA device (ExecutionBackend.supports_rdma)
     # the backend's ExecutionBackend.image_note: images are not run (the embedded platform), told to every submitter
     image_note: str | None = None
+    # the backend's ExecutionBackend.limits_note: plans' CPU and memory limits are best effort, said on the plans page
+    limits_note: str | None = None
     # TiService.default_role: the TiHub role of a user who holds none (ops/grants.py)
     default_role: str = "user"
     # RES4: devices per node of types whose distributed jobs take whole nodes (validation.whole_nodes)

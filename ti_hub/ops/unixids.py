@@ -2,16 +2,19 @@
 TensorBoards as that uid, so the kernel keeps users apart (files, /proc, signals, SO_REUSEPORT groups).
 
 A uid is allocated the first time the user's code is about to run, from ``UidPolicy.first..last``, skipping
-uids this machine's accounts already use, and stored on the user's row: it stays the same across restarts and
-is never given to anyone else (the row is never deleted, its files may outlive it). The group id is the same
-number.
+uids this machine already uses (its accounts, and the owners of its running processes: another TiHub's users,
+a container's), and stored on the user's row: it stays the same across restarts and is never given to anyone
+else (the row is never deleted, its files may outlive it). The group id is the same number. Two TiHub instances
+on one host never share a range (``ops/uidranges.py``, checked at the service's start).
 """
 
 from __future__ import annotations
 
+import os
 import pwd
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
@@ -31,7 +34,7 @@ class UidPolicy:
     shared_allowed: bool = False
 
 
-def _host_has(uid: int) -> bool:
+def _in_passwd(uid: int) -> bool:
     try:
         pwd.getpwuid(uid)
         return True
@@ -39,14 +42,56 @@ def _host_has(uid: int) -> bool:
         return False
 
 
+def process_uids(proc: str | os.PathLike = "/proc") -> set[int]:
+    """Every uid a process of this host runs as (real, effective, saved, file system: the ``Uid:`` line of each
+    ``/proc/PID/status``); processes that end while being read are skipped. Only what this process may see:
+    a PID namespace hides the rest."""
+    out: set[int] = set()
+    try:
+        entries = list(os.scandir(proc))
+    except OSError:
+        return out
+    for entry in entries:
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(Path(entry.path) / "status", "rb") as f:
+                for line in f:
+                    if line.startswith(b"Uid:"):
+                        out.update(int(x) for x in line.split()[1:])
+                        break
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+class HostUids:
+    """``host_has`` of one allocation: a uid this host uses, as an account (passwd, NSS) or as the owner of a
+    running process. /proc is read once, at the first question."""
+
+    def __init__(self, proc: str | os.PathLike = "/proc", in_passwd: Callable[[int], bool] = _in_passwd):
+        self.proc, self.in_passwd = proc, in_passwd
+        self._running: set[int] | None = None
+
+    def __call__(self, uid: int) -> bool:
+        if self.in_passwd(uid):
+            return True
+        if self._running is None:
+            self._running = process_uids(self.proc)
+        return uid in self._running
+
+
 def ensure(session: Session, names: Iterable[str], policy: UidPolicy,
-           host_has: Callable[[int], bool] = _host_has) -> dict[str, int]:
+           host_has: Callable[[int], bool] | None = None) -> dict[str, int]:
     """Each name's uid, allocating the missing ones (in a savepoint each: two processes racing for the same
-    number make one of them take the next)."""
+    number make one of them take the next). ``host_has``: whether this host already uses a uid (default:
+    ``HostUids``, read afresh at each call)."""
     out: dict[str, int] = {}
     for name in sorted(set(names)):
         user = ensure_user(session, name, utcnow())
         if user.unix_uid is None:
+            if host_has is None:
+                host_has = HostUids()
             _allocate(session, user, policy, host_has)
         out[name] = int(user.unix_uid)
     return out

@@ -251,7 +251,23 @@ class TiService(Application):
         Integer(), [900_000, 999_999], minlen=2, maxlen=2, config=True,
         help="Embedded platform, run as root: the Unix uids (first, last) given to TiHub users; each user's "
              "workspaces, jobs, SSH sessions and TensorBoards run as their own uid (and a group of the same "
-             "number). A uid is allocated once and kept; uids this machine's accounts use are skipped.")
+             "number). A uid is allocated once and kept; uids this machine's accounts use, and owners of its "
+             "running processes, are skipped. Two TiHub instances on one host need ranges that do not overlap: "
+             "the service refuses to start otherwise (TiService.unix_uid_registry).")
+    unix_uid_registry = Unicode(
+        config=True,
+        help="Embedded platform, run as root: the host-wide file (JSON, changed under an flock) where every TiHub "
+             "instance records its unix_uid_range under its data directory. The service refuses to start when "
+             "another instance whose data directory still exists registered an overlapping range (entries of "
+             "removed data directories are dropped). Every instance on a host must name the same file. Default: "
+             "the environment variable TI_HUB_UID_REGISTRY, else /var/lib/ti-hub/uid-ranges.json.")
+
+    @default("unix_uid_registry")
+    def _uid_registry(self):
+        from ..ops import uidranges
+
+        return os.environ.get(uidranges.ENV) or uidranges.DEFAULT_PATH
+
     allow_shared_unix_user = Bool(
         False, config=True,
         help="Embedded platform, run without root: TiHub cannot switch uids, so every user's code would run as "
@@ -313,6 +329,7 @@ class TiService(Application):
         self.fernet = Fernet(self._secret())
         self.cookie_secret = self._cookie_secret()
         self.backend = self.backend_class(parent=self, log=self.log)
+        startup.claim_uid_range(self)  # as root: no other TiHub on this host gives out our users' uids
         # the local driver keeps its directories under data_dir; other drivers take only their own config
         local = "root_dir" in self.volume_driver_class.class_trait_names()
         driver_kw = {"root_dir": self.data_dir} if local and "root_dir" not in self.config.LocalVolumeDriver else {}
@@ -321,6 +338,7 @@ class TiService(Application):
                                         capacity.device_rules(self), self.max_workers,
                                         self.max_ps, uids=startup.uid_policy(self), secret_key=self.fernet,
                                         rdma=self.backend.supports_rdma, image_note=self.backend.image_note,
+                                        limits_note=self.backend.limits_note,  # the local backend checks (and logs) its cgroups here
                                         default_role=self.default_role, devices_per_node=capacity.devices_per_node(self))
         self.render_cache = RenderCache(self.list_cache_size)
         self.hub_names = HubNames(self.hub_lookup_ttl)
@@ -387,7 +405,14 @@ class TiService(Application):
     def hub_auth(self) -> SealedStateHubOAuth:
         """The singleton every HubOAuthenticated handler (and the OAuth callback) uses via .instance(); the loop
         calls the hub's API with it too (a leader that serves no HTTP has one all the same)."""
-        return SealedStateHubOAuth.instance(parent=self, cache_max_age=300, state_key=self.fernet)
+        return SealedStateHubOAuth.instance(parent=self, cache_max_age=300, state_key=self.fernet,
+                                            revocations=self.revocations_file)
+
+    @property
+    def revocations_file(self) -> str:
+        """Grown when a user's tokens are revoked (service/oauth.py: announce_revocation): every process of the
+        service then forgets the hub's cached answers."""
+        return str(Path(self.data_dir) / "ti.tokens-revoked")
 
     def make_app(self) -> web.Application:
         prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/services/ti/")

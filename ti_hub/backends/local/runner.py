@@ -3,7 +3,7 @@
 Started by ``LocalBackend.launch`` (or the local spawner) in its own session, so it outlives a restart of the
 ti service. It runs the user's command in its sandbox (``sandbox.py``: bubblewrap with an empty environment,
 then ``dropexec.py`` becomes the owner's uid) in a new process group, pumps its stdout and stderr into the
-instance's log up to ``log_bytes``, enforces the memory limit (cgroups v2, or by polling /proc, see
+instance's log up to ``log_bytes``, enforces the memory limit (cgroups v2 or v1, or by polling /proc, see
 ``limits``) and the size of the instance's own directories (``disk_bytes``, measured every ``disk_poll``
 seconds), forwards SIGTERM to the command's process group and kills it after ``kill_grace`` seconds, and when
 the command ends kills whatever it left behind, then writes ``status/instance-<i>.json`` atomically and exits.
@@ -25,7 +25,7 @@ import sys
 import time
 from datetime import datetime, timezone
 
-from ti_hub.backends.local import limits, procs, sandbox
+from ti_hub.backends.local import limits, netns, procs, sandbox
 from ti_hub.backends.outcome import exit_reason
 
 PR_SET_PDEATHSIG = 1
@@ -99,7 +99,8 @@ class Supervisor:
         self.limit_reason = ""  # set when the platform stops the instance for passing a limit
         self.log = open(cfg["log"], "ab", buffering=0)
         self.prctl = _prctl()
-        self.cgroup: str | None = None
+        self.cgroup: limits.Cgroup | None = None
+        self.memory_peak: int | None = None  # bytes, from the cgroup when the kernel tells
         self.memory_mib = int(cfg.get("memory_mib") or 0)
         lim = cfg.get("limits") or {}
         self.log_limit = int(lim.get("log_bytes") or 0)
@@ -127,13 +128,14 @@ class Supervisor:
         self.stop_requested = True
 
     def _setup_limits(self) -> None:
-        cg = self.cfg.get("cgroup")
+        cg = limits.Cgroup.from_config(self.cfg.get("cgroup"))
         if cg:
             try:
-                limits.setup_cgroup(cg["path"], cg["limits"])
-                self.cgroup = cg["path"]
+                cg.setup()
+                self.cgroup = cg
             except OSError as e:
-                self.note(f"could not create cgroup {cg['path']} ({e}); using the weaker fallback limits")
+                self.note(f"could not create cgroup {', '.join(cg.paths)} ({e}); using the weaker fallback limits")
+                cg.remove()  # v1: the directories already made in the other hierarchies
         if self.cgroup is None and self.cfg.get("cpus"):
             try:
                 os.sched_setaffinity(0, self.cfg["cpus"])  # inherited by the command
@@ -145,9 +147,11 @@ class Supervisor:
     def _preexec(self) -> None:
         # runs in the forked child before exec; the supervisor is single-threaded, so this is safe
         if self.cgroup:
-            limits.join_cgroup(self.cgroup)
+            self.cgroup.join()
         if self.prctl is not None:
             self.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # never outlive a killed supervisor
+        if self.cfg.get("netns"):  # the job's own network (portal.py): the supervisor stays on the host's
+            netns.join(self.cfg["netns"])
 
     def _stop_grace(self, default: float) -> float:
         """The grace period ``stop()`` asked for (it writes it next to the config before SIGTERM)."""
@@ -250,6 +254,8 @@ class Supervisor:
         poll = max(0.05, float(cfg.get("poll_interval") or 1.0))
         grace = float(cfg["kill_grace"]) if cfg.get("kill_grace") is not None else 10.0
         mem_limit = self.memory_mib * 1024 * 1024 if self.memory_mib > 0 and not self.cgroup else 0
+        # v1 OOM-kills one process (v2 the whole cgroup, memory.oom.group): end the rest like v2 would
+        watch_oom = bool(self.cgroup and self.memory_mib > 0)
         oom = False
         term_sent_at: float | None = None
         killed = False
@@ -271,6 +277,11 @@ class Supervisor:
             if term_sent_at is not None and not killed and now - term_sent_at >= grace:
                 self._signal_all(child.pid, child_start, signal.SIGKILL)
                 killed = True
+            if watch_oom and now >= next_check and self.cgroup.oom_kills():
+                self.note(f"out of memory: the kernel killed a process of the instance at its limit of "
+                          f"{self.memory_mib} MiB; killing the rest")
+                self._signal_all(child.pid, child_start, signal.SIGKILL)
+                oom, killed, watch_oom = True, True, False
             if mem_limit and now >= next_check:
                 snap = procs.snapshot()
                 used = procs.rss_bytes(procs.job_processes(os.getpid(), None, child.pid, child_start, snap), snap)
@@ -279,6 +290,7 @@ class Supervisor:
                               f"{self.memory_mib} MiB; killing it")
                     self._signal_all(child.pid, child_start, signal.SIGKILL)
                     oom, killed, mem_limit = True, True, 0
+            if now >= next_check:
                 next_check = now + poll
             if now >= next_disk:
                 used = disk_usage(self.disk_paths, self.disk_limit)
@@ -287,7 +299,7 @@ class Supervisor:
                                      f"{_size(self.disk_limit)} ({_size(used)} used)")
                 next_disk = time.monotonic() + self.disk_poll
             timeouts = [1.0]
-            if mem_limit:
+            if mem_limit or watch_oom:
                 timeouts.append(next_check - now)
             if next_disk < 1e17:
                 timeouts.append(next_disk - now)
@@ -325,8 +337,9 @@ class Supervisor:
             pass
         os.close(out_r)
         if self.cgroup:
-            oom = oom or limits.cgroup_oom_killed(self.cgroup)
-            limits.remove_cgroup(self.cgroup)
+            oom = oom or self.cgroup.oom_killed(sigkilled=code in (-signal.SIGKILL, 128 + signal.SIGKILL))
+            self.memory_peak = self.cgroup.memory_peak()
+            self.cgroup.remove()
         if self.limit_reason and not oom:
             reason = f"stopped by the platform: {self.limit_reason}"
         else:
@@ -384,6 +397,7 @@ class Supervisor:
             "oom": oom,
             "stopped": self.stop_requested and not self.limit_reason,
             "limit": self.limit_reason or None,
+            "memory_peak": self.memory_peak,
             "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         })
 

@@ -49,6 +49,8 @@ class PlansPageHandler(PageHandler):
                         "where some machine of its pool can run it" +
                    (" (admins also see the others, marked not runnable)." if admin else ".")),
                 table("plans-table", headers, rows, "No plans yet.", caption="Plans")]
+        if self.ti.ops_settings.limits_note:  # issue 30: say where CPU and memory limits are not enforced
+            body.insert(1, el("p", self.ti.ops_settings.limits_note, id="limits-note"))
         if admin:
             body += [el("h2", "Define a plan"), self.create_form()]
         self.show(join(body))

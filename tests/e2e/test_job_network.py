@@ -1,0 +1,116 @@
+"""Issue 30, findings 2 and 3: every job has a network of its own (its instances share it).
+
+Before, jobs shared the host's network: another user's job read a job's port (its env secret) and the platform's
+TensorBoards on 127.0.0.1, and a job could take the hub's ports while the platform restarted. Now a job sees only
+its own loopback: nothing of the host's or of other jobs' ports is there, what it binds is its own, and the
+platform reaches its ports (endpoints) through the job's portal. Root only, as in CI (namespaces need it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import socket
+
+import pytest
+
+from hubproc import own_hub, start_hub, stop_hub, terminate_group
+from tihub_client import free_job_port, wait
+
+pytestmark = pytest.mark.e2e
+
+PROBE = """python3 - <<'PY'
+import json, socket
+out = {}
+for port in %s:
+    for host in ("127.0.0.1", "::1"):
+        s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+        s.settimeout(3)
+        try:
+            s.connect((host, port)); out[f"{host}:{port}"] = s.recv(200).decode(errors="replace") or "connected"
+        except OSError as e:
+            out[f"{host}:{port}"] = type(e).__name__
+        finally:
+            s.close()
+print(json.dumps(out))
+PY"""
+
+
+@pytest.fixture(scope="module")
+def nhub(tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.skip("network namespaces for jobs need root (as in CI)")
+    for hub in own_hub(tmp_path_factory, "nethub"):
+        hub.admin.ok("POST", "/plans", json={"name": "net-tiny", "kinds": ["single", "distributed"],
+                                             "device_type": "cpu", "device_count": 0, "cpu": 0.1,
+                                             "memory_mib": 512})
+        yield hub
+
+
+def person(hub, prefix):
+    name = f"{prefix}{random.randint(1000, 9999)}"
+    hub.signup(name, "pass-word-1234")
+    hub.admin.authorize(name)
+    return hub.login(name, "pass-word-1234")
+
+
+def job(session, name, command, **kw):
+    return session.ok("POST", "/jobs", json={"name": name, "plan": "net-tiny", "image": "python-cpu",
+                                             "command": command, **kw})
+
+
+def log_of(session, job_id, instance=0):
+    return session.ok("GET", f"/jobs/{job_id}/logs", params={"instance": instance})["text"]
+
+
+def test_a_job_reaches_neither_the_host_nor_another_jobs_ports(nhub):
+    bob, mal = person(nhub, "netbob"), person(nhub, "netmal")
+    port = free_job_port()
+    serve = (f"python3 -c \"import socket; s=socket.socket(); s.bind(('127.0.0.1', {port})); s.listen(); "
+             "print('up', flush=True)\nwhile True:\n c,_=s.accept(); c.recv(4096); "
+             "c.sendall(b'HTTP/1.0 200 OK\\r\\nContent-Length: 10\\r\\n\\r\\nBOB-SECRET'); c.close()\"")
+    b = job(bob, "secret-server", serve, ports=[port])
+    bob.wait_job(b["id"], states=("running",), timeout=90)
+    wait(lambda: "up" in log_of(bob, b["id"]), 30, "bob's server")
+    # the platform still reaches it, for its owner, through the job's portal
+    r = bob.http.get(f"{nhub.url}/services/ti/endpoints/{b['id']}/0/{port}/", timeout=30)
+    assert "BOB-SECRET" in r.text, r.text
+    # bob's port, the hub's public port (the proxy) and the SSH gateway's, all listening on the host's loopback
+    targets = [port, int(nhub.url.rsplit(":", 1)[1]), nhub.ssh_port]
+    m = job(mal, "probe", PROBE % json.dumps(targets))
+    assert mal.wait_job(m["id"], timeout=90)["status"] == "completed"
+    seen = json.loads(log_of(mal, m["id"]).strip().splitlines()[-1])
+    assert all("BOB-SECRET" not in v for v in seen.values()), seen
+    assert all(v in ("ConnectionRefusedError", "OSError") for v in seen.values()), seen  # nothing listens there
+    bob.api("POST", f"/jobs/{b['id']}/kill")
+
+
+def test_a_job_binding_the_hubs_port_across_a_restart_takes_nothing(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("network namespaces for jobs need root (as in CI)")
+    data = tmp_path / "data"
+    data.mkdir()
+    proc, hub, ports = start_hub(data)
+    try:
+        from hubproc import ADMIN, ADMIN_PASSWORD
+
+        hub.admin = hub.login(ADMIN, ADMIN_PASSWORD)
+        hub.admin.ok("POST", "/plans", json={"name": "net-tiny", "kinds": ["single"], "device_type": "cpu",
+                                             "device_count": 0, "cpu": 0.1, "memory_mib": 256})
+        squat = (f"python3 -c \"import socket, time\ns = socket.socket()\nwhile True:\n try:\n  "
+                 f"s.bind(('127.0.0.1', {ports['hub']})); s.listen(); break\n except OSError:\n  time.sleep(0.01)\n"
+                 "print('holding', flush=True); time.sleep(300)\"")
+        j = hub.admin.ok("POST", "/jobs", json={"name": "squat", "plan": "net-tiny", "image": "python-cpu",
+                                                "command": squat})
+        hub.admin.wait_job(j["id"], states=("running",), timeout=90)
+        log = data / "jobs" / str(j["id"]) / "logs" / "instance-0.log"
+        # the port is free in the job's own network even while the hub holds the host's
+        wait(lambda: log.exists() and "holding" in log.read_text(), 30, "the job to bind its own loopback")
+        terminate_group(proc)  # the platform restarts; the job runs on
+        proc, hub, ports = start_hub(data, ports=ports)  # nothing of the host's was taken
+        hub.admin = hub.login(ADMIN, ADMIN_PASSWORD)
+        assert hub.admin.ok("GET", f"/jobs/{j['id']}")["status"] == "running"  # re-adopted, still isolated
+        hub.admin.api("POST", f"/jobs/{j['id']}/kill")
+    finally:
+        stop_hub(proc)
