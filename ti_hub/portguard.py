@@ -18,7 +18,7 @@ import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .backends.local.sockets import LISTEN
+from .backends.local.sockets import LISTEN, socket_inodes
 
 V6_OF = {"127.0.0.1": "::1", "0.0.0.0": "::"}  # the IPv6 counterpart the launcher holds for a v4 address
 
@@ -61,18 +61,8 @@ def holders(port: int) -> list[Holder]:
     found: dict[int, Holder] = {}
     if inodes:
         for entry in os.scandir("/proc"):
-            if not entry.name.isdigit():
-                continue
-            try:
-                fds = os.listdir(f"/proc/{entry.name}/fd")
-            except OSError:
-                continue
-            for fd in fds:
-                try:
-                    target = os.readlink(f"/proc/{entry.name}/fd/{fd}")
-                except OSError:
-                    continue
-                if target.startswith("socket:[") and (ino := int(target[8:-1])) in inodes and ino not in found:
+            if entry.name.isdigit():
+                for ino in (socket_inodes(entry.name) & inodes.keys()) - found.keys():
                     found[ino] = Holder(int(entry.name), inodes[ino], _command(int(entry.name)))
     return [found.get(ino, Holder(None, uid, "")) for ino, uid in inodes.items()]
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import socket
 
 import pytest
@@ -48,13 +47,6 @@ def nhub(tmp_path_factory):
         yield hub
 
 
-def person(hub, prefix):
-    name = f"{prefix}{random.randint(1000, 9999)}"
-    hub.signup(name, "pass-word-1234")
-    hub.admin.authorize(name)
-    return hub.login(name, "pass-word-1234")
-
-
 def job(session, name, command, **kw):
     return session.ok("POST", "/jobs", json={"name": name, "plan": "net-tiny", "image": "python-cpu",
                                              "command": command, **kw})
@@ -65,7 +57,7 @@ def log_of(session, job_id, instance=0):
 
 
 def test_a_job_reaches_neither_the_host_nor_another_jobs_ports(nhub):
-    bob, mal = person(nhub, "netbob"), person(nhub, "netmal")
+    bob, mal = nhub.person("netbob"), nhub.person("netmal")
     port = free_job_port()
     serve = (f"python3 -c \"import socket; s=socket.socket(); s.bind(('127.0.0.1', {port})); s.listen(); "
              "print('up', flush=True)\nwhile True:\n c,_=s.accept(); c.recv(4096); "

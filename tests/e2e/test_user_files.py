@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 from pathlib import Path
 
 import pytest
@@ -33,13 +32,6 @@ def fhub(tmp_path_factory):
         hub.admin.ok("POST", "/plans", json={"name": "files-tiny", "kinds": ["single"], "device_type": "cpu",
                                              "device_count": 0, "cpu": 0.1, "memory_mib": 512})
         yield hub
-
-
-def person(hub, prefix):
-    name = f"{prefix}{random.randint(1000, 9999)}"
-    hub.signup(name, "pass-word-1234")
-    hub.admin.authorize(name)
-    return hub.login(name, "pass-word-1234")
 
 
 def job(session, name, command, **kw):
@@ -69,11 +61,11 @@ def racing(fhub):
     """mallory's volume "bait" with a real file and directory, a victim's volume, and mallory's job swapping
     them with links to the platform's files and to the victim's volume."""
     data = Path(fhub.data_dir)
-    victim = person(fhub, "fvictim")
+    victim = fhub.person("fvictim")
     vault = victim.ok("POST", "/volumes", json={"name": "vault", "kind": "filesystem", "capacity_gib": 1})
     vault_dir = data / "volumes" / str(vault["id"])
     (vault_dir / "victim-secret.txt").write_text("VICTIM-VOLUME-SECRET")
-    m = person(fhub, "fmal")
+    m = fhub.person("fmal")
     bait = m.ok("POST", "/volumes", json={"name": "bait", "kind": "filesystem", "capacity_gib": 1})
     script = fhub.put_in_home(m.name, SWAPPER)
     links = {"/mnt/bait/file-link": str(data / "ti_secret"), "/mnt/bait/db-link": str(data / "ti.sqlite"),

@@ -35,6 +35,7 @@ from ..db.writelock import WriteLock
 from ..endpoints.origins import Origins
 from ..health.alerting import AlertRules
 from ..health.monitor import HealthMonitor
+from ..ops import uidranges
 from ..ops.rendercache import RenderCache
 from ..ops.workspaces import statuses as job_statuses
 from ..ops.settings import OpsSettings
@@ -47,8 +48,9 @@ from .idlepolicy import IdlePolicy
 from .loop import JobRunner
 from .metrics import MetricsExporter
 from .notifier import Notifier
-from .oauth import SealedStateHubOAuth
+from .oauth import SealedStateHubOAuth, revocations_file
 from .processes import fork_followers, hold_instance_lock, stop_followers
+from .settingchecks import SettingChecks
 from .statuswait import StatusWaits
 from .web import handlers, origin_handlers
 
@@ -87,7 +89,7 @@ class ImportedType(Type):
         return super().validate(obj, value)
 
 
-class TiService(Application):
+class TiService(SettingChecks, Application):
     name = "ti-service"
     version = __version__
     description = "TiHub's service: REST API, scheduler loop and execution backend."
@@ -255,18 +257,12 @@ class TiService(Application):
              "running processes, are skipped. Two TiHub instances on one host need ranges that do not overlap: "
              "the service refuses to start otherwise (TiService.unix_uid_registry).")
     unix_uid_registry = Unicode(
-        config=True,
+        os.environ.get(uidranges.ENV) or uidranges.DEFAULT_PATH, config=True,
         help="Embedded platform, run as root: the host-wide file (JSON, changed under an flock) where every TiHub "
              "instance records its unix_uid_range under its data directory. The service refuses to start when "
              "another instance whose data directory still exists registered an overlapping range (entries of "
              "removed data directories are dropped). Every instance on a host must name the same file. Default: "
              "the environment variable TI_HUB_UID_REGISTRY, else /var/lib/ti-hub/uid-ranges.json.")
-
-    @default("unix_uid_registry")
-    def _uid_registry(self):
-        from ..ops import uidranges
-
-        return os.environ.get(uidranges.ENV) or uidranges.DEFAULT_PATH
 
     allow_shared_unix_user = Bool(
         False, config=True,
@@ -338,7 +334,7 @@ class TiService(Application):
                                         capacity.device_rules(self), self.max_workers,
                                         self.max_ps, uids=startup.uid_policy(self), secret_key=self.fernet,
                                         rdma=self.backend.supports_rdma, image_note=self.backend.image_note,
-                                        limits_note=self.backend.limits_note,  # the local backend checks (and logs) its cgroups here
+                                        limits_note=self.backend.limits_note,  # checks (and logs) cgroups
                                         default_role=self.default_role, devices_per_node=capacity.devices_per_node(self))
         self.render_cache = RenderCache(self.list_cache_size)
         self.hub_names = HubNames(self.hub_lookup_ttl)
@@ -406,13 +402,7 @@ class TiService(Application):
         """The singleton every HubOAuthenticated handler (and the OAuth callback) uses via .instance(); the loop
         calls the hub's API with it too (a leader that serves no HTTP has one all the same)."""
         return SealedStateHubOAuth.instance(parent=self, cache_max_age=300, state_key=self.fernet,
-                                            revocations=self.revocations_file)
-
-    @property
-    def revocations_file(self) -> str:
-        """Grown when a user's tokens are revoked (service/oauth.py: announce_revocation): every process of the
-        service then forgets the hub's cached answers."""
-        return str(Path(self.data_dir) / "ti.tokens-revoked")
+                                            revocations=revocations_file(self.data_dir))
 
     def make_app(self) -> web.Application:
         prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/services/ti/")
@@ -447,32 +437,6 @@ class TiService(Application):
                 Origins.parse(proposal["value"])
             except ValueError as e:
                 raise TraitError(f"TiService.{e}") from None
-        return proposal["value"]
-
-    @validate("unix_uid_range")
-    def _check_uids(self, proposal):
-        first, last = proposal["value"]
-        if not 0 < first <= last:
-            raise TraitError("TiService.unix_uid_range must be [first, last] with 0 < first <= last")
-        return proposal["value"]
-
-    @validate("scheduler_max_share")
-    def _check_share(self, proposal):
-        if not 0 < proposal["value"] <= 1:
-            raise TraitError("TiService.scheduler_max_share must be above 0 and at most 1")
-        return proposal["value"]
-
-    @validate("usage_settling_time", "usage_sample_interval", "usage_history_interval", "usage_history_retention")
-    def _check_positive(self, proposal):
-        if not proposal["value"] > 0:
-            raise TraitError(f"TiService.{proposal['trait'].name} must be above 0 seconds")
-        return proposal["value"]
-
-    @validate("usage_device_weights")
-    def _check_weights(self, proposal):
-        for dtype, w in proposal["value"].items():
-            if not isinstance(w, (int, float)) or not w > 0:
-                raise TraitError(f"TiService.usage_device_weights[{dtype!r}] must be a number above 0")
         return proposal["value"]
 
     @default("log_level")

@@ -22,6 +22,12 @@ from traitlets import Any, Integer, Unicode
 STATE_TTL = 600
 
 
+def revocations_file(data_dir: str) -> str:
+    """Grown when a user's tokens are revoked (``announce_revocation``): every process of the service then forgets
+    the hub's cached answers."""
+    return os.path.join(data_dir, "ti.tokens-revoked")
+
+
 def announce_revocation(path: str) -> None:
     """Tell every process of this service that the hub revoked tokens: each forgets the hub's answers it cached
     (HubAuth keeps one per token for ``cache_max_age``, 5 minutes, and would accept a revoked token that long)

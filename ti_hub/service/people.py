@@ -28,7 +28,7 @@ from ..domain.errors import Conflict, HubUnavailable, NotFound, ValidationError
 from ..ops import grants
 from ..ops import people as P
 from .hubapi import hub_list
-from .oauth import announce_revocation
+from .oauth import announce_revocation, revocations_file
 
 if TYPE_CHECKING:
     from .app import TiService
@@ -338,7 +338,7 @@ class People:
         if revoked is not None:
             # after the profile says disabled: a cached answer read meanwhile meets that refusal
             try:
-                announce_revocation(self.ti.revocations_file)
+                announce_revocation(revocations_file(self.ti.data_dir))
             except OSError:
                 log.exception("could not tell the service's other processes that %r's tokens were revoked: "
                               "their cache may accept them up to 5 more minutes (refused while disabled)", name)

@@ -53,6 +53,23 @@ def listeners(port: int) -> list[Listener]:
     return found
 
 
+def socket_inodes(pid: int | str) -> set[int]:
+    """The inodes of the sockets process ``pid`` holds open (empty when it is gone or hidden)."""
+    out: set[int] = set()
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return out
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            out.add(int(target[8:-1]))
+    return out
+
+
 def sockets_in_namespace(uid: int, pidns: int) -> set[int]:
     """Socket inodes held by processes of ``uid`` inside the pid namespace ``pidns`` (an inode number)."""
     out: set[int] = set()
@@ -62,16 +79,9 @@ def sockets_in_namespace(uid: int, pidns: int) -> set[int]:
         try:
             if entry.stat().st_uid != uid or os.stat(f"/proc/{entry.name}/ns/pid").st_ino != pidns:
                 continue
-            fds = os.listdir(f"/proc/{entry.name}/fd")
         except OSError:
             continue
-        for fd in fds:
-            try:
-                target = os.readlink(f"/proc/{entry.name}/fd/{fd}")
-            except OSError:
-                continue
-            if target.startswith("socket:["):
-                out.add(int(target[8:-1]))
+        out |= socket_inodes(entry.name)
     return out
 
 
