@@ -257,12 +257,16 @@ class TiService(SettingChecks, Application):
              "running processes, are skipped. Two TiHub instances on one host need ranges that do not overlap: "
              "the service refuses to start otherwise (TiService.unix_uid_registry).")
     unix_uid_registry = Unicode(
-        os.environ.get(uidranges.ENV) or uidranges.DEFAULT_PATH, config=True,
+        config=True,
         help="Embedded platform, run as root: the host-wide file (JSON, changed under an flock) where every TiHub "
              "instance records its unix_uid_range under its data directory. The service refuses to start when "
              "another instance whose data directory still exists registered an overlapping range (entries of "
              "removed data directories are dropped). Every instance on a host must name the same file. Default: "
              "the environment variable TI_HUB_UID_REGISTRY, else /var/lib/ti-hub/uid-ranges.json.")
+
+    @default("unix_uid_registry")
+    def _uid_registry(self):
+        return os.environ.get(uidranges.ENV) or uidranges.DEFAULT_PATH
 
     allow_shared_unix_user = Bool(
         False, config=True,
