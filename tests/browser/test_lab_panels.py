@@ -118,6 +118,15 @@ def test_storage_panel_create_share_browse(hub, lab, page_for):
     theirs = [v for v in friend.ok("GET", "/volumes")["items"] if v["name"] == "panel-vol"]
     assert theirs and theirs[0]["access"] == "rw"
 
+    # an impossible size is refused with the API's reason, shown in the panel
+    size = detail.locator("input[name=capacity_gib]")
+    size.fill("2000000")
+    page.wait_for_timeout(11_000)  # past the panel's 10-s refresh: what the user typed must survive it
+    assert size.input_value() == "2000000"
+    detail.locator("button", has_text="Expand").click()
+    panel.locator(".ti-form-status .ti-message-error").wait_for()
+    assert user.ok("GET", "/volumes/panel-vol")["capacity_gib"] == 2
+
     # a dataset: the form asks for its source only then, and the snapshot is made in the background
     assert not form.locator("input[name=source]").is_visible()
     form.locator("select[name=kind]").select_option("dataset")
@@ -128,15 +137,6 @@ def test_storage_panel_create_share_browse(hub, lab, page_for):
     panel.get_by_text("Dataset panel-snap created").wait_for()
     snap = wait(lambda: (v := user.ok("GET", "/volumes/panel-snap"))["state"] != "copying" and v, 60, "the copy")
     assert snap["state"] == "ready" and snap["kind"] == "dataset" and snap["source_volume_id"] == theirs[0]["id"]
-
-    # an impossible size is refused with the API's reason, shown in the panel
-    size = detail.locator("input[name=capacity_gib]")
-    size.fill("2000000")
-    page.wait_for_timeout(11_000)  # past the panel's 10-s refresh: what the user typed must survive it
-    assert size.input_value() == "2000000"
-    detail.locator("button", has_text="Expand").click()
-    panel.locator(".ti-form-status .ti-message-error").wait_for()
-    assert user.ok("GET", "/volumes/panel-vol")["capacity_gib"] == 2
 
 
 def test_images_panel_picks_image_for_a_job(hub, lab, page_for):

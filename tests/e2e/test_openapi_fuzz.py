@@ -64,15 +64,19 @@ def world(fuzz_hub):
     names = ["fuzz-done", "fuzz-data", "fuzz-tpl", "fuzz-key", "fuzz-cred"]
     yield {"user": u, "refs": sorted({*map(str, ids), *names}), "share_ids": [share["id"]],
            "users": [u.name, admin.name]}
-    for who in (u, admin):
-        for j in who.ok("GET", "/jobs", params={"limit": "500"})["items"]:
-            if j["status"] in ("queued", "scheduling", "running", "pausing", "paused"):
-                who.api("POST", f"/jobs/{j['id']}/kill")
+    # the fuzzer may have disabled the user, which revokes their tokens for good: clean up as a fresh admin login
+    clean = hub.login(admin.name, admin.password)
+
+    def jobs_of_both() -> list[dict]:
+        return [j for j in clean.ok("GET", "/jobs", params={"limit": "500", "all": "1"})["items"]
+                if j["owner"] in (u.name, admin.name)]
+
+    for j in jobs_of_both():
+        if j["status"] in ("queued", "scheduling", "running", "pausing", "paused"):
+            clean.api("POST", f"/jobs/{j['id']}/kill")
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
-        active = [j for who in (u, admin) for j in who.ok("GET", "/jobs", params={"limit": "500"})["items"]
-                  if j["status"] in ("scheduling", "running", "pausing", "killing")]
-        if not active:
+        if not [j for j in jobs_of_both() if j["status"] in ("scheduling", "running", "pausing", "killing")]:
             break
         time.sleep(0.5)
 
