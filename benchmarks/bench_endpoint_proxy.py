@@ -22,8 +22,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from benchplatform import loadavg, machine_info, stop_tree  # noqa: E402
-from hubproc import ADMIN, ADMIN_PASSWORD, start_hub  # noqa: E402
+from benchplatform import loadavg, machine_info  # noqa: E402
+from hubproc import ADMIN, ADMIN_PASSWORD, start_hub, stop_hub  # noqa: E402
 
 SERVE = ("python3 -c \"import http.server as h\nclass H(h.BaseHTTPRequestHandler):\n def do_GET(self):\n"
          "  b = b'x' * 2048; self.send_response(200); self.send_header('Content-Length', str(len(b)));"
@@ -42,7 +42,7 @@ def platform(tmp: Path, name: str, own_network: bool):
     admin.ok("POST", "/plans", json={"name": "bench-ep", "kinds": ["single"], "device_type": "cpu",
                                      "device_count": 0, "cpu": 1, "memory_mib": 512})
     port = 40000 + (7 if own_network else 8)
-    job = admin.ok("POST", "/jobs", json={"name": "ep", "plan": "bench-ep", "image": "python-cpu",
+    job = admin.ok("POST", "/jobs", json={"name": "ep-bench", "plan": "bench-ep", "image": "python-cpu",
                                           "command": SERVE.format(port=port), "ports": [port]})
     admin.wait_job(job["id"], states=("running",), timeout=120)
     url = f"{hub.url}/services/ti/endpoints/{job['id']}/0/{port}/"
@@ -75,7 +75,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", default=str(HERE / "results" / "endpoint-proxy.json"))
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="ti-bench-ep-", dir="/var/tmp") as tmp:
+    # a job's namespace stays pinned until its portal sees it empty: leave what cannot be removed yet
+    with tempfile.TemporaryDirectory(prefix="ti-bench-ep-", dir="/var/tmp", ignore_cleanup_errors=True) as tmp:
         sides = {"host_network": platform(Path(tmp), "host", False),
                  "own_network": platform(Path(tmp), "own", True)}
         try:
@@ -89,7 +90,7 @@ def main() -> None:
                     print(f"round {r + 1} {side}: p50 {statistics.median(times[side]):.2f} ms", flush=True)
         finally:
             for proc, _admin, _url in sides.values():
-                stop_tree(proc)
+                stop_hub(proc)  # the platform and its jobs
     res = {"what": "GET of a job's 2 KiB page through the endpoint proxy, one at a time", "machine": machine_info(),
            "load_after": loadavg(), "settings": vars(args)}
     for side, ms in times.items():
