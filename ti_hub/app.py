@@ -13,7 +13,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from . import __version__, children, lastrun, portguard
+from . import __version__, children, lastrun, portguard, secretfile
 
 DEFAULT_CONFIG = Path(__file__).with_name("default_config.py")
 
@@ -123,11 +123,7 @@ def _platform_ports(args: argparse.Namespace) -> list[tuple[str, str, int]]:
 def _rotate_proxy_token(data: Path) -> None:
     """A new proxy auth token at every start: one sent to whoever held the proxy API's port earlier is useless
     (hub_config.py reads this file; the proxy starts with the hub, so nothing else holds the old one)."""
-    tmp = data / f".proxy_token.{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(secrets.token_hex(32))
-    os.replace(tmp, data / "proxy_token")
+    secretfile.replace(data / "proxy_token", secrets.token_hex(32).encode())
 
 
 def _run_hub(args: argparse.Namespace, data: Path) -> int:

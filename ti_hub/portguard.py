@@ -18,7 +18,7 @@ import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .backends.local.sockets import LISTEN, socket_inodes
+from .backends.local.sockets import all_listeners, socket_inodes
 
 V6_OF = {"127.0.0.1": "::1", "0.0.0.0": "::"}  # the IPv6 counterpart the launcher holds for a v4 address
 
@@ -34,30 +34,9 @@ class Holder:
         return f"{who} (uid {self.uid}{': ' + self.command if self.command else ''})"
 
 
-def _listening_inodes(port: int) -> dict[int, int]:
-    """inode -> uid of every listening TCP socket on ``port`` (any address, both families)."""
-    out: dict[int, int] = {}
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(table, encoding="ascii") as f:
-                lines = f.read().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            p = line.split()
-            if len(p) < 10 or p[3] != LISTEN:
-                continue
-            try:
-                if int(p[1].rpartition(":")[2], 16) == port:
-                    out[int(p[9])] = int(p[7])
-            except ValueError:
-                continue
-    return out
-
-
 def holders(port: int) -> list[Holder]:
     """Who listens on ``port``: each socket's owner uid and, where /proc shows it, the process holding it."""
-    inodes = _listening_inodes(port)
+    inodes = {x.inode: x.uid for x in all_listeners(port)}
     found: dict[int, Holder] = {}
     if inodes:
         for entry in os.scandir("/proc"):

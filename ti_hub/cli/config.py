@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..secretfile import replace
 from .client import DEFAULT_TIMEOUT, TiClient, normalize_url
 
 
@@ -57,19 +57,7 @@ def write_config(url: str, token: str) -> Path:
     """Atomically writes {"url", "token"} readable by the owner only (0600, its folder 0700)."""
     path = config_path()
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".config-", dir=str(path.parent))  # created 0600
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump({"url": url, "token": token}, f, indent=2)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    replace(path, (json.dumps({"url": url, "token": token}, indent=2) + "\n").encode())
     return path
 
 

@@ -18,13 +18,14 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import tempfile
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from ..secretfile import replace
 
 DEFAULT_PATH = "/var/lib/ti-hub/uid-ranges.json"
 ENV = "TI_HUB_UID_REGISTRY"
@@ -69,21 +70,9 @@ def _read(path: Path) -> dict[str, Any]:
 
 
 def _write(path: Path, instances: dict[str, Any]) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=str(path.parent))
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump({"version": 1, "instances": instances}, f, indent=1, sort_keys=True)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # not a secret: which data directories use which uids
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    # not a secret (0644): which data directories use which uids
+    text = json.dumps({"version": 1, "instances": instances}, indent=1, sort_keys=True) + "\n"
+    replace(path, text.encode(), 0o644, sync=True)
 
 
 @contextmanager

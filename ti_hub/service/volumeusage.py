@@ -1,8 +1,8 @@
 """Capacity of the volumes no file system caps (the local driver's directories), enforced by measuring them.
 
 Every ``TiService.volume_usage_interval`` seconds the leader measures each volume in a worker thread (a walk of
-its files as the volume owner's uid, never through a link: ``storage.userfs``; never on the event loop) and records the bytes (``ops.volumes.record_usage``). A volume over its
-capacity is marked: it shows ``over_capacity``, jobs that would mount it read-write are refused at submission
+its files as the volume owner's uid, never through a link: ``storage.userfs``; never on the event loop) and
+records the bytes (``ops.volumes.record_usage``). A volume over its capacity is marked: it shows ``over_capacity``, jobs that would mount it read-write are refused at submission
 and wait at admission (``domain.mounts.check_capacity``), and the jobs and workspaces writing it get an alert in
 their history. Work already running is not stopped, and it can overshoot between two measurements; workspaces may
 still mount the volume to clean it up. Drivers that cannot measure (Kubernetes: the claim's own size is the

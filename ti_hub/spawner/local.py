@@ -233,7 +233,7 @@ class TiLocalSpawner(TiSpawnerMixin, LocalProcessSpawner):
         try:
             if rec:
                 # the supervisor sends SIGTERM to the workspace, then ends its whole sandbox
-                await self._backend(self).stop(0, {"instances": [rec], **({"net": rec["net"]} if rec.get("net") else {})},
+                await self._backend(self).stop(0, {"instances": [rec], "net": rec.get("net")},
                                                grace_seconds=0 if now else self.stop_grace)
             popen = getattr(self, "_ti_popen", None)
             if popen is not None:

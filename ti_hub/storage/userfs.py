@@ -19,10 +19,10 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..backends.local.userdirs import open_dir
 from ..domain.errors import Conflict, NotFound, ValidationError
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fsworker.py")
-DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 @dataclass(frozen=True)
@@ -33,10 +33,6 @@ class As:
 
 class WorkerFailed(RuntimeError):
     """The worker crashed or answered nothing: for the admin's log, not the user's eyes."""
-
-
-def open_dir(path: str) -> int:
-    return os.open(path, DIR_FLAGS)
 
 
 def _argv(op: str, fds: Sequence[int], args: Sequence[str], who: As | None) -> list[str]:
@@ -55,25 +51,26 @@ def run(op: str, fds: Sequence[int], args: Sequence[str], who: As | None, timeou
     return json.loads(lines[-1])
 
 
+def _run_on(path: str, op: str, args: Sequence[str], who: As | None, timeout: float = 120.0) -> dict[str, Any]:
+    """``run`` on the directory at ``path``, opened here (its parents are the platform's alone)."""
+    fd = open_dir(path)
+    try:
+        return run(op, [fd], args, who, timeout)
+    finally:
+        os.close(fd)
+
+
 def usage(path: str, who: As | None, max_files: int) -> int | None:
     """Bytes below the directory at ``path`` as ``who`` sees them; None when it is gone."""
     try:
-        fd = open_dir(path)
+        answer = _run_on(path, "usage", [str(max_files)], who, timeout=3600)
     except FileNotFoundError:
         return None
-    try:
-        answer = run("usage", [fd], [str(max_files)], who, timeout=3600)
-    finally:
-        os.close(fd)
     return None if "error" in answer else int(answer["bytes"])
 
 
 def browse(path: str, rel: str, limit: int, who: As | None) -> dict[str, Any]:
-    fd = open_dir(path)
-    try:
-        return run("browse", [fd], [rel, str(limit)], who)
-    finally:
-        os.close(fd)
+    return _run_on(path, "browse", [rel, str(limit)], who)
 
 
 def make_exclusive(path: str, who: As | None, mode: int = 0o700) -> None:

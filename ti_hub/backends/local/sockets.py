@@ -42,15 +42,21 @@ def parse(text: str) -> list[Listener]:
     return out
 
 
-def listeners(port: int) -> list[Listener]:
+def all_listeners(port: int) -> list[Listener]:
+    """Every listening TCP socket on ``port`` in this network namespace, on any address, both families."""
     found = []
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             with open(table, encoding="ascii") as f:
-                found += [x for x in parse(f.read()) if x.port == port and x.address in REACHABLE]
+                found += [x for x in parse(f.read()) if x.port == port]
         except OSError:
             continue
     return found
+
+
+def listeners(port: int) -> list[Listener]:
+    """Those of ``all_listeners`` that a connection to 127.0.0.1 can reach."""
+    return [x for x in all_listeners(port) if x.address in REACHABLE]
 
 
 def socket_inodes(pid: int | str) -> set[int]:

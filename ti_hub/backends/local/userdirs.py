@@ -19,7 +19,8 @@ ACL_USER_OBJ, ACL_GROUP_OBJ, ACL_OTHER = 0x01, 0x04, 0x20
 ACL_UNDEFINED_ID = 0xFFFFFFFF
 
 
-def _open_dir(path: str) -> int:
+def open_dir(path: str) -> int:
+    """The directory at ``path`` opened without following a link put in its place (ELOOP, ENOTDIR)."""
     return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
 
 
@@ -35,7 +36,7 @@ def ensure_dir(path: str, uid: int, gid: int, mode: int = 0o700, *, adopt: bool 
         os.mkdir(path, mode)
     except FileExistsError:
         pass
-    fd = _open_dir(path)  # refuses a symbolic link in place of the directory
+    fd = open_dir(path)  # refuses a symbolic link in place of the directory
     try:
         st = os.fstat(fd)
         if (st.st_uid, st.st_gid) != (uid, gid):
@@ -84,7 +85,7 @@ def shared_dir(path: str) -> bool:
     """A volume's directory: the platform's, mode 0777 with a default ACL (see ``default_acl_all``). Returns
     whether the file system took the ACL (without it, files keep their creator's umask)."""
     os.makedirs(path, mode=0o777, exist_ok=True)
-    fd = _open_dir(path)
+    fd = open_dir(path)
     try:
         os.fchmod(fd, 0o777)
         try:
@@ -101,7 +102,7 @@ def shared_dir(path: str) -> bool:
 def platform_dir(path: str, mode: int = 0o700) -> None:
     """A directory only the platform may enter (job records, logs, status)."""
     os.makedirs(path, mode=mode, exist_ok=True)
-    fd = _open_dir(path)
+    fd = open_dir(path)
     try:
         st = os.fstat(fd)
         if st.st_uid != os.geteuid():
