@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 
 import pytest
 
+import netkit
 from hubproc import own_hub, start_hub, stop_hub, terminate_group
 from tihub_client import free_job_port, wait
 
@@ -40,10 +40,17 @@ PY"""
 def nhub(tmp_path_factory):
     if os.geteuid() != 0:
         pytest.skip("network namespaces for jobs need root (as in CI)")
-    for hub in own_hub(tmp_path_factory, "nethub"):
-        hub.admin.ok("POST", "/plans", json={"name": "net-tiny", "kinds": ["single", "distributed"],
-                                             "device_type": "cpu", "device_count": 0, "cpu": 0.1,
-                                             "memory_mib": 512})
+    # fake NVIDIA device nodes (this machine has no GPU): plain files where the driver's nodes would be, bound
+    # into the sandboxes exactly as the real ones would be
+    fake_dev = tmp_path_factory.mktemp("fake-dev")
+    for name in ("nvidiactl", "nvidia-uvm", "nvidia0", "nvidia1"):
+        (fake_dev / name).write_text(name)
+    config = f"c.LocalBackend.devices = {{'demo-gpu': 2}}\nc.LocalBackend.gpu_device_dir = {str(fake_dev)!r}\n"
+    for hub in own_hub(tmp_path_factory, "nethub", config):
+        for name, devices in (("net-tiny", 0), ("net-gpu", 1)):
+            hub.admin.ok("POST", "/plans", json={"name": name, "kinds": ["single", "distributed"],
+                                                 "device_type": "demo-gpu" if devices else "cpu",
+                                                 "device_count": devices, "cpu": 0.1, "memory_mib": 512})
         yield hub
 
 
@@ -106,3 +113,52 @@ def test_a_job_binding_the_hubs_port_across_a_restart_takes_nothing(tmp_path):
         hub.admin.api("POST", f"/jobs/{j['id']}/kill")
     finally:
         stop_hub(proc)
+
+
+def test_a_job_reaches_out_but_not_back_into_the_host(nhub):
+    """Outbound network through slirp4netns: an address outside the host answers (a namespace of this test's,
+    over a veth pair: nothing leaves the machine); the host's loopback (through the gateway) and the host's own
+    addresses, where a server listens, do not."""
+    import shutil
+
+    if not shutil.which("slirp4netns"):
+        pytest.skip("slirp4netns is not installed (scripts/test installs it)")
+    with netkit.outside_namespace() as (_name, port):
+        targets = [(netkit.OUTSIDE, port), ("10.0.2.2", port), ("198.18.0.1", port), ("10.0.2.2", nhub.ssh_port)]
+        probe = """python3 - <<'PY'
+import json, socket
+out = {}
+for host, port in %s:
+    try:
+        with socket.create_connection((host, port), timeout=3) as c:
+            out[f"{host}:{port}"] = c.recv(100).decode() or "connected"
+    except OSError as e:
+        out[f"{host}:{port}"] = type(e).__name__
+print(json.dumps(out))
+PY""" % json.dumps(targets)
+        alice = nhub.person("netout")
+        j = job(alice, "reach-out", probe)
+        assert alice.wait_job(j["id"], timeout=90)["status"] == "completed"
+    seen = json.loads(log_of(alice, j["id"]).strip().splitlines()[-1])
+    assert seen[f"{netkit.OUTSIDE}:{port}"] == "OUTSIDE", seen
+    assert "HOST" not in seen.values() and len(seen) == 4, seen
+    assert not any(v.startswith("SSH-") for v in seen.values()), seen  # nor the platform's SSH gateway
+
+
+def test_a_sandbox_has_only_the_device_nodes_of_the_gpus_it_holds(nhub):
+    """Before, every NVIDIA device node of the machine was in every sandbox."""
+    bob = nhub.person("netgpu")
+    show = "ls /dev; echo CVD=$CUDA_VISIBLE_DEVICES"
+    g = bob.ok("POST", "/jobs", json={"name": "one-gpu", "plan": "net-gpu", "image": "python-cpu",
+                                      "command": show})
+    c = job(bob, "no-gpu", show)
+    for j in (g, c):
+        assert bob.wait_job(j["id"], timeout=90)["status"] == "completed"
+    held = bob.ok("GET", f"/jobs/{g['id']}")
+    index = held["placement"]["instances"][0]["devices"][0]
+    text = log_of(bob, g["id"])
+    listed = {w for w in text.split() if w.startswith("nvidia")}
+    assert listed == {"nvidiactl", "nvidia-uvm", f"nvidia{index}"}, text  # not the other GPU's node
+    assert f"CVD={index}" in text, text  # demo devices keep their index
+    text = log_of(bob, c["id"])
+    assert not {w for w in text.split() if w.startswith("nvidia")} and "CVD=\n" in text + "\n", text

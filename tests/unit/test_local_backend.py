@@ -446,7 +446,7 @@ def test_bwrap_argv_shape():
     binds = (sandbox.Bind("/srv/a", "/data/a/b", False), sandbox.Bind("/srv/ds", "/data", True),
              sandbox.Bind("/srv/m", "/models/m", True), sandbox.Bind("/srv/home/ann", "/home/ann", False))
     plan = sandbox.Plan(binds=binds, read_only=("/root/.pyenv/versions/3.11", "/work/co/ti_hub"),
-                        entries=(("bin", "usr/bin"), ("usr", None), ("etc", None)), devices=("/dev/nvidia0",),
+                        entries=(("bin", "usr/bin"), ("usr", None), ("etc", None)), devices=(("/dev/nvidia0", "/dev/nvidia0"),),
                         tmp="/srv/tmp/0", shm_mib=16, cwd="/job")
     argv = sandbox.bwrap_argv("bwrap", plan, privileged=True, python="/py/bin/python3", spec_fd=5, passwd_fd=6,
                               group_fd=7, info_fd=8)

@@ -152,8 +152,10 @@ class TiLocalSpawner(TiSpawnerMixin, LocalProcessSpawner):
                 binds.append(sandbox.Bind(mnt["source"], mnt["mount_path"], mnt["read_only"]))
         if len(binds) > 1 and not bwrap:
             raise RuntimeError("volumes need bubblewrap, which is not available on this machine")
+        held = [d for inst in (ws.get("placement") or {}).get("instances", []) for d in inst["devices"]]
+        nodes, env["CUDA_VISIBLE_DEVICES"] = self._backend(self).gpu_binding(held)
         box = launcher.plan(binds, tmp=str(tmp), shm_mib=int(ws.get("shm_mib") or 0), cwd=ident.home,
-                            extra_read_only=self._backend(self).sandbox_read_only) if bwrap else None
+                            extra_read_only=self._backend(self).sandbox_read_only, devices=nodes) if bwrap else None
         env.update(HOME=ident.home, USER=ident.name, LOGNAME=ident.name, SHELL="/bin/bash")
         env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "/usr/bin:/bin")])
         paths = {"log": str(run / "workspace.log"), "status": str(run / "status.json"),
@@ -179,7 +181,8 @@ class TiLocalSpawner(TiSpawnerMixin, LocalProcessSpawner):
             cfg["cpus"] = limits.pick_cores(cpu, available, int(ws["id"]))
         net = None
         if bwrap and backend.own_network():
-            net = netns.start(str(run / "net"), backend.python, [self.port], self._platform_ports(env))
+            net = netns.start(str(run / "net"), backend.python, [self.port], self._platform_ports(env),
+                              outbound=backend.outbound())
             cfg["netns"] = net["netns"]
         config = str(run / "config.json")
         launcher.write_config(config, cfg)

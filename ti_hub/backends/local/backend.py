@@ -21,17 +21,15 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from typing import Any
 
-from traitlets import Bool, Dict, Float, Int, List, Unicode, default
+from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, default, validate
 
-from .. import metrics as metrics_mod
 from ..base import ExecutionBackend, InstanceStatus, JobObservation, LaunchSpec, NodeCapacity
 from ..outcome import LOST_REASON
 from ...storage import personal
 from . import devices as devices_mod
-from . import jobdir, launcher, limits, logfiles, netns, procs, sandbox, slices, sockets, userdirs
+from . import jobdir, launcher, limits, logfiles, netns, outbound, procs, sandbox, slices, sockets, userdirs
 from .runner import write_json_atomic
 
 
@@ -59,6 +57,9 @@ class LocalBackend(ExecutionBackend):
              "with NVML, grouped by model (e.g. 'A100-SXM4-80GB'); none without GPUs or driver. Devices "
              "configured on a machine without GPUs are fake (demo) devices: a job only sees their "
              "indices in CUDA_VISIBLE_DEVICES.").tag(config=True)
+    gpu_device_dir = Unicode("/dev", help="Where the NVIDIA device nodes are. A sandbox gets only the nodes of the "
+                             "GPUs its work holds (and the shared control nodes). Tests point it at fake "
+                             "nodes.").tag(config=True)
     cpu = Float(0.0, help="CPUs offered to jobs (default: os.cpu_count() times cpu_overcommit).").tag(config=True)
     cpu_overcommit = Float(
         1.0, help="With cpu unset: CPUs offered per core of this machine. Above 1, plans' CPU requests share the "
@@ -115,6 +116,13 @@ class LocalBackend(ExecutionBackend):
                                          "owns (portal.py), so that jobs cannot reach or take the host's ports "
                                          "or each other's. Needs root; without it, or when False, jobs share "
                                          "the host's network (logged at the first launch).").tag(config=True)
+    outbound_network = Enum(list(outbound.CHOICES), "auto", help="How sandboxes with a network of their own reach "
+                            "outside (pip, datasets, git): 'slirp4netns' (user-mode networking, required), 'auto' "
+                            "(slirp4netns when installed, else none), 'off' (none). Never the host's loopback or "
+                            "its own addresses; said at the first launch.").tag(config=True)
+    outbound_deny = List(Unicode(), list(outbound.DEFAULT_DENY), help="IPv4 addresses or networks that sandboxes' "
+                         "outbound traffic never reaches, besides the host's own addresses and loopback (default: "
+                         "cloud metadata services).").tag(config=True)
     log_limit_mib = Int(1024, help="Most MiB an instance may write to its log; an instance that writes more "
                                    "is stopped with that reason.").tag(config=True)
     disk_limit_gib = Float(50.0, help="Most GiB a job's own directories (work directory, every instance's "
@@ -136,11 +144,13 @@ class LocalBackend(ExecutionBackend):
         super().__init__(**kwargs)
         self._children: dict[int, subprocess.Popen] = {}  # supervisors we started: reaped, never zombies
         self._own_network: bool | None = None
+        self._outbound: dict | None = None
         self._bwrap: str | None = None
         self._bwrap_checked = False
         self._cgroups: bool | None = None
         self._hierarchy: limits.Hierarchy | None = None
         self._detected: dict[str, list[int]] | None = None
+        self._nodes: dict[int, dict] | None = None
 
     def job_dir(self, job_id: int) -> str:
         return jobdir.job_dir(self.root_dir, job_id)
@@ -155,6 +165,12 @@ class LocalBackend(ExecutionBackend):
         if self._detected is None:  # GPUs do not come and go while the service runs
             self._detected = await asyncio.to_thread(devices_mod.detect_nvidia)
         return dict(self._detected)
+
+    def gpu_binding(self, held: list[int]) -> tuple[tuple[tuple[str, str], ...], str]:
+        """Blocking: (device nodes, CUDA_VISIBLE_DEVICES) for a sandbox holding the devices ``held``."""
+        if self._nodes is None:  # configured devices: each index is its own node number
+            self._nodes = {} if self.devices else devices_mod.nvidia_nodes()
+        return devices_mod.binding(held, self._nodes, self.gpu_device_dir)
 
     async def capacity(self) -> list[NodeCapacity]:
         """One node per VC slice of this machine (slices.py): the devices VCs own, split off by assignment."""
@@ -228,12 +244,24 @@ class LocalBackend(ExecutionBackend):
         tag = hashlib.sha256(os.path.abspath(self.root_dir).encode()).hexdigest()[:8]
         return self._hierarchy.instance(f"{name}-{tag}", cpu, memory_mib).config()
 
+    @validate("outbound_deny")
+    def _check_deny(self, proposal):
+        try:
+            return outbound.check_deny(proposal["value"])
+        except ValueError as e:
+            raise TraitError(f"LocalBackend.outbound_deny: {e}") from None
+
+    def outbound(self) -> dict | None:
+        """The portals' ``outbound`` config (None: no way out); decided with ``own_network``."""
+        return self._outbound if self.own_network() else None
+
     def own_network(self) -> bool:
-        """Does each job get a network namespace (portal.py)? Root only; said once in the log."""
+        """Does each job get a network namespace (portal.py)? Root only; said once in the log, with its way out."""
         if self._own_network is None:
             self._own_network = self.network_namespaces and os.geteuid() == 0
             if self._own_network:
-                self.log.info("jobs: each gets a network namespace of its own (no outbound network)")
+                self._outbound, said = outbound.decide(self.outbound_network, self.outbound_deny)
+                self.log.info("jobs and workspaces: each gets a network namespace of its own, %s", said)
             else:
                 self.log.warning("jobs share this machine's network (%s): a job can reach and take the host's "
                                  "loopback ports", "not root" if self.network_namespaces else
@@ -273,8 +301,9 @@ class LocalBackend(ExecutionBackend):
                                  inst.devices, spec.job_id, home=ident.home, user=ident.name)
             if not bwrap:  # no sandbox: the personal directories are where they are on this machine
                 env.update({personal.ENV[m.kind]: m.source for m in spec.mounts if m.kind in personal.KINDS})
+            nodes, env["CUDA_VISIBLE_DEVICES"] = self.gpu_binding(list(inst.devices))
             box = launcher.plan([*own, *binds], tmp=jobdir.tmp_dir(ud, inst.index), shm_mib=spec.shm_mib, cwd=work,
-                                extra_read_only=self.sandbox_read_only) if bwrap else None
+                                extra_read_only=self.sandbox_read_only, devices=nodes) if bwrap else None
             cfg = launcher.config(
                 ident=ident, argv=sandbox_cmd(spec.command), env=env, cwd=work, box=box, bwrap=bwrap,
                 python=self.python, paths=p, memory_mib=memory, poll_interval=self.memory_poll_interval,
@@ -295,7 +324,7 @@ class LocalBackend(ExecutionBackend):
                       **{k: p[k] for k in ("log", "status", "child", "stop", "supervisor_log")}}
             records.append(record)
             spawns.append((p["config"], p["record"], record, jd))
-        net = netns.start(net_dir, self.python, []) if net_dir is not None else None
+        net = netns.start(net_dir, self.python, [], outbound=self.outbound()) if net_dir is not None else None
         state = {"backend": "local", "node": self.node_name or socket.gethostname(), "job_dir": jd,
                  "sandbox": "bubblewrap" if bwrap else "none",
                  "limits": self._hierarchy.name if cgroups else "poll",
@@ -502,32 +531,7 @@ class LocalBackend(ExecutionBackend):
         return await asyncio.to_thread(self._metrics_sync, state or {}, {} if self.devices else devices)
 
     def _metrics_sync(self, state: dict, devices: dict[int, list[int]]) -> list[Any]:
-        """Two /proc samples METRICS_WINDOW apart: CPU as cores busy between them, memory as summed RSS."""
-        records = state.get("instances", [])
-
-        def sample() -> dict[int, tuple[set[int], int, int]]:
-            snap = procs.snapshot()
-            out = {}
-            for rec in records:
-                sup, sup_start, pgid, child_start, _ = self._targets(rec)
-                pids = procs.job_processes(sup, sup_start, pgid, child_start, snap)
-                out[rec["index"]] = (pids, procs.cpu_ticks(pids, snap), procs.rss_bytes(pids, snap))
-            return out
-
-        started = time.monotonic()
-        first = sample()
-        time.sleep(METRICS_WINDOW)
-        window = time.monotonic() - started
-        second = sample()
-        out = []
-        for index in sorted(second):
-            pids, ticks, rss = second[index]
-            if not pids:
-                out.append(metrics_mod.InstanceMetrics(index, note="not running"))
-                continue
-            cores = metrics_mod.cpu_cores(first.get(index, (set(), ticks, 0))[1], ticks, window)
-            out.append(metrics_mod.InstanceMetrics(index, cores, rss, metrics_mod.nvml_samples(devices.get(index, []))))
-        return out
+        return procs.instance_usage(state.get("instances", []), self._targets, METRICS_WINDOW, devices)
 
     async def cleanup(self, job_id: int, state: dict[str, Any]) -> None:
         await asyncio.to_thread(jobdir.remove_scratch, state or {})

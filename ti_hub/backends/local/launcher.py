@@ -9,7 +9,6 @@ comes from a file user code can write.
 from __future__ import annotations
 
 import dataclasses
-import glob
 import os
 import subprocess
 import sys
@@ -54,15 +53,12 @@ def read_only_paths(extra: tuple[str, ...] = ()) -> tuple[str, ...]:
     return tuple(p for p in found if os.path.exists(p))
 
 
-def device_nodes(patterns: Sequence[str] = ("/dev/nvidia*", "/dev/dri")) -> tuple[str, ...]:
-    """GPU device nodes to pass into sandboxes (none on a machine without GPUs)."""
-    return tuple(p for pattern in patterns for p in sorted(glob.glob(pattern)))
-
-
 def plan(binds: Sequence[sandbox.Bind], *, tmp: str, shm_mib: int, cwd: str, extra_read_only: Sequence[str] = (),
-         devices: Sequence[str] | None = None) -> sandbox.Plan:
+         devices: Sequence[tuple[str, str]] = ()) -> sandbox.Plan:
+    """``devices``: (host path, path inside) of the device nodes of the GPUs the work holds
+    (``devices.binding``); no other device node of the machine is in the sandbox."""
     return sandbox.Plan(binds=tuple(binds), read_only=read_only_paths(tuple(extra_read_only)),
-                        entries=sandbox.root_entries(), devices=device_nodes() if devices is None else tuple(devices),
+                        entries=sandbox.root_entries(), devices=tuple((str(a), str(b)) for a, b in devices),
                         tmp=tmp, shm_mib=int(shm_mib or 0), cwd=cwd)
 
 

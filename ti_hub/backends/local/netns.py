@@ -37,14 +37,16 @@ def paths(directory: str) -> dict[str, str]:
 
 
 def start(directory: str, python: str, in_ports: list[int], out: list[tuple[int, int]] = (),
-          timeout: float = 10.0) -> dict[str, Any]:
-    """Blocking: a new namespace and its portal; returns what ``state`` records for it."""
+          timeout: float = 10.0, outbound: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Blocking: a new namespace and its portal; returns what ``state`` records for it. ``outbound``:
+    ``{"slirp": PATH, "deny": [CIDR, ...]}`` for a network out (see portal.py), None for none."""
     p = paths(directory)
     stop(p)  # whatever an earlier launch left
     userdirs.platform_dir(directory)
     with open(p["config"], "w", encoding="utf-8") as f:
         json.dump({"netns": p["netns"], "state": p["state"], "control": p["control"], "in": sorted(set(in_ports)),
-                   "out": [list(x) for x in out]}, f)
+                   "out": [list(x) for x in out], "outbound": outbound,
+                   "slirp_log": os.path.join(directory, "slirp.log")}, f)
     with open(p["log"], "ab") as log:
         proc = subprocess.Popen([python, "-I", "-S", PORTAL, p["config"]], env={}, cwd="/",
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)

@@ -13,6 +13,12 @@ they start bubblewrap), and stays as the namespace's portal:
   loopback, and no other network, is reachable from inside.
 - a control socket (``config["control"]``, in a directory only the platform enters) takes ``OPEN PORT`` (relay one
   more job port: answers ``OK HOSTPORT``) and ``EXIT``.
+- **outbound** (``config["outbound"]``, when the platform found slirp4netns): user-mode networking gives the
+  namespace a tap device, a default route and DNS, connecting out from the host's network as the platform
+  (``--disable-host-loopback``: the gateway never leads to the host's loopback). Before it starts, every address of
+  the host itself and each ``deny`` range get an unreachable route inside, which user code (no capabilities in the
+  host's user namespace) cannot remove. slirp4netns runs sandboxed (``--enable-sandbox --enable-seccomp``: its
+  own empty root, no capabilities) and exits with the portal (``--exit-fd``).
 
 It runs as root because each relayed connection out of the namespace needs a socket made in the host's namespace
 (setns to it and back, in this single-threaded process). It never parses what it relays. Standard library only,
@@ -22,18 +28,24 @@ It runs as root because each relayed connection out of the namespace needs a soc
 import asyncio
 import ctypes
 import fcntl
+import ipaddress
 import json
 import os
 import signal
 import socket
 import struct
+import subprocess
 import sys
 
-CLONE_NEWNET = 0x40000000
-MS_BIND = 4096
+CLONE_NEWNET, CLONE_NEWNS = 0x40000000, 0x00020000
+MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
 SIOCSIFFLAGS, SIOCGIFFLAGS = 0x8914, 0x8913
 IFF_UP = 0x1
 BUFFER = 1 << 16
+SLIRP_ADDRESS, SLIRP_TAP = "10.0.2.100", "tap0"
+# rtnetlink, for the unreachable routes (linux/rtnetlink.h)
+NETLINK_ROUTE, RTM_NEWROUTE, NLM_F_REQUEST, NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL = 0, 24, 1, 4, 0x400, 0x200
+RT_TABLE_MAIN, RTPROT_STATIC, RT_SCOPE_UNIVERSE, RTN_UNREACHABLE, RTA_DST, NLMSG_ERROR = 254, 4, 0, 7, 1, 2
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -59,6 +71,42 @@ def listener(port=0):
     return s
 
 
+def host_addresses(fib_trie="/proc/net/fib_trie"):
+    """The IPv4 addresses of this (the host's) network namespace: ``/32 host LOCAL`` entries of the FIB."""
+    found, last = set(), None
+    with open(fib_trie) as f:
+        for line in f:
+            words = line.split()
+            if len(words) >= 2 and words[0] in ("|--", "+--"):
+                last = words[1]
+            elif words[:3] == ["/32", "host", "LOCAL"] and last:
+                found.add(last)
+    return sorted(a for a in found if not a.startswith("127."))
+
+
+def unreachable_route(cidr):
+    """Add ``unreachable CIDR`` to the main table of this process's network namespace (rtnetlink)."""
+    net = ipaddress.ip_network(cidr, strict=False)
+    if net.version != 4:
+        return  # the namespace has no IPv6 outside (slirp4netns runs without --enable-ipv6)
+    dst = net.network_address.packed
+    rtmsg = struct.pack("BBBBBBBBI", socket.AF_INET, net.prefixlen, 0, 0, RT_TABLE_MAIN, RTPROT_STATIC,
+                        RT_SCOPE_UNIVERSE, RTN_UNREACHABLE, 0)
+    attr = struct.pack("HH", 4 + len(dst), RTA_DST) + dst
+    body = rtmsg + attr
+    msg = struct.pack("IHHII", 16 + len(body), RTM_NEWROUTE,
+                      NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL, 1, 0) + body
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_ROUTE) as s:
+        s.bind((0, 0))
+        s.send(msg)
+        answer = s.recv(65536)
+    kind = struct.unpack_from("H", answer, 4)[0]
+    if kind == NLMSG_ERROR:
+        err = -struct.unpack_from("i", answer, 16)[0]
+        if err and err != 17:  # EEXIST: the same range twice
+            raise OSError(err, f"route {cidr} unreachable: {os.strerror(err)}")
+
+
 class Portal:
     def __init__(self, cfg):
         self.cfg = cfg
@@ -67,6 +115,7 @@ class Portal:
         self.ins = {}  # job port -> host listener
         self.outs = []
         self.servers = []
+        self.slirp = None  # (process, the write end of its exit pipe)
 
     def in_host(self, make):
         """Run ``make()`` (socket creation) in the host's namespace, then come back inside."""
@@ -87,11 +136,60 @@ class Portal:
 
     def write_state(self):
         doc = {"pid": os.getpid(), "in": {str(p): s.getsockname()[1] for p, s in self.ins.items()},
-               "out": [list(x) for x in self.outs]}
+               "out": [list(x) for x in self.outs],
+               "outbound": {"via": "slirp4netns", "address": SLIRP_ADDRESS} if self.slirp else None}
         tmp = f"{self.cfg['state']}.tmp"
         with open(tmp, "w") as f:
             json.dump(doc, f)
         os.replace(tmp, self.cfg["state"])
+
+    def start_outbound(self, out, host, timeout=10.0):
+        """Routes first (nothing leaves before they hold), then slirp4netns in the host's namespace, attached to
+        this one by its pinned path; returns once it says the tap device is configured."""
+        for cidr in [*host, *out.get("deny", [])]:
+            unreachable_route(cidr if "/" in cidr else cidr + "/32")
+        ready_r, ready_w = os.pipe()
+        exit_r, exit_w = os.pipe()
+        os.set_inheritable(ready_w, True)
+        os.set_inheritable(exit_r, True)
+        host_ns = self.host_ns
+
+        def to_host():  # in the child, before exec: slirp4netns connects out from the host's network
+            check(_libc.setns(host_ns, CLONE_NEWNET), "setns to the host")
+            # ... from a private copy of the mounts: its sandbox unmounts the old root, which would otherwise
+            # propagate through shared mounts and unpin every namespace under the host's /run/netns
+            check(_libc.unshare(CLONE_NEWNS), "unshare the mounts")
+            check(_libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make the mounts private")
+
+        argv = [out["slirp"], "--configure", "--mtu=65520", "--disable-host-loopback", "--enable-sandbox",
+                "--enable-seccomp", f"--ready-fd={ready_w}", f"--exit-fd={exit_r}", "--netns-type=path",
+                self.cfg["netns"], SLIRP_TAP]
+        log = open(self.cfg.get("slirp_log", os.devnull), "ab")
+        try:
+            proc = subprocess.Popen(argv, env={}, cwd="/", stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                    pass_fds=(ready_w, exit_r), preexec_fn=to_host)
+        finally:
+            log.close()
+            os.close(ready_w)
+            os.close(exit_r)
+        self.slirp = (proc, exit_w)
+        try:
+            import select
+            ready, _, _ = select.select([ready_r], [], [], timeout)
+            if not ready or os.read(ready_r, 1) != b"1":
+                raise OSError(0, f"slirp4netns did not configure the network (exit {proc.poll()})")
+        finally:
+            os.close(ready_r)
+
+    def stop_outbound(self):
+        if self.slirp:
+            proc, exit_w = self.slirp
+            os.close(exit_w)  # slirp4netns exits when this end closes (and when the portal dies)
+            try:
+                proc.wait(2)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
     async def open_in(self, port):
         if port not in self.ins:
@@ -149,7 +247,11 @@ class Portal:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stop.set)
+        out = self.cfg.get("outbound")
+        host = host_addresses() if out else []  # read while still in the host's namespace
         self.enter_new_namespace()
+        if out:
+            self.start_outbound(out, host)
         for port in self.cfg.get("in", []):
             await self.open_in(int(port))
         for inside, host in self.cfg.get("out", []):
@@ -173,6 +275,7 @@ class Portal:
         watch.cancel()
         for s in self.servers:
             s.close()
+        self.stop_outbound()
         # nothing runs in the namespace any more: unpin it (the platform's stop does the same, idempotently)
         _libc.umount2(self.cfg["netns"].encode(), 2)
 

@@ -8,7 +8,12 @@ Zombies count as gone: their work is over, only their parent has not collected t
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+from .. import metrics as metrics_mod
 
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -178,3 +183,33 @@ def mem_total_mib() -> int:
         pass
     return 0
 
+
+
+def instance_usage(records: list[dict], targets: Callable[[dict], tuple], window: float,
+                   devices: dict[int, list[int]]) -> list[Any]:
+    """Blocking: two /proc samples ``window`` seconds apart, one ``InstanceMetrics`` per instance record: CPU as
+    cores busy between them, memory as summed RSS. ``targets(record)``: (supervisor, its start, the child's
+    process group, the child's start, ...) as the backend reads a record."""
+    def sample() -> dict[int, tuple[set[int], int, int]]:
+        snap = snapshot()
+        out = {}
+        for rec in records:
+            sup, sup_start, pgid, child_start, _ = targets(rec)
+            pids = job_processes(sup, sup_start, pgid, child_start, snap)
+            out[rec["index"]] = (pids, cpu_ticks(pids, snap), rss_bytes(pids, snap))
+        return out
+
+    started = time.monotonic()
+    first = sample()
+    time.sleep(window)
+    elapsed = time.monotonic() - started
+    second = sample()
+    usage = []
+    for index in sorted(second):
+        pids, ticks, rss = second[index]
+        if not pids:
+            usage.append(metrics_mod.InstanceMetrics(index, note="not running"))
+            continue
+        cores = metrics_mod.cpu_cores(first.get(index, (set(), ticks, 0))[1], ticks, elapsed)
+        usage.append(metrics_mod.InstanceMetrics(index, cores, rss, metrics_mod.nvml_samples(devices.get(index, []))))
+    return usage

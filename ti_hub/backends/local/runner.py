@@ -193,7 +193,8 @@ class Supervisor:
         plan = box["plan"]
         plan = sandbox.Plan(binds=tuple(sandbox.Bind(**b) for b in plan["binds"]),
                             read_only=tuple(plan["read_only"]), entries=tuple(tuple(e) for e in plan["entries"]),
-                            devices=tuple(plan["devices"]), tmp=plan["tmp"], shm_mib=plan["shm_mib"],
+                            devices=tuple((d, d) if isinstance(d, str) else tuple(d)  # str: a config before pairs
+                                          for d in plan["devices"]), tmp=plan["tmp"], shm_mib=plan["shm_mib"],
                             cwd=plan["cwd"], extra=tuple(plan.get("extra", ())))
         fds = [spec_fd]
         passwd_fd = group_fd = None

@@ -3,9 +3,9 @@
 What user code sees (bubblewrap builds it; nothing here touches the system):
 
 - the host's system directories (``/usr``, ``/etc``, ``/lib*``, ``/opt``, ...), the Python environment TiHub
-  runs from and TiHub's own package, all **read-only**; ``/sys`` read-only; a minimal ``/dev`` (plus the GPU
-  device nodes it was given) and a private ``/proc`` of its own **pid namespace**, so no other process of the
-  machine can be seen, read (``/proc/PID/environ``) or signalled;
+  runs from and TiHub's own package, all **read-only**; ``/sys`` read-only; a minimal ``/dev`` (plus the
+  device nodes of the GPUs its work holds, and no other's) and a private ``/proc`` of its own **pid
+  namespace**, so no other process of the machine can be seen, read (``/proc/PID/environ``) or signalled;
 - read-write only: its own directories (a job's work directory, the instance's ``/tmp``), the owner's home,
   work directory (``/mnt/NAME``) and archive directory (``/archives/NAME``), and the volumes it mounted —
   read-only mounts are read-only bind mounts;
@@ -64,7 +64,7 @@ class Plan:
     binds: tuple[Bind, ...]  # read-write or read-only user directories: home, work, tmp, volumes
     read_only: tuple[str, ...] = ()  # more host paths shown read-only at the same place (Python, TiHub)
     entries: tuple[tuple[str, str | None], ...] = ()  # the host's top-level entries (``root_entries()``)
-    devices: tuple[str, ...] = ()  # device nodes to pass through (/dev/nvidia0, /dev/nvidiactl, ...)
+    devices: tuple[tuple[str, str], ...] = ()  # (host node, path inside): the held GPUs' (/dev/nvidia0, ...)
     tmp: str = ""  # host directory shown at /tmp and /var/tmp (empty: a tmpfs)
     shm_mib: int = 64
     cwd: str = "/"
@@ -169,8 +169,8 @@ def bwrap_argv(bwrap: str, plan: Plan, *, privileged: bool, python: str, spec_fd
     for parent in parents_to_make(targets, system):
         argv += ["--perms", "0755", "--dir", parent]
     argv += ["--ro-bind-try", "/sys", "/sys", "--dev", "/dev", "--proc", "/proc"]
-    for dev in plan.devices:
-        argv += ["--dev-bind", dev, dev]
+    for host, inside in plan.devices:
+        argv += ["--dev-bind", host, inside]
     # shared memory and a memory-backed /tmp are for everyone in the sandbox (mode 1777, like the host's)
     if plan.shm_mib and plan.shm_mib > 0:
         argv += ["--size", str(int(plan.shm_mib) * 1024 * 1024)]
