@@ -1,12 +1,17 @@
 """Issue 30: what a job's network of its own costs its endpoint, against jobs on the host's network, in one run.
 
-    python benchmarks/bench_endpoint_proxy.py [--requests 400] [--rounds 3] [--out results/endpoint-proxy.json]
+    python benchmarks/bench_endpoint_proxy.py [--target endpoint|tensorboard] [--requests 400] [--rounds 3]
+        [--out results/endpoint-proxy.json]
 
 Two platforms from this checkout, run as root: one with ``LocalBackend.network_namespaces`` (the default: the
 proxy reaches the job through its portal, backends/local/portal.py), one without (the job on the host's network,
 the proxy checking who holds the port). Each runs one job that serves a 2 KiB page on a declared port; the
 owner GETs it through ``/services/ti/endpoints/JOB/0/PORT/`` one request at a time, ``--requests`` per round,
 the two platforms alternating round by round. Reports p50 and p99 per side and the ratio (target <= 1.2).
+
+``--target tensorboard``: the same for the TensorBoard the platform starts for a job's log directory (its own
+namespace, reached through its portal, against one on the host's loopback): GETs of ``data/runs`` through
+``/services/ti/endpoints/JOB/tensorboard/KEY/``.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ SERVE = ("python3 -c \"import http.server as h\nclass H(h.BaseHTTPRequestHandler
          "print('up', flush=True); h.ThreadingHTTPServer(('127.0.0.1', {port}), H).serve_forever()\"")
 
 
-def platform(tmp: Path, name: str, own_network: bool):
+def platform(tmp: Path, name: str, own_network: bool, target: str = "endpoint"):
     data = tmp / name / "data"
     data.mkdir(parents=True)
     config = tmp / name / "jupyterhub_config.py"
@@ -41,11 +46,20 @@ def platform(tmp: Path, name: str, own_network: bool):
     admin = hub.login(ADMIN, ADMIN_PASSWORD)
     admin.ok("POST", "/plans", json={"name": "bench-ep", "kinds": ["single"], "device_type": "cpu",
                                      "device_count": 0, "cpu": 1, "memory_mib": 512})
-    port = 40000 + (7 if own_network else 8)
-    job = admin.ok("POST", "/jobs", json={"name": "ep-bench", "plan": "bench-ep", "image": "python-cpu",
-                                          "command": SERVE.format(port=port), "ports": [port]})
-    admin.wait_job(job["id"], states=("running",), timeout=120)
-    url = f"{hub.url}/services/ti/endpoints/{job['id']}/0/{port}/"
+    if target == "tensorboard":
+        admin.ok("POST", "/volumes", json={"name": "tb-bench", "kind": "filesystem", "capacity_gib": 1})
+        job = admin.ok("POST", "/jobs", json={"name": "tb-bench", "plan": "bench-ep", "image": "python-cpu",
+                                              "command": "mkdir -p /mnt/out/tb && echo made > /mnt/out/tb/x",
+                                              "volumes": [{"volume": "tb-bench", "mount_path": "/mnt/out"}]})
+        admin.wait_job(job["id"], timeout=120)
+        tb = admin.ok("POST", f"/jobs/{job['id']}/tensorboard", json={"logdir": "/mnt/out/tb"})
+        url = f"{hub.url}{tb['url']}data/runs"
+    else:
+        port = 40000 + (7 if own_network else 8)
+        job = admin.ok("POST", "/jobs", json={"name": "ep-bench", "plan": "bench-ep", "image": "python-cpu",
+                                              "command": SERVE.format(port=port), "ports": [port]})
+        admin.wait_job(job["id"], states=("running",), timeout=120)
+        url = f"{hub.url}/services/ti/endpoints/{job['id']}/0/{port}/"
     deadline = time.monotonic() + 60
     while admin.http.get(url, timeout=10).status_code != 200:
         if time.monotonic() > deadline:
@@ -60,7 +74,7 @@ def round_ms(admin, url: str, n: int) -> list[float]:
         t0 = time.perf_counter()
         r = admin.http.get(url, timeout=30)
         out.append((time.perf_counter() - t0) * 1000)
-        assert r.status_code == 200 and len(r.content) == 2048, r.status_code
+        assert r.status_code == 200 and r.content, r.status_code
     return out
 
 
@@ -71,14 +85,16 @@ def pct(values: list[float], q: float) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--target", choices=("endpoint", "tensorboard"), default="endpoint",
+                    help="a job's own server (a 2 KiB page), or the TensorBoard the platform starts for a job")
     ap.add_argument("--requests", type=int, default=400, help="requests per round and side")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", default=str(HERE / "results" / "endpoint-proxy.json"))
     args = ap.parse_args()
     # a job's namespace stays pinned until its portal sees it empty: leave what cannot be removed yet
     with tempfile.TemporaryDirectory(prefix="ti-bench-ep-", dir="/var/tmp", ignore_cleanup_errors=True) as tmp:
-        sides = {"host_network": platform(Path(tmp), "host", False),
-                 "own_network": platform(Path(tmp), "own", True)}
+        sides = {"host_network": platform(Path(tmp), "host", False, args.target),
+                 "own_network": platform(Path(tmp), "own", True, args.target)}
         try:
             times: dict[str, list[float]] = {k: [] for k in sides}
             for r in range(args.rounds):
@@ -91,7 +107,9 @@ def main() -> None:
         finally:
             for proc, _admin, _url in sides.values():
                 stop_hub(proc)  # the platform and its jobs
-    res = {"what": "GET of a job's 2 KiB page through the endpoint proxy, one at a time", "machine": machine_info(),
+    what = ("GET of a job's 2 KiB page through the endpoint proxy" if args.target == "endpoint" else
+            "GET of data/runs of a job's TensorBoard through the endpoint proxy")
+    res = {"what": what + ", one at a time", "machine": machine_info(),
            "load_after": loadavg(), "settings": vars(args)}
     for side, ms in times.items():
         res[side] = {"n": len(ms), "p50_ms": round(statistics.median(ms), 2), "p99_ms": round(pct(ms, 0.99), 2)}
