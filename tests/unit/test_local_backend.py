@@ -534,8 +534,11 @@ async def test_without_kernel_limits_the_backend_says_so(tmp_path):
     b = LocalBackend(root_dir=str(tmp_path), use_cgroups=False)
     assert not b.cgroups_usable() and b.instance_cgroup("job-1-0", 1, 100) is None
     assert "best effort" in b.limits_note and "every 1 s" in b.limits_note
-    on = LocalBackend(root_dir=str(tmp_path))
-    if on.cgroups_usable():
+    off = LocalBackend(root_dir=str(tmp_path), outbound_network="off")
+    if off.own_network():  # root: a network of its own, and without a way out the plans page says so
+        assert "no outbound network" in off.limits_note
+    on = LocalBackend(root_dir=str(tmp_path), outbound_network="auto")
+    if on.cgroups_usable() and on.outbound():
         assert on.limits_note is None
         name = os.path.basename(limits.Cgroup.from_config(on.instance_cgroup("job-1-0", 1, 0)).paths[0])
         other = LocalBackend(root_dir=str(tmp_path / "other")).instance_cgroup("job-1-0", 1, 0)

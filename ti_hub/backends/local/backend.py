@@ -229,11 +229,18 @@ class LocalBackend(ExecutionBackend):
 
     @property
     def limits_note(self) -> str | None:  # type: ignore[override]
-        if self.cgroups_usable():
-            return None
-        return (f"CPU and memory limits are best effort on this machine: the kernel does not enforce them (TiHub "
-                f"has no cgroups it may write). Memory is checked every {self.memory_poll_interval:g} s, so a fast "
-                f"allocation can pass its limit until then, and CPU is only pinned to whole cores.")
+        """What the plans page says the platform does not enforce here; read at the service's start, so that
+        the log says then how CPU, memory and the network are limited."""
+        notes = []
+        if not self.cgroups_usable():
+            notes.append(f"CPU and memory limits are best effort on this machine: the kernel does not enforce them "
+                         f"(TiHub has no cgroups it may write). Memory is checked every "
+                         f"{self.memory_poll_interval:g} s, so a fast allocation can pass its limit until then, and "
+                         f"CPU is only pinned to whole cores.")
+        if self.own_network() and self._outbound is None:
+            notes.append("Jobs and workspaces have no outbound network here (no pip install, no downloads): "
+                         "see the service's log for why.")
+        return " ".join(notes) or None
 
     def instance_cgroup(self, name: str, cpu: float, memory_mib: int) -> dict | None:
         """The supervisor's ``cgroup`` config for the instance ``name`` (``job-<id>-<i>``); None without cgroups.
