@@ -115,11 +115,11 @@ class LocalBackend(ExecutionBackend):
                                          "it): only its loopback, reached by the platform through a portal it "
                                          "owns (portal.py), so that jobs cannot reach or take the host's ports "
                                          "or each other's. Needs root; without it, or when False, jobs share "
-                                         "the host's network (logged at the first launch).").tag(config=True)
+                                         "the host's network (logged when the service starts).").tag(config=True)
     outbound_network = Enum(list(outbound.CHOICES), "auto", help="How sandboxes with a network of their own reach "
                             "outside (pip, datasets, git): 'slirp4netns' (user-mode networking, required), 'auto' "
                             "(slirp4netns when installed, else none), 'off' (none). Never the host's loopback or "
-                            "its own addresses; said at the first launch.").tag(config=True)
+                            "its own addresses; said when the service starts.").tag(config=True)
     outbound_deny = List(Unicode(), list(outbound.DEFAULT_DENY), help="IPv4 addresses or networks that sandboxes' "
                          "outbound traffic never reaches, besides the host's own addresses and loopback (default: "
                          "cloud metadata services).").tag(config=True)

@@ -35,7 +35,7 @@ def check_deny(values: Sequence[str]) -> list[str]:
 
 def decide(setting: str, deny: Sequence[str], which: Callable[[str], str | None] = shutil.which
            ) -> tuple[dict[str, Any] | None, str]:
-    """(the portal's ``outbound`` config or None, the sentence the platform logs at its first launch).
+    """(the portal's ``outbound`` config or None, the sentence the platform logs when it starts).
 
     ``auto``: slirp4netns when installed, else none. ``slirp4netns``: required; raises RuntimeError without it
     (each launch fails saying so). ``off``: none."""
