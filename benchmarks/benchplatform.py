@@ -117,6 +117,8 @@ def stop_tree(proc: subprocess.Popen) -> None:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+    # its volumes' and work directories' file systems (ti_hub/storage/loopfs.py), before anyone removes the data
+    hubproc.unmount_under(proc.args[proc.args.index("--data-dir") + 1])
 
 
 class _ServiceWatch:

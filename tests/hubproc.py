@@ -85,7 +85,26 @@ def terminate_group(proc: subprocess.Popen, grace: float = 20) -> None:
             pass
 
 
-def stop_hub(proc: subprocess.Popen) -> None:
+def unmount_under(data: str | Path) -> list[str]:
+    """Unmount (lazily) every mount under ``data``: a hub's volume and work-directory file systems outlive its
+    stop (storage/loopfs.py), and its jobs' pinned network namespaces may too. Their loop devices detach
+    themselves once the last user is gone (autoclear). Returns the mount points."""
+    from ti_hub.storage.loopfs import MNT_DETACH, mount_sources, umount
+
+    prefix = os.path.realpath(data).rstrip("/") + "/"
+    with open("/proc/self/mountinfo") as f:
+        points = sorted((p for p in mount_sources(f.read()) if p.startswith(prefix)), key=len, reverse=True)
+    for point in points:
+        try:
+            umount(point, MNT_DETACH)
+        except OSError:
+            pass
+    return points
+
+
+def stop_hub(proc: subprocess.Popen, unmount: bool = True) -> None:
+    """Stop a test hub and what it started; ``unmount``: its mounts too (a real stop leaves them for the next
+    start, and so does ``unmount=False``)."""
     terminate_group(proc)
     # workspaces and job supervisors run in sessions of their own: end whatever works inside this data dir
     data = proc.args[proc.args.index("--data-dir") + 1]
@@ -101,6 +120,8 @@ def stop_hub(proc: subprocess.Popen) -> None:
                 os.kill(int(pid_dir.name), signal.SIGKILL)
             except ProcessLookupError:
                 pass
+    if unmount:
+        unmount_under(data)
 
 
 def readings_config(path: Path, devices: int = 2) -> str:

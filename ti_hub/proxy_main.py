@@ -54,6 +54,30 @@ def keep_escaped_slashes() -> None:
     ProxyHandler.get_target_url = get_target_url
 
 
+# methods configurable-http-proxy (node) forwards like any other and its Python port answers itself, with a 405 that
+# names no allowed method (tornado's default): forwarded here too, so the target says what the path allows (the
+# ti service: a 405 with Allow)
+FORWARDED_TOO = ("TRACE", "QUERY")
+
+
+def forward_every_known_method() -> None:
+    """TRACE and QUERY reach the target; a method no one knows is the proxy's 501 (RFC 9110 15.6.2), not a 405
+    without the Allow header that a 405 must carry."""
+    from configurable_http_proxy.handlers import ProxyHandler
+
+    ProxyHandler.SUPPORTED_METHODS = (*ProxyHandler.SUPPORTED_METHODS, *FORWARDED_TOO)
+    ProxyHandler.trace = ProxyHandler.query = ProxyHandler._proxy_method
+    original = ProxyHandler.write_error
+
+    def write_error(self, status_code, **kwargs):
+        if status_code == 405 and self.request.method not in self.SUPPORTED_METHODS:
+            status_code = 501
+            self.set_status(status_code)
+        return original(self, status_code, **kwargs)
+
+    ProxyHandler.write_error = write_error
+
+
 def main() -> None:
     max_clients = int(os.environ.get("TI_HUB_PROXY_MAX_CLIENTS", DEFAULT_MAX_CLIENTS))
     AsyncHTTPClient.configure(None, max_clients=max_clients, defaults={
@@ -63,6 +87,7 @@ def main() -> None:
 
     accesslog.install()
     keep_escaped_slashes()
+    forward_every_known_method()
     from configurable_http_proxy.cli import main as chp
 
     sys.argv[0] = "configurable-http-proxy"

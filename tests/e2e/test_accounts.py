@@ -80,14 +80,14 @@ def test_browser_reaches_the_service_through_hub_oauth(hub, new_user):
 
 def test_an_rdma_plan_is_refused_where_nothing_gives_rdma(hub):
     """The embedded platform runs jobs as local processes: a plan's rdma would do nothing there, so it is refused
-    (on Kubernetes, each pod of such a plan asks for the RDMA device resource)."""
+    (on Kubernetes, each pod of such a plan asks for the RDMA device resource): 409, the platform decides."""
     r = hub.admin.api("POST", "/plans", json={"name": "ib-8", "kinds": ["single"], "cpu": 1, "memory_mib": 512,
                                               "rdma": True})
-    assert r.status_code == 400 and r.json()["field"] == "rdma" and "no RDMA devices" in r.json()["detail"], r.text
+    assert r.status_code == 409 and r.json()["field"] == "rdma" and "no RDMA devices" in r.json()["detail"], r.text
     assert not any(p["name"] == "ib-8" for p in hub.admin.ok("GET", "/plans?all=1")["items"])
     plan = hub.admin.ok("POST", "/plans", json={"name": "no-ib", "kinds": ["single"], "cpu": 1, "memory_mib": 512,
                                                 "rdma": False})
     r = hub.admin.api("PATCH", f"/plans/{plan['id']}", json={"rdma": True})
-    assert r.status_code == 400 and r.json()["field"] == "rdma", r.text
+    assert r.status_code == 409 and r.json()["field"] == "rdma", r.text
     assert next(p for p in hub.admin.ok("GET", "/plans?all=1")["items"] if p["id"] == plan["id"])["rdma"] is False
     hub.admin.ok("DELETE", f"/plans/{plan['id']}")

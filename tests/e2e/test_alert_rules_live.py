@@ -182,13 +182,13 @@ def test_built_in_job_rules_are_managed_with_the_others_and_followed_without_a_r
     over, wait, idle = rules["job-overrun"], rules["job-wait"], rules["workspace-idle"]
     assert (over["builtin"], over["enabled"], over["threshold"]) == (True, True, 0.0)
     assert (wait["threshold"], idle["enabled"], idle["grace"]) == (60.0, False, 1800)
-    # refusals name the field and why; nothing changes
+    # refusals name the field and why (409: the same change suits another rule); nothing changes
     r = admin.api("PATCH", f"/alert-rules/{wait['id']}", json={"op": "<"})
-    assert r.status_code == 400 and r.json()["field"] == "op" and "built-in rule job-wait" in r.json()["detail"]
+    assert r.status_code == 409 and r.json()["field"] == "op" and "built-in rule job-wait" in r.json()["detail"]
     r = admin.api("PATCH", f"/alert-rules/{over['id']}", json={"cordon": True})
-    assert r.status_code == 400 and r.json()["field"] == "cordon"
+    assert r.status_code == 409 and r.json()["field"] == "cordon"
     r = admin.api("PATCH", f"/alert-rules/{idle['id']}", json={"threshold": 150})
-    assert r.status_code == 400 and r.json()["field"] == "threshold" and "percent" in r.json()["detail"]
+    assert r.status_code == 409 and r.json()["field"] == "threshold" and "percent" in r.json()["detail"]
     r = admin.api("POST", "/alert-rules", json={"name": "wait2", "metric": "job_wait", "op": ">", "threshold": 1})
     assert r.status_code == 409 and r.json()["field"] == "metric" and "built in" in r.json()["detail"]
     r = admin.api("DELETE", f"/alert-rules/{over['id']}")

@@ -134,14 +134,15 @@ def test_a_bulk_grant_is_all_or_nothing(hub, new_user):
     role = unique("bulk")
     admin.ok("POST", "/roles", json={"name": role, "permissions": ["vc:view"]})
     a, b = new_user("bulka"), new_user("bulkb")
-    for rows, field in (([{"role": role, "user": a.name}, {"role": "no-such-role", "user": b.name}], "grants[1].role"),
-                        ([{"role": role, "user": a.name}, {"role": role, "user": "nobody-here"}], "grants[1].user"),
-                        ([{"role": role, "user": a.name}, {"role": role, "group": "no-such-group"}],
-                         "grants[1].group"),
-                        ([{"role": role, "user": a.name}, {"role": role}], "grants[1].user"),
-                        ([{"role": role, "user": a.name, "colour": "red"}], "grants[0].colour")):
+    # what does not exist: 404; bad input: 400
+    for rows, field, status in (
+            ([{"role": role, "user": a.name}, {"role": "no-such-role", "user": b.name}], "grants[1].role", 404),
+            ([{"role": role, "user": a.name}, {"role": role, "user": "nobody-here"}], "grants[1].user", 404),
+            ([{"role": role, "user": a.name}, {"role": role, "group": "no-such-group"}], "grants[1].group", 404),
+            ([{"role": role, "user": a.name}, {"role": role}], "grants[1].user", 400),
+            ([{"role": role, "user": a.name, "colour": "red"}], "grants[0].colour", 400)):
         r = admin.api("POST", "/grants", json={"grants": rows})
-        assert r.status_code == 400 and r.json()["field"] == field, r.text
+        assert r.status_code == status and r.json()["field"] == field, r.text
     assert admin.ok("GET", "/grants", params={"role": role})["total"] == 0  # nothing stored
     out = admin.ti("role", "grant", role, "--user", a.name, "--user", "nobody-here")
     assert out.returncode == 1 and "grants[1].user" in out.stderr

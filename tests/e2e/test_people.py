@@ -52,13 +52,14 @@ def test_admin_creates_a_user_who_logs_in_at_once(hub, new_user):
     assert admin.ok("GET", f"/users/{name}")["nickname"] == "Ann"
     assert any(x["name"] == name for x in admin.ok("GET", "/users", params={"limit": "500"})["items"])
 
-    # bad input: 4xx naming the field, nobody created
+    # bad input: 4xx naming the field (a group that does not exist: 404), nobody created
     for body, field in (({"email": "not-an-address"}, "email"), ({"phone": "call me"}, "phone"),
                         ({"nickname": "x" * 64}, "nickname"), ({"password": "short"}, "password"),
+                        ({"password": "\u00e9" * 19}, "password"),  # past 72 bytes: more than bcrypt reads
                         ({"name": "Bad Name"}, "name"), ({"groups": ["no-such-group"]}, "groups")):
         data = {"name": fresh("ppbad"), "password": "long-enough-123", **body}
         r = admin.api("POST", "/users", json=data)
-        assert r.status_code == 400 and r.json()["field"] == field, (body, r.text)
+        assert r.status_code == (404 if field == "groups" else 400) and r.json()["field"] == field, (body, r.text)
         if field != "name":
             assert admin.api("GET", f"/users/{data['name']}").status_code == 404
     r = admin.api("POST", "/users", json={"name": name, "password": "long-enough-123"})
@@ -267,9 +268,9 @@ def test_csv_import_is_all_or_nothing_with_a_report_per_row(hub, tmp_path):
     assert hub.login(b, "pass-b-12345")
     assert admin.ok("GET", f"/users/{a}")["groups"] == [team]
     assert admin.ok("GET", f"/groups/{team}")["users"] == [a]
-    # the same file again: every row exists now, nothing happens
+    # the same file again: every row exists now (409), nothing happens
     r = admin.api("POST", "/user-imports", json={"csv": good})
-    assert r.status_code == 400 and [x["status"] for x in r.json()["rows"]] == ["refused", "refused"]
+    assert r.status_code == 409 and [x["status"] for x in r.json()["rows"]] == ["refused", "refused"]
     r = admin.api("POST", "/user-imports", json={"csv": "name,secret\nx,y\n"})
     assert r.status_code == 400 and r.json()["field"] == "csv"
 
@@ -290,7 +291,7 @@ def test_groups_create_rename_delete_and_members_in_bulk(hub, new_user):
 
     # members in bulk: all or nothing
     r = admin.api("POST", f"/groups/{g}/add", json={"users": [owner.name, "nobody-here-x"]})
-    assert r.status_code == 400 and r.json()["field"] == "users[1]" and "nobody-here-x" in r.json()["detail"]
+    assert r.status_code == 404 and r.json()["field"] == "users[1]" and "nobody-here-x" in r.json()["detail"]
     assert admin.ok("GET", f"/groups/{g}")["users"] == [member.name]
     r = ti(admin, "group", "add", g, owner.name, "nobody-here-x")
     assert r.returncode == 1 and "nobody-here-x" in r.stderr

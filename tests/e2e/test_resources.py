@@ -74,9 +74,10 @@ def test_volume_browsing_stays_inside_the_volume(hub, new_user):
     (vdir / "escape").symlink_to("/etc")
     listing = u.ok("GET", f"/volumes/{vol['id']}/files", params={"path": "sub"})
     assert [(e["name"], e["size"]) for e in listing["entries"]] == [("a.txt", 5)]
-    for bad in ("../..", "sub/../../..", "escape/passwd"):
+    # '..' is bad input (400); through a link is what the volume holds refusing it (409)
+    for bad, status in (("../..", 400), ("sub/../../..", 400), ("escape/passwd", 409)):
         r = u.api("GET", f"/volumes/{vol['id']}/files", params={"path": bad})
-        assert r.status_code == 400 and r.json()["field"] == "path", bad
+        assert r.status_code == status and r.json()["field"] == "path", bad
     # a link is shown as what it is, never listed through
     assert u.ok("GET", f"/volumes/{vol['id']}/files", params={"path": "escape"}) == {
         "path": "escape", "type": "link", "size": 4, "entries": []}

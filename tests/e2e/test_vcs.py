@@ -70,9 +70,9 @@ def test_two_vcs_access_caps_refusals_drain_rename_delete(vhub):
     r = admin.api("POST", "/vcs", json={"name": "vc-bad", "caps": {"demo-gpu": -1}})
     assert r.status_code == 400 and r.json()["field"] == "caps.demo-gpu"
 
-    # machines: one device each; a bad device names the field
+    # machines: one device each; a device the machine does not have is named (404)
     r = admin.api("POST", "/vcs/vc-a/machines", json={"node": host, "device_type": "demo-gpu", "devices": [7]})
-    assert r.status_code == 400 and r.json()["field"] == "devices"
+    assert r.status_code == 404 and r.json()["field"] == "devices"
     a = admin.ok("POST", "/vcs/vc-a/machines", json={"node": host, "device_type": "demo-gpu", "devices": [1]})
     assert [(x["device_type"], x["device"]) for x in a["machines"]] == [("demo-gpu", 1)]
     ti_ok(admin, "vc", "assign", "vc-b", "--node", host, "--device-type", "demo-gpu", "--devices", "2")

@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 from ti_hub import scopes as S
 from ti_hub.db import models as m
 from ti_hub.domain.actor import Actor
-from ti_hub.domain.errors import Conflict, QuotaExceeded, TiError, ValidationError
+from ti_hub.domain.errors import Conflict, NotFound, QuotaExceeded, TiError, ValidationError
 from ti_hub.ops import jobs, plans, quotas, templates, volumes, workspaces
 
 ADMIN = Actor("root1", frozenset(S.ADMIN_SCOPES))
@@ -80,9 +80,11 @@ def test_bad_submissions_name_the_field_and_store_nothing(seeded, settings, patc
     assert count_jobs(seeded) == 0
 
 
-@pytest.mark.parametrize("ref", ["\u00b2", "9" * 20, 2**64, 0, "bad name!"])
-def test_job_references_outside_the_id_range_are_refused_not_crashed(seeded, ref):
-    with pytest.raises(ValidationError) as err, seeded.begin() as s:
+@pytest.mark.parametrize("ref,error", [("\u00b2", ValidationError), ("9" * 20, NotFound), (2**64, ValidationError),
+                                       (0, ValidationError), ("0", NotFound), ("bad name!", ValidationError)])
+def test_job_references_outside_the_id_range_are_refused_not_crashed(seeded, ref, error):
+    # digits that are no id name no job (404: the API document allows them in a URL); other numbers are bad input
+    with pytest.raises(error) as err, seeded.begin() as s:
         jobs.show(s, user("alice"), ref)
     assert err.value.field == "id"
 
@@ -223,7 +225,7 @@ def test_finished_jobs_release_quota_at_once(seeded, settings):
 def test_storage_quota_and_sharing_rules(seeded, settings, tmp_path):
     from ti_hub.storage.local import LocalVolumeDriver
 
-    driver = LocalVolumeDriver(root_dir=str(tmp_path))
+    driver = LocalVolumeDriver(root_dir=str(tmp_path), disk_limits="off")
     alice, bob = user("alice"), user("bob", groups=["team-a"])
     with seeded.begin() as s:
         quotas.set_quota(s, ADMIN, {"user": "alice", "kind": "block", "capacity_gib": 10})
@@ -238,7 +240,7 @@ def test_storage_quota_and_sharing_rules(seeded, settings, tmp_path):
         volumes.share(s, alice, "blockvol", {"group": "team-a", "mode": "ro"})
         vol = volumes.find(s, bob, "alice/blockvol")
         assert volumes.access_mode(vol, bob) == "ro"
-    with pytest.raises(ValidationError) as err, seeded.begin() as s:
+    with pytest.raises(Conflict) as err, seeded.begin() as s:  # how it is shared decides: 409
         jobs.submit(s, bob, job("writes-shared", volumes=[{"volume": "alice/blockvol", "mount_path": "/mnt/b",
                                                            "read_only": False}]), settings)
     assert "read-only" in err.value.detail
@@ -246,7 +248,7 @@ def test_storage_quota_and_sharing_rules(seeded, settings, tmp_path):
         jobs.submit(s, alice, job("escape-path", volumes=[{"volume": "blockvol", "mount_path": "/mnt/../etc"}]),
                     settings)
     assert err.value.field == "volumes[0].mount_path"
-    with pytest.raises(ValidationError) as err, seeded.begin() as s:
+    with pytest.raises(Conflict) as err, seeded.begin() as s:
         jobs.submit(s, alice, job("two-writers", kind="distributed", workers=2,
                                   volumes=[{"volume": "blockvol", "mount_path": "/mnt/b"}]), settings)
     assert "one instance" in err.value.detail
@@ -274,14 +276,14 @@ def test_a_volume_of_a_cluster_places_the_work_that_mounts_it(seeded, settings, 
     from ti_hub.ops import jobspec
     from ti_hub.storage.local import LocalVolumeDriver
 
-    driver = LocalVolumeDriver(root_dir=str(tmp_path))
+    driver = LocalVolumeDriver(root_dir=str(tmp_path), disk_limits="off")
     settings.nodes.append(NodeCapacity("farm1", "farm", {}, 8.0, 16384))
     alice = user("alice")
     with seeded.begin() as s:
         plans.create(s, ADMIN, {"name": "farm-cpu", "kinds": ["single", "workspace"], "device_type": "cpu",
                                 "device_count": 0, "cpu": 1, "memory_mib": 1024, "pool": "farm"},
                      settings.device_rules)
-    with pytest.raises(ValidationError) as err, seeded.begin() as s:
+    with pytest.raises(NotFound) as err, seeded.begin() as s:  # no such pool: 404
         volumes.create(s, alice, {"name": "nowhere-vol", "kind": "block", "capacity_gib": 1, "cluster": "mars"},
                        driver, {"block": 10})
     assert err.value.field == "cluster" and "default, farm" in err.value.detail
@@ -291,11 +293,11 @@ def test_a_volume_of_a_cluster_places_the_work_that_mounts_it(seeded, settings, 
         assert volumes.create(s, alice, {"name": "any-data", "kind": "block", "capacity_gib": 1}, driver,
                               {"block": 10})["cluster"] == ""
     mount = [{"volume": "any-data"}, {"volume": "farm-data"}]
-    with pytest.raises(ValidationError) as err, seeded.begin() as s:
+    with pytest.raises(Conflict) as err, seeded.begin() as s:  # where the volume lives decides: 409
         jobs.submit(s, alice, job("wrong-pool", volumes=mount), settings)
     assert err.value.field == "volumes[1].volume", err.value.field
     assert "alice/farm-data" in err.value.detail and "pool 'farm'" in err.value.detail
-    with pytest.raises(ValidationError) as err, seeded.begin() as s:
+    with pytest.raises(Conflict) as err, seeded.begin() as s:
         jobspec.parse_workspace(s, alice, {"name": "ws-wrong", "plan": "cpu-small", "volumes": mount}, settings)
     assert err.value.field == "volumes[1].volume"
     with seeded.begin() as s:

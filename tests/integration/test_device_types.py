@@ -11,7 +11,7 @@ from ti_hub.backends.base import NodeCapacity
 from ti_hub.backends.k8s import KubernetesBackend
 from ti_hub.db import models as m
 from ti_hub.domain.actor import Actor
-from ti_hub.domain.errors import ValidationError
+from ti_hub.domain.errors import Conflict, ValidationError
 from ti_hub.domain.validation import join_device_rules
 from ti_hub.ops import jobs, plans, workspaces
 
@@ -59,11 +59,11 @@ def test_plans_of_the_backends_types_follow_its_counts(npu, settings):
 
 def test_a_count_the_rules_refuse_is_refused_at_submission_naming_the_plan(npu, settings):
     before = count_jobs(npu)
-    with npu.begin() as s, pytest.raises(ValidationError) as err:
+    with npu.begin() as s, pytest.raises(Conflict) as err:  # the plan and the cluster's rules decide: 409
         jobs.submit(s, ALICE, job("three", "npu-3"), settings)
     assert err.value.field == "plan" and "devices_per_instance" in err.value.detail
     assert "0, 1, 2, 4, 8" in err.value.detail
-    with npu.begin() as s, pytest.raises(ValidationError) as err:
+    with npu.begin() as s, pytest.raises(Conflict) as err:
         workspaces.start(s, SPAWNER, "alice", "desk", [], {"plan": "npu-3", "image": "python-cpu"}, settings,
                          scopes=S.USER_SCOPES)
     assert err.value.field == "plan"
@@ -74,7 +74,7 @@ def test_a_count_the_rules_refuse_is_refused_at_submission_naming_the_plan(npu, 
 
 def test_a_distributed_npu_job_takes_whole_nodes(npu, settings):
     before = count_jobs(npu)
-    with npu.begin() as s, pytest.raises(ValidationError) as err:
+    with npu.begin() as s, pytest.raises(Conflict) as err:
         jobs.submit(s, ALICE, job("half", "npu-4", kind="distributed", workers=2), settings)
     assert err.value.field == "plan" and "2 x 8 = 16" in err.value.detail
     assert count_jobs(npu) == before

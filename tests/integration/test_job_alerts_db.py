@@ -74,7 +74,7 @@ def test_a_volume_over_its_capacity_opens_an_alert_until_it_is_back_under(seeded
     from ti_hub.storage.local import LocalVolumeDriver
 
     db = seeded
-    driver = LocalVolumeDriver(root_dir=str(tmp_path))
+    driver = LocalVolumeDriver(root_dir=str(tmp_path), disk_limits="off")
     with db.begin() as s:
         quotas.set_quota(s, ADMIN, {"user": "gil", "kind": "filesystem", "capacity_gib": 10})
         vid = volumes.create(s, user("gil"), {"name": "fullvol", "kind": "filesystem", "capacity_gib": 1},

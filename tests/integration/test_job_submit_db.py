@@ -26,7 +26,7 @@ def test_the_checks_of_a_submission_only_read_and_the_write_still_decides_name_a
     with seeded.begin() as s:
         quotas.set_quota(s, ADMIN, {"user": "alice", "kind": "filesystem", "capacity_gib": 10})
         volumes.create(s, ALICE, {"name": "data", "kind": "filesystem", "capacity_gib": 1},
-                       LocalVolumeDriver(root_dir=str(tmp_path)), {})
+                       LocalVolumeDriver(root_dir=str(tmp_path), disk_limits="off"), {})
     body = {"name": "train", "plan": "cpu-small", "image": "python-cpu", "command": "python train.py",
             "env": {"EPOCHS": "3"}, "secret_env": {"API_KEY": "s3cret-value"},
             "volumes": [{"volume": "data", "mount_path": "/mnt/data"}]}

@@ -189,7 +189,8 @@ def test_the_owners_order_never_jumps_another_users_job(seeded, settings):
         queue.move(s, user("kim"), a2, {"after": a1})
     decide(db, settings)
     assert [row(db, i).queue_position for i in (a1, b1, a2)] == [1, 2, 3]
-    bad = [({"to": "top"}, user("lee"), Forbidden), ({"before": b1}, user("kim"), ValidationError),
+    # before another user's job: what the queue holds decides (409); the rest is bad input
+    bad = [({"to": "top"}, user("lee"), Forbidden), ({"before": b1}, user("kim"), Conflict),
            ({}, user("kim"), ValidationError), ({"to": "up"}, user("kim"), ValidationError),
            ({"to": "top", "nope": 1}, user("kim"), ValidationError)]
     for body, who, exc in bad:
@@ -287,7 +288,7 @@ def test_a_pool_that_shrinks_under_a_queued_gang_takes_it_out_of_line(seeded, se
 
 
 def test_a_gang_its_pool_can_never_hold_at_once_is_refused_at_submission(seeded, settings):
-    with pytest.raises(ValidationError) as e:
+    with pytest.raises(Conflict) as e:  # the pool's machines decide: 409
         submit(seeded, settings, "ann", "gang5", kind="distributed", workers=5)
     assert e.value.field == "workers" and "at most 4 at once" in str(e.value.detail), e.value.detail
     with seeded.begin() as s:

@@ -228,7 +228,7 @@ def test_default_cannot_be_renamed_deleted_or_closed_and_users_cannot_manage(see
         for call in (lambda: vcs.change(s, ADMIN, "default", {"name": "other-name"}),
                      lambda: vcs.delete(s, ADMIN, "default"),
                      lambda: vcs.set_access(s, ADMIN, "default", {"user": "x1234"})):
-            with pytest.raises(ValidationError):
+            with pytest.raises(Conflict):  # what default is decides: 409
                 call()
         with pytest.raises(Forbidden):
             vcs.create(s, user("mallory"), {"name": "vc-mine"})

@@ -26,7 +26,7 @@ def test_the_checks_of_a_start_only_read_and_the_write_still_decides_name_and_qu
     with seeded.begin() as s:
         quotas.set_quota(s, ADMIN, {"user": "alice", "kind": "filesystem", "capacity_gib": 10})
         volumes.create(s, ALICE, {"name": "data", "kind": "filesystem", "capacity_gib": 1},
-                       LocalVolumeDriver(root_dir=str(tmp_path)), {})
+                       LocalVolumeDriver(root_dir=str(tmp_path), disk_limits="off"), {})
         images.add_credential(s, ALICE, {"name": "my-registry", "registry": "registry.example.com:5000", "username": "al",
                                          "password": "not-shown"}, settings.secret_key)
     options = {"plan": "cpu-small", "image": "python-cpu", "credential": "my-registry",

@@ -382,7 +382,7 @@ def test_no_pod_tihub_makes_for_a_user_reads_another_users_volume_or_any_secret(
         assert r.status_code == 404 and r.json()["field"] == "volumes[0].volume", r.text
     r = bob.api("POST", "/jobs", json={**job, "volumes": [{"volume": f"{alice.name}/lent", "mount_path": "/mnt/x",
                                                            "read_only": False}]})
-    assert r.status_code == 400 and "read-only" in r.json()["detail"], r.text  # lent read-only: read-only
+    assert r.status_code == 409 and "read-only" in r.json()["detail"], r.text  # lent read-only: read-only
     r = bob.hub_api("POST", f"/users/{bob.name}/servers/peek", json={
         "plan": "iso-cpu", "volumes": [{"volume": f"{alice.name}/private", "mount_path": "/mnt/x"}]})
     assert r.status_code == 404 and "not shared with you" in r.text, r.text

@@ -127,6 +127,45 @@ def test_query_and_path_parameters_are_checked():
     check_path({"id": C.JOB_REF}, {"id": "my-job"})
 
 
+RUNNABLE = {"name": "good-job", "plan": "p", "image": "i", "command": "c"}
+
+
+@pytest.mark.parametrize("schema,body,field,words", [
+    (J.MOVE, {"to": "top", "after": 3}, "to", "give exactly one of: to, before, after"),
+    (J.MOVE, {"to": None}, "to", "give exactly one of"),
+    (R.NEW_SHARE, {}, "user", "give exactly one of: user, group"),
+    (J.SUBMISSION, {"name": "good-job", "plan": "p", "image": "i"}, "command", "command is required"),
+    (J.SUBMISSION, {"name": "good-job", "command": " \t"}, "command", "nor be blank"),
+    (J.SUBMISSION, {"name": "good-job", "env": {"A": "x\x00"}}, "env.A", "NUL"),
+    (J.SUBMISSION, {**RUNNABLE, "kind": "distributed", "workers": 1}, "workers", "at least 2"),
+    (J.SUBMISSION, {**RUNNABLE, "workers": 3}, "workers", "distributed jobs only"),
+    (J.SUBMISSION, {"name": "good-job", "ports": "40001,4000"}, "ports", "40000"),
+    (R.NEW_VOLUME, {"name": "data", "kind": "filesystem", "capacity_gib": 1, "source": "x"}, "source", "datasets"),
+    (R.NEW_VOLUME, {"name": "data", "kind": "dataset", "capacity_gib": 1}, "source", "source is required"),
+    (R.NEW_PLAN, {"name": "gpus", "kinds": ["single"], "cpu": 1, "memory_mib": 64, "device_type": "a100",
+                  "device_count": 0}, "device_count", "between 1 and 64"),
+    (R.SET_QUOTA, {"user": "*", "kind": "block"}, "capacity_gib", "capacity_gib is required"),
+])
+def test_rules_that_tie_fields_together_are_the_documents_too(schema, body, field, words):
+    """What the validators refuse of a request that every field alone allows (a dataset without its source, one
+    of user or group), the schema says too: the document states it and the refusal names the field and rule."""
+    e = refused(check, schema, body)
+    assert e.field == field and words in e.detail, (e.field, e.detail)
+    # and the tie is only checked once every field is right: a field's own rule is said first
+    assert refused(check, J.SUBMISSION, {"name": "x"}).field == "name"
+
+
+def test_the_document_states_configured_limits_and_which_bodies_are_required():
+    doc = document("/p", ROUTES, {"TiService.max_workers": 7})
+    props = doc["components"]["schemas"]["Submission"]["properties"]
+    assert props["workers"]["maximum"] == 7 and props["workers"]["x-limit"] == "TiService.max_workers"
+    assert props["ps"]["maximum"] == 16  # the default where the service gives none
+    # an empty body is {}: required exactly where {} is refused
+    assert doc["paths"]["/users/{user}"]["patch"]["requestBody"]["required"] is True  # minProperties
+    assert doc["paths"]["/jobs/{id}/move"]["post"]["requestBody"]["required"] is True  # one of to, before, after
+    assert doc["paths"]["/jobs/{id}/clone"]["post"]["requestBody"]["required"] is False
+
+
 # -- the route table and the document --------------------------------------------------------------------------
 def test_every_route_declares_its_parameters_and_every_operation_its_answer():
     for r in ROUTES:

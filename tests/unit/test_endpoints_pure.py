@@ -93,12 +93,16 @@ def test_logdirs_map_only_into_the_jobs_mounts():
     assert p.map_logdir("/mnt/out/tb/", VOLS) == (VOLS[0], "tb")
     assert p.map_logdir("/mnt/out", VOLS) == (VOLS[0], "")
     assert p.map_logdir("/mnt/out/deep/x", VOLS) == (VOLS[1], "x")  # the innermost mount holds it
-    for bad in ("/etc", "/mnt/outside", "relative/tb", "/mnt/out/../../etc", "/mnt/out//tb", "/mnt/out/./tb", "",
-                None, 5, "/mnt/out/\x00", "/data/tmp/tb", "/" + "a" * 2000):
+    for bad in ("relative/tb", "/mnt/out/../../etc", "/mnt/out//tb", "//mnt/out/tb", "/mnt/out/./tb", "", None, 5,
+                "/mnt/out/\x00", "/" + "a" * 2000):
         with pytest.raises(ValidationError) as e:
             p.map_logdir(bad, VOLS)
         assert e.value.field == "logdir", bad
-    with pytest.raises(ValidationError, match="not inside"):
+    for elsewhere in ("/etc", "/mnt/outside", "/data/tmp/tb"):  # a good path, but the job's mounts decide: 409
+        with pytest.raises(Conflict) as e:
+            p.map_logdir(elsewhere, VOLS)
+        assert e.value.field == "logdir", elsewhere
+    with pytest.raises(Conflict, match="not inside"):
         p.map_logdir("/mnt/outside", VOLS)
     assert p.inside("/v/1/tb", "/v/1") and p.inside("/v/1", "/v/1") and not p.inside("/v/10", "/v/1")
 

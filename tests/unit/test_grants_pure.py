@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ti_hub import scopes as S
-from ti_hub.domain.errors import ValidationError
+from ti_hub.domain.errors import NotFound, ValidationError
 from ti_hub.ops import grants as G
 
 ROLES = {"user": frozenset(S.USER_SCOPES), "ti-admin": frozenset(S.ADMIN_SCOPES),
@@ -56,18 +56,18 @@ def test_permissions_take_scopes_or_short_names_in_canonical_order():
     assert e.value.field == "permissions[1]"
 
 
-@pytest.mark.parametrize("rows,field", [
-    ([{"role": "nope", "user": "bob"}], "grants[0].role"),
-    ([{"role": "user", "user": "bob"}, {"role": "user"}], "grants[1].user"),
-    ([{"role": "user", "user": "bob", "group": "g1"}], "grants[0].user"),
-    ([{"role": "user", "user": "ghost"}], "grants[0].user"),
-    ([{"role": "user", "group": "ghosts"}], "grants[0].group"),
-    ([{"role": "user", "user": "bob"}, {"role": "user", "user": "bob"}], "grants[1]"),
-    ([{"role": "user", "user": "bob", "colour": "red"}], "grants[0].colour"),
-    ([], "grants"),
+@pytest.mark.parametrize("rows,field,error", [
+    ([{"role": "nope", "user": "bob"}], "grants[0].role", NotFound),  # what does not exist: 404
+    ([{"role": "user", "user": "bob"}, {"role": "user"}], "grants[1].user", ValidationError),
+    ([{"role": "user", "user": "bob", "group": "g1"}], "grants[0].user", ValidationError),
+    ([{"role": "user", "user": "ghost"}], "grants[0].user", NotFound),
+    ([{"role": "user", "group": "ghosts"}], "grants[0].group", NotFound),
+    ([{"role": "user", "user": "bob"}, {"role": "user", "user": "bob"}], "grants[1]", ValidationError),
+    ([{"role": "user", "user": "bob", "colour": "red"}], "grants[0].colour", ValidationError),
+    ([], "grants", ValidationError),
 ])
-def test_bad_grant_rows_name_the_row_and_field(rows, field):
+def test_bad_grant_rows_name_the_row_and_field(rows, field, error):
     people = G.People(frozenset({"bob"}), {"g1": frozenset()})
-    with pytest.raises(ValidationError) as e:
+    with pytest.raises(error) as e:
         G.parse_grants(rows, set(ROLES), people)
     assert e.value.field == field, e.value.detail

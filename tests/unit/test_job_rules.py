@@ -40,7 +40,8 @@ def test_thresholds_enabled_severity_and_owners_change():
     (jobrules.IDLE, {"metric": "cpu"}, "metric", "keeps its metric"),
 ])
 def test_fixed_fields_are_refused_naming_the_field_the_rule_and_why(metric, data, field, words):
-    with pytest.raises(ValidationError) as e:
+    # a 409: the same change is fine for another rule (the API document cannot tell which rule an id is)
+    with pytest.raises(Conflict) as e:
         jobrules.parse_change(rule(metric), data, FIELDS)
     assert e.value.field == field and words in str(e.value)
 
@@ -55,7 +56,7 @@ def test_a_fixed_field_given_with_its_own_value_is_no_change():
     (jobrules.OVERRUN, 31 * 86400, "threshold of the rule job-overrun is seconds past the declared duration"),
 ])
 def test_thresholds_are_bounded_per_rule(metric, value, words):
-    with pytest.raises(ValidationError) as e:
+    with pytest.raises(Conflict) as e:  # the rule's metric bounds it, not the request: 409
         jobrules.parse_change(rule(metric), {"threshold": value}, FIELDS)
     assert e.value.field == "threshold" and words in str(e.value)
 

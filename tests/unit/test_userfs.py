@@ -107,7 +107,7 @@ def test_a_copy_never_reads_through_entries_swapped_for_links_while_it_runs(tmp_
 
 def test_browsing_refuses_links_and_dot_dot_and_reads_a_missing_path_as_404(tree, tmp_path):
     vol, _ = tree
-    d = LocalVolumeDriver(root_dir=str(tmp_path / "data"))
+    d = LocalVolumeDriver(root_dir=str(tmp_path / "data"), disk_limits="off")
     os.makedirs(d.path(7).parent)
     os.rename(vol, d.path(7))
     root = d.browse(7, "")
@@ -131,7 +131,7 @@ def test_usage_counts_by_lstat_and_never_through_a_link(tree):
 
 def test_a_volume_directory_is_made_exclusively_never_adopted(tmp_path):
     """A directory left at a volume's path (a failed create, an id used again) is removed, not adopted."""
-    d = LocalVolumeDriver(root_dir=str(tmp_path / "data"))
+    d = LocalVolumeDriver(root_dir=str(tmp_path / "data"), disk_limits="off")
     os.makedirs(d.path(3))
     (d.path(3) / "stale.txt").write_text("left over")
     d.create(3, "filesystem")

@@ -21,7 +21,7 @@ from .jsonbody import MAX_BODY, parse_object
 if TYPE_CHECKING:
     from ..service.app import TiService
 
-__all__ = ["MAX_BODY", "APIHandler", "Refusals", "actor_of"]
+__all__ = ["MAX_BODY", "APIHandler", "MethodsAllowed", "Refusals", "actor_of"]
 log = logging.getLogger("ti_hub.api")
 
 
@@ -53,7 +53,28 @@ def storage_trouble(e: BaseException) -> str | None:
     return None
 
 
-class Refusals:
+class MethodsAllowed:
+    """A 405 says which methods the path answers (RFC 9110 15.5.6: its Allow header is required), for the methods
+    a handler lacks and for those tornado itself refuses before the handler runs (TRACE, CONNECT, QUERY, ...)."""
+
+    def allowed_methods(self) -> list[str]:
+        route = getattr(self, "route", None)
+        if route is not None:  # an API route: exactly the methods its contract (and so the document) declares
+            return [m.upper() for m in route.ops]
+        cls = type(self)
+        return [m for m in cls.SUPPORTED_METHODS
+                if getattr(cls, m.lower(), None) is not getattr(web.RequestHandler, m.lower(), None)]
+
+    def allow_header(self, status_code: int) -> None:
+        if status_code == 405:
+            self.set_header("Allow", ", ".join(self.allowed_methods()))
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        self.allow_header(status_code)  # after send_error's clear(), which drops headers set before it
+        super().write_error(status_code, **kwargs)
+
+
+class Refusals(MethodsAllowed):
     """For request handlers: a TiError is a refusal answered with its status, never logged as a server error;
     every error is answered as the API's JSON error document. Storage trouble (``storage_trouble``) is a 503
     with Retry-After, logged in one line: the transaction was rolled back, so nothing is half-stored."""
@@ -91,6 +112,7 @@ class Refusals:
         else:
             body = {"error": "internal", "detail": "internal error; the administrators can find it in the log",
                     "field": None}
+        self.allow_header(status_code)
         # the proxy may fail after relaying a job's headers: answer plain JSON whatever was set before
         self.clear_header("Content-Encoding")
         self.set_header("Content-Type", "application/json")

@@ -10,6 +10,7 @@ is free. Pure: no I/O.
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from collections.abc import Mapping
@@ -35,6 +36,11 @@ LITERAL_RE = re.compile(r"\((\w+)\)")
 # parameters every operation tolerates: ?token= (HubAuth reads it only for WebSocket handshakes, and the log
 # hides it); refusing it would only turn a 401 into a 400
 AUTH_QUERY = ("token",)
+# the keywords of schemas' rules that tie fields together (checked once each field is right: ``check``)
+CONDITIONS = {"if", "then", "else"}
+# strings refused by the validators of text (domain/validation.text), for schemas to refuse with "not"
+NUL = {"type": "string", "pattern": r"\x00"}
+BLANK = {"type": "string", "pattern": r"^[\s\x1c-\x1f\x85\ufeff]*$"}  # white space to Python and to ECMA
 
 
 @dataclass(frozen=True)
@@ -115,6 +121,8 @@ def _type_words(t: Any) -> str:
 
 def _range(schema: Mapping[str, Any]) -> str:
     lo, hi = schema.get("minimum"), schema.get("maximum")
+    if lo is not None and lo == hi:
+        return f"{lo:g}"
     if lo is not None and hi is not None:
         return f"between {lo:g} and {hi:g}" if isinstance(lo, float) or isinstance(hi, float) else \
             f"between {lo} and {hi}"
@@ -136,6 +144,12 @@ def explain(e: SchemaError, prefix: str = "") -> ValidationError:
     if kw == "required":
         missing = next((k for k in val if k not in e.instance), val[0])
         return ValidationError(f"{missing} is required", field=field_name([*e.absolute_path, missing], prefix))
+    if kw == "dependentRequired" and isinstance(e.instance, Mapping):
+        given = next((k for k, needs in val.items() if k in e.instance and any(n not in e.instance for n in needs)),
+                     next(iter(val)))
+        missing = next((n for n in val.get(given, ()) if n not in e.instance), "?")
+        return ValidationError(f"{missing} is required with {given}",
+                               field=field_name([*e.absolute_path, missing], prefix))
     if "propertyNames" in e.schema_path:
         key = str(e.instance)[:64]
         return ValidationError(f"{what}: {key!r} is not a valid name ({rule or 'see the API document'})",
@@ -146,8 +160,8 @@ def explain(e: SchemaError, prefix: str = "") -> ValidationError:
         text = f"{what} must be {_range(s)}"
     elif kw in ("minLength", "maxLength"):
         lo, hi = s.get("minLength"), s.get("maxLength")
-        text = (f"{what} must be {lo}-{hi} characters" if lo and hi else
-                f"{what} must be at most {hi} characters" if hi else f"{what} must not be empty")
+        text = (f"{what} must be at most {hi} characters" if kw == "maxLength" else
+                f"{what} must not be empty" if lo == 1 else f"{what} must be at least {lo} characters")
     elif kw in ("minItems", "maxItems"):
         text = (f"{what} must not be empty" if kw == "minItems" and val == 1 else
                 f"{what}: at least {_plural(val, 'item')}" if kw == "minItems" else
@@ -158,25 +172,46 @@ def explain(e: SchemaError, prefix: str = "") -> ValidationError:
         text = f"{what}: an item is listed twice"
     elif kw in ("enum", "const"):
         options = val if kw == "enum" else [val]
-        text = f"{what} must be one of: {', '.join(str(o) for o in options)}"
+        text = f"{what} must be one of: {', '.join(o if isinstance(o, str) and o else json.dumps(o) for o in options)}"
     elif kw == "pattern":
         text = f"{what} must be {rule}" if rule else f"{what} must match {val}"
+    elif kw == "not" and val in (NUL, {"anyOf": [NUL, BLANK]}):
+        text = f"{what} must not contain NUL characters" + (" nor be blank" if val != NUL else "")
     else:  # anyOf, oneOf, not, ...: the schema's description says what is wanted
         text = f"{what} must be {rule}" if rule else f"{what} is not valid here ({kw})"
+    if rule and rule not in text and CONDITIONS & set(e.schema_path):  # a rule tying fields: say when it holds
+        text += f" ({rule})"
     return ValidationError(text, field=f)
+
+
+def exactly_one_of(e: SchemaError) -> list[str]:
+    """The fields of a oneOf that means "exactly one of these fields" (schemas/common.exactly_one), else []."""
+    if e.validator != "oneOf" or not isinstance(e.validator_value, list):
+        return []
+    names = [b["required"][0] for b in e.validator_value
+             if isinstance(b, Mapping) and len(b.get("required") or ()) == 1 and set(b) <= {"required", "properties"}]
+    return names if len(names) == len(e.validator_value) else []
 
 
 def check(schema: dict[str, Any], value: Any, prefix: str = "") -> None:
     """ValidationError (400) naming the field and the rule when ``value`` does not follow ``schema``."""
-    err = best_match(validator(schema).iter_errors(value))
+    errors = list(validator(schema).iter_errors(value))
+    # a field's own rule first; the rules that tie fields together (if/then/else) once every field is right
+    err = best_match([e for e in errors if not CONDITIONS & set(e.schema_path)] or errors)
     if err is None:
         return
-    found = explain(err, prefix)
-    # inside "a name or an id" (anyOf), one alternative's rule is only half the story: say the whole
     outer, chain = err, []
     while outer.parent is not None:
         outer = outer.parent
         chain.append(outer)
+    for e in (err, *chain):
+        one_of = exactly_one_of(e)
+        if one_of:
+            where = field_name(e.absolute_path, prefix)
+            raise ValidationError(f"{where + ': ' if where else ''}give exactly one of: {', '.join(one_of)}",
+                                  field=field_name([*e.absolute_path, one_of[0]], prefix))
+    found = explain(err, prefix)
+    # inside "a name or an id" (anyOf), one alternative's rule is only half the story: say the whole
     for e in reversed(chain):  # the outermost first
         rule = e.schema.get("description") if isinstance(e.schema, Mapping) else None
         if e.validator in ("anyOf", "oneOf") and rule:

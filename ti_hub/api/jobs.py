@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from ..domain.errors import ValidationError
+from ..domain.errors import NotFound, ValidationError
 from ..ops import jobadmin, jobs, queue
 from ..service import hubapi
 from .base import APIHandler
@@ -96,8 +96,9 @@ class JobLogsHandler(APIHandler):
             tail = int(args["tail"]) if "tail" in args else None
         except ValueError:
             raise ValidationError("instance, offset and tail must be integers", field="instance") from None
-        if not 0 <= instance < job["instances"]:
-            raise ValidationError(f"instance must be between 0 and {job['instances'] - 1}", field="instance")
+        if not 0 <= instance < job["instances"]:  # the job's size decides, as for its endpoints
+            raise NotFound(f"job {job['id']} has no instance {instance} (0-{job['instances'] - 1})",
+                           field="instance")
         if offset < 0:
             raise ValidationError("offset must be >= 0", field="offset")
         if tail is not None and not 1 <= tail <= 2000:

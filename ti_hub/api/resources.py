@@ -93,12 +93,18 @@ class VolumeSharesHandler(APIHandler):
         if isinstance(name, str) and name and not await self.ti.hub_names.exists(self.hub_auth, kind, name):
             raise NotFound(f"the hub has no {kind} named {name!r}: shares go to existing users and groups only",
                            field=kind)
-        self.send(await self.op(volumes.share, self.actor, ref, data), 201)
+        out = await self.op(volumes.share, self.actor, ref, data)
+        if out["stopped"]:  # read-write made read-only: the leader kills what wrote (ops/revoke.py)
+            self.ti.poke()
+        self.send(out, 201)
 
 
 class VolumeShareHandler(APIHandler):
     async def delete(self, ref: str, share_id: str):
-        self.send(await self.op(volumes.unshare, self.actor, ref, v.db_id(share_id, "share_id")))
+        out = await self.op(volumes.unshare, self.actor, ref, v.db_id(share_id, "share_id"))
+        if out["stopped"]:  # the leader kills them now, not at its next cycle
+            self.ti.poke()
+        self.send(out)
 
 
 class VolumeFilesHandler(APIHandler):

@@ -124,6 +124,8 @@ def revoked_words(revoked: dict[str, Any]) -> str:
     text = f"{revoked.get('tokens', 0)} token(s)"
     if revoked.get("servers_stopped"):
         text += f", stopped server(s) {', '.join(revoked['servers_stopped'])}"
+    if revoked.get("jobs_stopped"):
+        text += f", stopped job(s) and workspace(s) {', '.join(map(str, revoked['jobs_stopped']))}"
     if revoked.get("servers_starting"):
         text += (f"; server(s) {', '.join(revoked['servers_starting'])} were starting: stop them at "
                  "/hub/admin")

@@ -153,7 +153,15 @@ def cmd_share(args: argparse.Namespace) -> int:
     else:
         kind, name = next(iter(who.items()))
         out(f"shared {args.volume} with {kind} {name} ({args.mode})")
+        said_stopped(share)
     return 0
+
+
+def said_stopped(answer: Any) -> None:
+    """Issue 30: the grantee's work a share taken back (or made read-only) stopped, one line each."""
+    for w in (answer or {}).get("stopped") or []:
+        out(f"stopped {w.get('kind') if w.get('kind') == 'workspace' else 'job'} {w.get('id')} "
+            f"({w.get('owner')}/{w.get('name')}): it mounted the volume without access to it now")
 
 
 def cmd_unshare(args: argparse.Namespace) -> int:
@@ -168,8 +176,12 @@ def cmd_unshare(args: argparse.Namespace) -> int:
         if not hits:
             raise ApiError(404, "not_found", f"volume {args.volume} is not shared with {kind} {name}")
         share_id = hits[0].get("id")
-    client.delete(f"/volumes/{vid}/shares/{share_id}")
+    answer = client.delete(f"/volumes/{vid}/shares/{share_id}")
+    if args.json:
+        print_json(answer)
+        return 0
     out(f"unshared {args.volume} ({args.user or args.group or f'share {share_id}'})")
+    said_stopped(answer)
     return 0
 
 
@@ -257,13 +269,14 @@ def register(root: Any) -> None:
     p.add_argument("--mode", choices=["ro", "rw"], default="ro", help="read-only (default) or read-write")
     add_json(p)
 
-    p = command(sub, "unshare", cmd_unshare, "take a share back", examples(
-        "ti volume unshare data --user bob", "ti volume unshare data --share-id 7"))
+    p = command(sub, "unshare", cmd_unshare, "take a share back: the grantee's work that mounts it stops at once",
+                examples("ti volume unshare data --user bob", "ti volume unshare data --share-id 7"))
     p.add_argument("volume", metavar="NAME|ID")
     who = p.add_mutually_exclusive_group(required=True)
     who.add_argument("--user", metavar="USER")
     who.add_argument("--group", metavar="GROUP")
     who.add_argument("--share-id", type=int, metavar="ID", help="the share's id (see `ti volume show`)")
+    add_json(p)
 
     p = command(sub, "delete", cmd_delete, "delete a volume and its data", examples(
         "ti volume delete scratch", "ti volume delete scratch --yes"), aliases=["rm"])

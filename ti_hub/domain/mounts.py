@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from .errors import Conflict, ValidationError
+from .errors import Conflict
 
 # kinds that are only ever mounted read-only by workloads
 READ_ONLY_KINDS = frozenset({"dataset"})
@@ -29,15 +29,15 @@ class HeldMount:
 
 
 def check_request(req: MountRequest, access_mode: str, instances: int, field: str) -> None:
-    """At submission: may this user mount this volume this way?"""
+    """At submission: may this user mount this volume this way? What the volume is and how it is shared decide,
+    not the request alone: a refusal is a 409."""
     if not req.read_only:
         if req.kind in READ_ONLY_BY_DEFAULT:
-            raise ValidationError(f"{req.kind} volume {req.volume_label} can only be mounted read-only", field=field)
+            raise Conflict(f"{req.kind} volume {req.volume_label} can only be mounted read-only", field=field)
         if access_mode != "rw":
-            raise ValidationError(f"volume {req.volume_label} is shared with you read-only; mount it read-only",
-                                  field=field)
+            raise Conflict(f"volume {req.volume_label} is shared with you read-only; mount it read-only", field=field)
         if req.kind == "block" and instances > 1:
-            raise ValidationError(
+            raise Conflict(
                 f"block volume {req.volume_label} can be mounted read-write by one instance only; "
                 "mount it read-only or use a filesystem volume", field=field)
 

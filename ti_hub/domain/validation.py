@@ -80,6 +80,17 @@ def command(value: Any, field: str = "command") -> str:
     return value
 
 
+def whole(value: Any) -> int | None:
+    """A JSON number that is a whole number (4 or 4.0: the same number to JSON Schema) as an int, else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    return None
+
+
 def integer(value: Any, field: str, lo: int, hi: int) -> int:
     # bool is an int in Python; refuse it so `true` never means 1 device
     if isinstance(value, bool) or not isinstance(value, int):
@@ -128,13 +139,15 @@ def ports(value: Any, field: str = "ports") -> list[int]:
         for p in parts:
             if not is_digits(p) or len(p) > 5:
                 raise ValidationError(f"{field}: {p!r} is not a port number ({PORT_MIN}-{PORT_MAX})", field=field)
-            items.append(int(p))
+            if int(p) not in items:  # the comma form names a set: a port written twice counts once
+                items.append(int(p))
     elif isinstance(value, list):
         items = value
     else:
         raise ValidationError(f"{field} must be a list or a comma-separated string of ports", field=field)
     out: list[int] = []
     for p in items:
+        p = whole(p) if whole(p) is not None else p  # 40001.0 is the number 40001 (JSON Schema says so)
         if isinstance(p, bool) or not isinstance(p, int) or not PORT_MIN <= p <= PORT_MAX:
             raise ValidationError(f"{field}: each port must be an integer in {PORT_MIN}-{PORT_MAX}", field=field)
         if p in out:
@@ -255,6 +268,8 @@ def db_id(value: Any, field: str = "id") -> int:
     """An id as the databases store it: a JSON integer or a string of ASCII digits, from 1 to MAX_ID."""
     if isinstance(value, str) and is_digits(value) and len(value) <= 19:
         value = int(value)
+    elif isinstance(value, float) and whole(value) is not None:
+        value = whole(value)
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ID:
         raise ValidationError(f"{field} must be an id: {ID_RULE}", field=field)
     return value

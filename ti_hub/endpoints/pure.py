@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from ..domain.errors import ValidationError
+from ..domain.errors import Conflict, ValidationError
 from ..domain.validation import PORT_MAX, PORT_MIN, is_digits
 
 # RFC 9110 7.6.1 plus the old names still seen: they describe one hop, never the next
@@ -176,7 +176,7 @@ def check_logdir(value: Any) -> str:
     if len(value) > MAX_LOGDIR or "\x00" in value or "\n" in value:
         raise ValidationError(f"logdir must be a path of at most {MAX_LOGDIR} characters", field="logdir")
     path = value.rstrip("/") or "/"
-    if not path.startswith("/") or posixpath.normpath(path) != path:
+    if not path.startswith("/") or posixpath.normpath(path) != path or "//" in path:  # normpath keeps a leading //
         raise ValidationError(f"logdir must be an absolute path without '.', '..' or '//': {value!r}",
                               field="logdir")
     return path
@@ -195,10 +195,9 @@ def map_logdir(logdir: str, volumes: list[dict[str, Any]]) -> tuple[dict[str, An
                 best = vol
     if best is None:
         mounts = ", ".join(v["mount_path"] for v in volumes) or "none"
-        raise ValidationError(f"logdir {logdir} is not inside one of the job's volume mounts ({mounts})",
-                              field="logdir")
+        raise Conflict(f"logdir {logdir} is not inside one of the job's volume mounts ({mounts})", field="logdir")
     if best.get("kind") == "local":
-        raise ValidationError(f"logdir {logdir} is on a scratch volume (kind local), which exists only inside "
+        raise Conflict(f"logdir {logdir} is on a scratch volume (kind local), which exists only inside "
                               "the running job; write TensorBoard logs to a filesystem volume", field="logdir")
     rel = logdir[len(best["mount_path"].rstrip("/")):].lstrip("/")
     return best, rel

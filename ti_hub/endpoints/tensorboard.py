@@ -33,7 +33,7 @@ from typing import Any
 
 from ..backends.local import launcher, netns, procs, sandbox
 from ..backends.local.runner import memfd
-from ..domain.errors import BadGateway, Conflict, NotHere, Unavailable, ValidationError
+from ..domain.errors import BadGateway, Conflict, NotHere, Unavailable
 from .pure import inside, tensorboard_key
 
 EXTRA_HINT = "pip install 'ti-hub[tensorboard]'"
@@ -51,7 +51,7 @@ def resolve_inside(root: str, rel: str, logdir: str) -> str:
     real_root = os.path.realpath(root)
     real = os.path.realpath(os.path.join(real_root, rel)) if rel else real_root
     if not inside(real, real_root):
-        raise ValidationError(f"logdir {logdir} leads out of its volume (a symbolic link?)", field="logdir")
+        raise Conflict(f"logdir {logdir} leads out of its volume (a symbolic link?)", field="logdir")
     return real
 
 

@@ -27,6 +27,7 @@ from ..domain.placement import placed
 from ..health.rules import METRICS, OPS, Holding, RuleSpec
 from . import alerts, audit, cordons, jobrules
 from .common import get_or_404, iso, utcnow
+from .jobrules import MAX_S
 
 FIELDS = ("name", "description", "metric", "op", "threshold", "step", "interval", "percent", "severity", "enabled",
           "notify_owners", "cordon", "grace")
@@ -55,7 +56,9 @@ def parse(data: dict[str, Any], max_interval: float, current: m.alertrules.Alert
     """The fields given, checked (``current``: a change; fields it lacks keep the rule's values)."""
     v.check_fields(data, FIELDS)
     if data.get("grace") is not None and (current is None or data["grace"] != current.grace):
-        raise v.ValidationError(f"grace: {jobrules.FIXED['grace']}", field="grace")
+        # a machine rule has none: the schema says so for a new rule; a change is refused for what the rule is
+        raise (Conflict if current is not None else v.ValidationError)(f"grace: {jobrules.FIXED['grace']}",
+                                                                      field="grace")
     out: dict[str, Any] = {}
     partial = current is not None
     if not partial or "name" in data:
@@ -71,14 +74,17 @@ def parse(data: dict[str, Any], max_interval: float, current: m.alertrules.Alert
         lo, hi, what = THRESHOLDS[metric]
         raw = data.get("threshold", current.threshold if current else None)
         thr = v.number(raw, "threshold", -1e12, 1e12)
-        if not lo <= thr <= hi:
-            raise v.ValidationError(f"threshold of a {metric} rule is {what}: between {lo:g} and {hi:g}",
-                                    field="threshold")
+        if not lo <= thr <= hi:  # the metric given bounds it (the schema says so), else the rule's own (409)
+            raise (v.ValidationError if not partial or "metric" in data else Conflict)(
+                f"threshold of a {metric} rule is {what}: between {lo:g} and {hi:g}", field="threshold")
         out["threshold"] = thr
     if not partial or "step" in data:
         out["step"] = v.integer(data.get("step", 60), "step", 1, MAX_STEP)
     if not partial or "interval" in data:
-        out["interval"] = v.integer(data.get("interval", 300), "interval", 1, int(max_interval))
+        out["interval"] = v.integer(data.get("interval", 300), "interval", 1, MAX_S if partial else int(max_interval))
+        if out["interval"] > max_interval:  # a change's bound is the workspace-idle rule's; a machine rule's is this
+            raise Conflict(f"interval of a machine rule is at most HealthMonitor.window ({int(max_interval)} s): "
+                           "the samples it looks back on", field="interval")
     if not partial or "percent" in data:
         out["percent"] = v.number(data.get("percent", 100), "percent", 0.1, 100)
     if not partial or "severity" in data:

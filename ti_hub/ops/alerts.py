@@ -24,6 +24,10 @@ from .common import iso, page, utcnow
 
 KINDS = ("machine", "job", "workspace", "queue")
 SEVERITIES = ("info", "warning", "critical")
+# alerts that tell of something that happened (work stopped because access was taken back, ops/revoke.py)
+# rather than of a condition that holds: one notice, no reminders, closed EVENT_TTL after they fired
+EVENT_RULES = frozenset({"revoked"})
+EVENT_TTL = dt.timedelta(days=1)
 
 
 def open_alert(session: Session, key: str) -> m.monitoring.Alert | None:
@@ -77,8 +81,19 @@ def due(session: Session, now: dt.datetime, reminder_s: float) -> list[m.monitor
     A = m.monitoring.Alert
     cond = A.last_notified_at.is_(None)
     if reminder_s > 0:
-        cond = or_(cond, A.last_notified_at <= now - dt.timedelta(seconds=reminder_s))
+        cond = or_(cond, (A.last_notified_at <= now - dt.timedelta(seconds=reminder_s))
+                   & A.rule.not_in(sorted(EVENT_RULES)))
     return list(session.scalars(select(A).where(A.cleared_at.is_(None), cond).order_by(A.id)))
+
+
+def expire_events(session: Session, now: dt.datetime) -> int:
+    """Close the event alerts (EVENT_RULES) fired EVENT_TTL ago or more; returns how many (the leader's loop)."""
+    A = m.monitoring.Alert
+    old = list(session.scalars(select(A).where(A.cleared_at.is_(None), A.rule.in_(sorted(EVENT_RULES)),
+                                               A.fired_at <= now - EVENT_TTL)))
+    for a in old:
+        a.cleared_at = now
+    return len(old)
 
 
 def mark_notified(session: Session, ids: Iterable[int], now: dt.datetime) -> None:

@@ -112,7 +112,7 @@ def add_port(session: Session, actor: Actor, ref: str, data: dict[str, Any], *, 
     if port in ports:
         raise Conflict(f"job {job.id} already declares port {port}", field="port")
     if len(ports) >= MAX_PORTS:
-        raise ValidationError(f"port: a job declares at most {MAX_PORTS} ports", field="port")
+        raise Conflict(f"port: job {job.id} declares {MAX_PORTS} ports already, the most a job may", field="port")
     now = utcnow()
     added = {**(job.spec.get("ports_added") or {}), str(port): iso(now)}
     job.spec = {**job.spec, "ports": ports + [port], "ports_added": added}  # a new dict: the JSON column sees it

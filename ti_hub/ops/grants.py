@@ -406,7 +406,7 @@ def parse_grants(rows: Any, roles: Collection[str], people: People | None) -> li
         v.check_fields(row, ("role", "user", "group"), at)
         role = row.get("role")
         if not isinstance(role, str) or role not in roles:
-            raise ValidationError(f"{at}.role: no role named {str(role)[:63]!r}", field=f"{at}.role")
+            raise NotFound(f"{at}.role: no role named {str(role)[:63]!r}", field=f"{at}.role")
         kinds = [k for k in KINDS if row.get(k) not in (None, "")]
         if len(kinds) != 1:
             raise ValidationError(f"{at}: name exactly one of user and group", field=f"{at}.user")
@@ -414,7 +414,7 @@ def parse_grants(rows: Any, roles: Collection[str], people: People | None) -> li
         who = v.text(row[kind], f"{at}.{kind}", 255, required=True)
         known = None if people is None else (people.users if kind == "user" else people.groups)
         if known is not None and who not in known:
-            raise ValidationError(f"{at}.{kind}: the hub has no {kind} named {who!r}", field=f"{at}.{kind}")
+            raise NotFound(f"{at}.{kind}: the hub has no {kind} named {who!r}", field=f"{at}.{kind}")
         if (role, kind, who) in out:
             raise ValidationError(f"{at}: the same grant is listed twice", field=at)
         out.append((role, kind, who))

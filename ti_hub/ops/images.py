@@ -47,6 +47,9 @@ def resolve(session: Session, ref: Any) -> tuple[str, str | None]:
         img = session.scalar(select(m.Image).where(m.Image.name == ref))
         if img:
             return img.address, None
+        if v.NAME_RE.match(ref) and not IMAGE_RE.match(ref):  # a name, of no public image
+            raise NotFound(f"there is no public image named {ref!r} (an image address is lowercase, like "
+                           "registry/name:tag)", field="image")
     addr = image_address(ref)
     return addr, f"{addr} is not a public image: make sure it exists and that you have a credential to pull it"
 
@@ -109,7 +112,7 @@ def add_credential(session: Session, actor: Actor, data: dict[str, Any], fernet:
 
 def find_credential(session: Session, actor: Actor, ref: Any, field: str = "credential") -> m.RegistryCredential:
     q = select(m.RegistryCredential).where(m.RegistryCredential.owner == actor.name)
-    if isinstance(ref, int) and not isinstance(ref, bool):
+    if isinstance(ref, (int, float)) and not isinstance(ref, bool):  # an id: 7, or 7.0 (db_id)
         c = session.scalar(q.where(m.RegistryCredential.id == v.db_id(ref, field)))
     elif isinstance(ref, str) and ref:
         c = session.scalar(q.where(m.RegistryCredential.name == ref))

@@ -107,20 +107,20 @@ def parse_change(r: m.alertrules.AlertRule, data: dict[str, Any], fields: tuple[
         current = getattr(r, k)
         if val != current and not (isinstance(current, float) and isinstance(val, (int, float))
                                    and not isinstance(val, bool) and float(val) == current):
-            raise v.ValidationError(f"{k} of the built-in rule {r.name} cannot be changed: {FIXED[k]}", field=k)
+            raise Conflict(f"{k} of the built-in rule {r.name} cannot be changed: {FIXED[k]}", field=k)
     if "description" in data:
         out["description"] = v.text(data["description"], "description", 1000)
     if "threshold" in data:
         lo, hi, what = THRESHOLDS[metric]
         thr = v.number(data["threshold"], "threshold", -1e12, 1e12)
         if not lo <= thr <= hi:
-            raise v.ValidationError(f"threshold of the rule {r.name} is {what}: between {lo:g} and {hi:g}",
-                                    field="threshold")
+            raise Conflict(f"threshold of the rule {r.name} is {what}: between {lo:g} and {hi:g}",
+                           field="threshold")
         out["threshold"] = thr
     if metric == IDLE:
         if "interval" in data:
             out["interval"] = v.integer(data["interval"], "interval", 1, MAX_S)
-        if "grace" in data:
+        if data.get("grace") is not None:  # null: unchanged, as for the other rules
             out["grace"] = v.integer(data["grace"], "grace", 0, MAX_S)
     if "severity" in data:
         out["severity"] = v.choice(data["severity"], "severity", alerts.SEVERITIES)

@@ -33,6 +33,8 @@ DEVICE_TYPE_RULE = "1-63 letters, digits, '.', '_', '/' and '-' (a device type: 
 # what a requested stop turns into once the processes are gone (``killed``): the reason of the KILLING record
 # says which, so that the loop, the spawner's report and a restarted service all finish it the same way
 KILL_REQUESTED, STOP_REQUESTED, REQUEUE_REQUESTED = "kill requested", "stop requested", "requeue requested"
+# a kill without a grace period (the leader SIGKILLs at once): access taken back (ops/revoke.py)
+KILL_AT_ONCE = f"{KILL_REQUESTED} at once"
 
 
 # what a listing reads: every column but the backend's private state, as plain rows (no ORM objects)
@@ -144,15 +146,21 @@ def find(session: Session, actor: Actor, ref: Any, manage: bool = False, summary
     and want more (``summary``: the summary is enough) or want to manage it (``manage``) without the right."""
     job = None
     owner, _, name = ref.rpartition("/") if isinstance(ref, str) else ("", "", ref)
-    if (isinstance(ref, int) and not isinstance(ref, bool)) or (isinstance(ref, str) and v.is_digits(ref)):
-        job = session.get(m.Job, v.db_id(ref))  # ASCII digits, within the id range (else 400, not a 500)
+    if isinstance(ref, (int, float)) and not isinstance(ref, bool):
+        job = session.get(m.Job, v.db_id(ref))
+    elif isinstance(ref, str) and (jid := v.id_in(ref)) is not None:
+        job = session.get(m.Job, jid)
     elif isinstance(ref, str) and v.NAME_RE.match(name) and "/" not in owner:
         job = session.scalar(select(m.Job).where(m.Job.owner == (owner or actor.name), m.Job.name == name))
+    elif isinstance(ref, str) and v.is_digits(ref):
+        job = None  # digits that are no id (0, or past the database's range): no such job, as the document says
     else:
         raise v.ValidationError("a job is addressed by its id, its name (yours) or OWNER/NAME", field="id")
     view = actor.job_view(job.owner, job.status) if job is not None else None
     if view is None:
         hint = "" if owner else " among your jobs (another user's job: OWNER/NAME, or its id)"
+        if isinstance(ref, str) and v.is_digits(ref) and v.id_in(ref) is None:
+            hint = f" (an id is {v.ID_RULE})"
         raise NotFound(f"job {ref!r} does not exist{hint}", field="id")
     if manage and not actor.may_manage_job(job.owner):
         raise Forbidden(f"job {job.id} belongs to {job.owner}; managing it needs {S.MANAGE_ALL_JOBS!r}", field="id")
@@ -422,9 +430,18 @@ def pause(session: Session, actor: Actor, ref: Any) -> dict[str, Any]:
 
 
 def resume(session: Session, actor: Actor, ref: Any, settings: OpsSettings) -> dict[str, Any]:
+    from . import revoke  # it builds on this module
+
     job = find(session, actor, ref, manage=True)
     if job.status != st.PAUSED:
-        raise Conflict(f"job {job.id} is {job.status}; only paused jobs can be resumed", field="id")
+        why = f" ({job.reason})" if job.reason and job.status in st.FINAL else ""
+        raise Conflict(f"job {job.id} is {job.status}{why}; only paused jobs can be resumed", field="id")
+    if actor.name == job.owner and job.spec.get("volumes"):  # its owner's groups as the hub says now
+        job.spec = {**job.spec, revoke.GROUPS: sorted(actor.groups)}
+    # issue 30: access taken back while it was paused keeps it from mounting again
+    why = revoke.refusal(session, job)
+    if why is not None:
+        raise Conflict(f"job {job.id} cannot resume: {why}", field="id")
     lock_user(session, job.owner, utcnow())
     n = job.instances
     quotas.check_compute(session, job.owner, job.kind, job.device_type,

@@ -30,6 +30,9 @@ ENDPOINTS = ("ssh", "tensorboard")
 NO_JUPYTER = ("endpoints: jupyter is not a job endpoint (it was removed): Jupyter runs in workspaces; a server of "
               "the job's own is reached through an interactive port (ports)")
 MAX_DURATION = 366 * 24 * 3600
+# the spec's record of the owner's hub groups when the work was submitted: the shares it mounts through are
+# checked again with them when access is taken back, and at admission and resume (ops/revoke.py)
+GROUPS = "access_groups"
 
 
 def merge_template(session: Session, actor: Actor, data: dict[str, Any]) -> dict[str, Any]:
@@ -64,8 +67,8 @@ def parse_volumes(session: Session, actor: Actor, value: Any, instances: int, pl
             what = ("is still being copied: mount it when it is ready" if vol.state == "copying"
                     else f"failed ({vol.state_reason}): delete it and snapshot again")
             raise Conflict(f"{f}.volume: dataset {vol.owner}/{vol.name} {what}", field=f"{f}.volume")
-        if plan is not None and vol.cluster and vol.cluster != plan.pool:
-            raise v.ValidationError(
+        if plan is not None and vol.cluster and vol.cluster != plan.pool:  # what the volume is decides: 409
+            raise Conflict(
                 f"{f}.volume: volume {vol.owner}/{vol.name} is storage of cluster {vol.cluster!r}, so work that "
                 f"mounts it runs in pool {vol.cluster!r}; plan {plan.name!r} runs in pool {plan.pool!r}: choose "
                 f"a plan of pool {vol.cluster!r}", field=f"{f}.volume")
@@ -90,9 +93,9 @@ def parse_volumes(session: Session, actor: Actor, value: Any, instances: int, pl
 
 def _plan_fields(session: Session, data: dict[str, Any], kind: str) -> tuple[m.Plan, dict[str, Any]]:
     plan = plans.find(session, v.require(data, "plan"))
-    if kind not in plan.kinds:
-        raise v.ValidationError(f"plan {plan.name!r} is not offered for {kind} work (it is for: "
-                                f"{', '.join(plan.kinds)})", field="plan")
+    if kind not in plan.kinds:  # what the plan is decides (the request names an existing one): 409
+        raise Conflict(f"plan {plan.name!r} is not offered for {kind} work (it is for: {', '.join(plan.kinds)})",
+                       field="plan")
     return plan, {"plan_id": plan.id, "pool": plan.pool, "device_type": plan.device_type,
                   "devices_per_instance": plan.device_count, "cpu_per_instance": plan.cpu,
                   "memory_mib_per_instance": plan.memory_mib, "shm_mib": plan.shm_mib}
@@ -115,18 +118,19 @@ def _check_plan_runs(plan: m.Plan, instances: int, settings: OpsSettings) -> Non
         v.whole_nodes(plan.device_count, instances, plan.device_type, settings.devices_per_node,
                       "devices_per_instance")
     except v.ValidationError as e:
-        # the plan is what the submitter chose (and can change): the error names it
-        raise v.ValidationError(f"plan {plan.name!r}: {e.detail}", field="plan") from None
+        # the plan is what the submitter chose (and can change): the error names it; the plan and this cluster's
+        # rules decide, not the request alone (409)
+        raise Conflict(f"plan {plan.name!r}: {e.detail}", field="plan") from None
     # cordoned machines count: they are expected back, and the job waits for them (ADM3; scheduler/core.py)
     if not plans.fits_somewhere(plan, settings.nodes, cordoned=True):
-        raise v.ValidationError(f"plan {plan.name!r} cannot run on this cluster: no machine in pool {plan.pool!r} "
-                                f"has {plan.device_count} x {plan.device_type}, {plan.cpu:g} CPU and "
-                                f"{plan.memory_mib} MiB", field="plan")
+        raise Conflict(f"plan {plan.name!r} cannot run on this cluster: no machine in pool {plan.pool!r} has "
+                       f"{plan.device_count} x {plan.device_type}, {plan.cpu:g} CPU and {plan.memory_mib} MiB",
+                       field="plan")
     if instances > 1:
         why = unfit(machine_shapes(settings.nodes, cordoned=True), plan.pool, plan.device_type, plans.instance_of(plan), instances)
         if why is not None:
-            raise v.ValidationError(f"workers: {instances} instances of plan {plan.name!r} can never run at once: "
-                                    f"{why}", field="workers")
+            raise Conflict(f"workers: {instances} instances of plan {plan.name!r} can never run at once: {why}",
+                           field="workers")
 
 
 def parse_job(session: Session, actor: Actor, raw: dict[str, Any], settings: OpsSettings,
@@ -146,16 +150,23 @@ def parse_job(session: Session, actor: Actor, raw: dict[str, Any], settings: Ops
             if data.get(f) not in (None, 0, 1, "") or (f == "strategy" and data.get(f)):
                 raise v.ValidationError(f"{f} applies to distributed jobs only", field=f)
         out.update(strategy=None, workers=1, ps=0)
-    else:
-        strategy = out["strategy"] = v.choice(data.get("strategy", "allreduce"), "strategy", ("allreduce", "ps"))
+    else:  # null or "" is the default, as the document says (api/schemas/jobs.SHAPE_RULES)
+        strategy = out["strategy"] = v.choice(data.get("strategy") or "allreduce", "strategy", ("allreduce", "ps"))
+        workers, ps = _given(data, "workers"), _given(data, "ps")
         if strategy == "allreduce":
-            out["workers"] = v.integer(data.get("workers", 2), "workers", 2, settings.max_workers)
-            if data.get("ps") not in (None, 0):
+            out["workers"] = v.integer(2 if workers is None else workers, "workers", 2, settings.max_workers)
+            if ps not in (None, 0):
                 raise v.ValidationError("ps applies to the parameter-server strategy only", field="ps")
             out["ps"] = 0
         else:
-            out["workers"] = v.integer(data.get("workers", 1), "workers", 1, settings.max_workers)
-            out["ps"] = v.integer(data.get("ps", 1), "ps", 1, settings.max_ps)
+            out["workers"] = v.integer(1 if workers is None else workers, "workers", 1, settings.max_workers)
+            out["ps"] = v.integer(1 if ps is None else ps, "ps", 1, settings.max_ps)
+    if not partial and raw.get("template") is not None:
+        # a schema-valid submission that leaves these to its template: the template's content decides (409)
+        for f in ("plan", "image", "command"):
+            if data.get(f) in (None, ""):
+                raise Conflict(f"{f} is required: neither the submission nor template {raw['template']!r} gives it",
+                               field=f)
     plan = None
     if not partial or "plan" in data:
         plan, fields = _plan_fields(session, data, kind)
@@ -179,6 +190,8 @@ def parse_job(session: Session, actor: Actor, raw: dict[str, Any], settings: Ops
         "warnings": image_warnings(out.get("image"), warning, settings),
     }
     _with_credential(session, actor, data, spec)
+    if spec["volumes"]:
+        spec[GROUPS] = sorted(actor.groups)
     if data.get("estimated_duration") is not None:
         spec["estimated_duration"] = v.integer(data["estimated_duration"], "estimated_duration", 1, MAX_DURATION)
     spec["on_overrun"] = v.choice(data.get("on_overrun", "alert"), "on_overrun", ("alert", "stop"))
@@ -193,6 +206,12 @@ def parse_job(session: Session, actor: Actor, raw: dict[str, Any], settings: Ops
             raise Forbidden("only admins set priority (1-1000)", field="priority")
         out["priority"] = v.integer(data["priority"], "priority", 1, 1000)
     return out
+
+
+def _given(data: dict[str, Any], field: str) -> Any:
+    """A count as given: None when absent, null or "" (the document's "the default")."""
+    value = data.get(field)
+    return None if value in (None, "") else value
 
 
 def _endpoints(value: Any) -> list[str]:
@@ -226,6 +245,8 @@ def parse_workspace(session: Session, actor: Actor, data: dict[str, Any], settin
         "ports": v.ports(data.get("ports")),
         "warnings": image_warnings(out.get("image"), warning, settings),
     }
+    if out["spec"]["volumes"]:
+        out["spec"][GROUPS] = sorted(actor.groups)
     if not (out["spec"]["jupyter"] or out["spec"]["ssh"]):
         raise v.ValidationError("jupyter: a workspace without Jupyter is reached by SSH only: it needs ssh true",
                                 field="jupyter")

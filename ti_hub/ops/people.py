@@ -22,7 +22,7 @@ from ..db import models as m
 from ..domain import states as st
 from ..domain.actor import Actor
 from ..domain.errors import Conflict, ValidationError
-from . import audit, grants
+from . import audit, grants, revoke
 from .common import Clock, iso, utcnow
 
 # a new account's name: JupyterHub lowercases names, and they become paths, Unix-ish names and URL parts
@@ -32,14 +32,27 @@ USER_RULE = "1-63 lowercase letters, digits, '.', '-' and '_', starting with a l
 GROUP_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
 GROUP_RE = re.compile(GROUP_PATTERN[:-1] + r"\Z")
 GROUP_RULE = "1-63 letters, digits, '.', '-' and '_', starting with a letter or digit"
-EMAIL_RE = re.compile(r"[^@\s]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?"
-                      r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?)+\Z")
+# white space as Python's re and the document's (ECMA) regular expressions both read it: \s and what only one does
+_SPACE = r"\s\x1c-\x1f\x85\ufeff"
+_EMAIL = (rf"[^@{_SPACE}]{{1,64}}@[A-Za-z0-9](?:[A-Za-z0-9-]{{0,62}}[A-Za-z0-9])?"
+          r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?)+")
+EMAIL_RE = re.compile(_EMAIL + r"\Z")
+EMAIL_PATTERN = rf"^({_EMAIL})?$"  # the API document's: empty clears it
 EMAIL_RULE = "an address like name@example.org (at most 254 characters)"
-PHONE_RE = re.compile(r"\+?[0-9][0-9 -]{2,30}\Z")
+_PHONE = r"\+?[0-9][0-9 -]{2,30}"
+PHONE_RE = re.compile(_PHONE + r"\Z")
+PHONE_PATTERN = rf"^({_PHONE})?$"
 PHONE_RULE = "digits, spaces and '-', optionally starting with '+' (3-32 characters)"
 NICKNAME_MAX = 63
 DESCRIPTION_MAX = 255
-PASSWORD_MIN, PASSWORD_MAX = 8, 256  # the hub's minimum_password_length is 8 (hub_config.py)
+PASSWORD_MIN, PASSWORD_MAX = 8, 72  # the hub's minimum_password_length is 8 (hub_config.py)
+# bcrypt reads at most 72 bytes (bcrypt 5 refuses more, at sign-up and at every login): 72 ASCII characters, or
+# 18 of any kind (4 bytes each at most in UTF-8), so that the rule can be said by a regular expression
+PASSWORD_ANY_MAX = 18
+PASSWORD_PATTERN = (rf"^([^\x00]{{{PASSWORD_MIN},{PASSWORD_ANY_MAX}}}"
+                    rf"|[\x01-\x7f]{{{PASSWORD_ANY_MAX + 1},{PASSWORD_MAX}}})$")
+PASSWORD_RULE = (f"{PASSWORD_MIN}-{PASSWORD_MAX} characters, no NUL; at most {PASSWORD_ANY_MAX} if any is not ASCII "
+                 f"(a password is at most {PASSWORD_MAX} bytes)")
 PROFILE_FIELDS = ("nickname", "email", "phone")
 CSV_COLUMNS = ("name", "password", "nickname", "email", "phone", "groups")
 MAX_CSV_ROWS = 1000
@@ -64,10 +77,9 @@ def group_name(value: Any, field: str = "name") -> str:
 def password(value: Any, field: str = "password") -> str:
     if not isinstance(value, str) or not value:
         raise ValidationError(f"{field} is required", field=field)
-    if not PASSWORD_MIN <= len(value) <= PASSWORD_MAX:
-        raise ValidationError(f"{field} must be {PASSWORD_MIN}-{PASSWORD_MAX} characters", field=field)
-    if "\x00" in value:
-        raise ValidationError(f"{field} must not contain NUL characters", field=field)
+    if not PASSWORD_MIN <= len(value) <= PASSWORD_MAX or "\x00" in value or \
+            (len(value) > PASSWORD_ANY_MAX and not value.isascii()):
+        raise ValidationError(f"{field} must be {PASSWORD_RULE}", field=field)
     return value
 
 
@@ -275,10 +287,14 @@ def change_profile(session: Session, actor: Actor, name: str, fields: dict[str, 
 
 def set_enabled(session: Session, actor: Actor, name: str, enabled: bool, clock: Clock = utcnow,
                 revoked: dict[str, Any] | None = None) -> dict[str, Any]:
-    """``revoked``: what the hub revoked with a disable (tokens deleted, servers stopped), kept in the audit entry."""
+    """``revoked``: what the hub revoked with a disable (tokens deleted, servers stopped), kept in the audit entry;
+    a disable also stops every job and workspace of theirs that waits, runs or is paused (issue 30), which
+    ``revoked`` gains as ``jobs_stopped`` (their ids)."""
     p = _profile(session, name, clock)
     if p.enabled != enabled:
         p.enabled, p.changed_at = enabled, clock()
+    if not enabled and revoked is not None:
+        revoked["jobs_stopped"] = [w["id"] for w in revoke.sweep_user(session, name, clock())]
     audit.record(session, actor, "user.enable" if enabled else "user.disable", name,
                  {"revoked": revoked} if revoked is not None else {}, clock)
     return render_profile(p)
@@ -324,6 +340,7 @@ def rename_group_references(session: Session, actor: Actor, old: str, new: str, 
         else:
             share.grantee = new
         moved["volume_shares"] += 1
+    revoke.rename_group(session, old, new)  # the work that mounts through the group's shares keeps them
     moved["team_templates"] = session.execute(
         update(m.Template).where(m.Template.scope == "team", m.Template.group == old).values(group=new)).rowcount
     audit.record(session, actor, "group.rename", old, {"to": new, "members": members, **moved}, clock)
@@ -338,9 +355,22 @@ def record_group(session: Session, actor: Actor, action: str, name: str, detail:
 def forget_group(session: Session, actor: Actor, name: str, members: int, clock: Clock = utcnow) -> dict[str, int]:
     """After the hub deleted a group: shares to it go (a later group of that name is not given them)."""
     refs = group_references(session, name)
+    gone = set()
     for share in session.scalars(select(m.VolumeShare).where(m.VolumeShare.grantee_kind == "group",
                                                             m.VolumeShare.grantee == name)).all():
+        gone.add(share.volume_id)
         session.delete(share)
     refs["grants"] = grants.follow_principal(session, "group", name, None)
-    audit.record(session, actor, "group.delete", name, {"members": members, **refs}, clock)
+    # issue 30: the members' work that mounted those volumes through the group, and has no other access, stops
+    stopped = [w["id"] for w in revoke.sweep(session, actor.name, volumes=gone, now=clock())] if gone else []
+    audit.record(session, actor, "group.delete", name, {"members": members, **refs,
+                                                       **({"jobs_stopped": stopped} if stopped else {})}, clock)
     return refs
+
+
+def remove_members(session: Session, actor: Actor, name: str, users: list[str], clock: Clock = utcnow) -> None:
+    """They left group ``name`` (the hub agreed): audited, and their work that mounted a volume through the
+    group's shares, with no other access, stops (issue 30)."""
+    stopped = [w["id"] for w in revoke.left_group(session, actor.name, name, users)]
+    audit.record(session, actor, "group.remove", name, {"users": users, **({"jobs_stopped": stopped}
+                                                                           if stopped else {})}, clock)

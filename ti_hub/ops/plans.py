@@ -47,8 +47,9 @@ def fits_somewhere(plan: m.Plan, nodes: Sequence[NodeCapacity], cordoned: bool =
 
 
 def parse(data: dict[str, Any], device_rules: dict[str, list[int]], partial: bool = False,
-          rdma: bool = False) -> dict[str, Any]:
-    """``rdma``: whether this platform gives pods an RDMA device (else a plan with rdma is refused)."""
+          rdma: bool = False, current: m.Plan | None = None) -> dict[str, Any]:
+    """``rdma``: whether this platform gives pods an RDMA device (else a plan with rdma is refused: 409).
+    ``current``: the plan a change applies to; a device count that does not suit its device type is a 409."""
     v.check_fields(data, PLAN_FIELDS)
     out: dict[str, Any] = {}
     if not partial or "name" in data:
@@ -63,12 +64,17 @@ def parse(data: dict[str, Any], device_rules: dict[str, list[int]], partial: boo
     if not partial or "device_type" in data:
         out["device_type"] = v.text(data.get("device_type", "cpu"), "device_type", 63, required=True)
     if not partial or "device_count" in data:
-        dtype = out.get("device_type", "cpu")
+        dtype = out.get("device_type", current.device_type if current is not None else "cpu")
+        # both in the request: the document says the rule (400); the type the plan has: it decides (409)
+        err = v.ValidationError if "device_type" in out or current is None else Conflict
         out["device_count"] = v.device_count(data.get("device_count", 0), dtype, device_rules, "device_count")
         if dtype == "cpu" and out["device_count"]:
-            raise v.ValidationError("device_count must be 0 for a CPU-only plan", field="device_count")
+            raise err("device_count must be 0 for a CPU-only plan", field="device_count")
         if dtype != "cpu" and "device_count" in data and out["device_count"] == 0:
-            raise v.ValidationError("device_count must be at least 1 for a device plan", field="device_count")
+            raise err("device_count must be at least 1 for a device plan", field="device_count")
+    elif current is not None and out.get("device_type") == "cpu" and current.device_count:
+        raise Conflict(f"device_type cpu: plan {current.name!r} has {current.device_count} devices per instance; "
+                       "give device_count 0 with it", field="device_type")
     if not partial or "cpu" in data:
         out["cpu"] = v.number(data.get("cpu"), "cpu", 0.1, 1024)
     if not partial or "memory_mib" in data:
@@ -78,7 +84,7 @@ def parse(data: dict[str, Any], device_rules: dict[str, list[int]], partial: boo
     if "rdma" in data:
         out["rdma"] = v.boolean(data["rdma"], "rdma")
         if out["rdma"] and not rdma:
-            raise v.ValidationError("rdma: this platform has no RDMA devices to give (the embedded platform runs "
+            raise Conflict("rdma: this platform has no RDMA devices to give (the embedded platform runs "
                                     "jobs as processes on its own machine); plans with rdma need the Kubernetes "
                                     "backend and an RDMA device plugin", field="rdma")
     if "pool" in data:
@@ -110,7 +116,7 @@ def list_plans(session: Session, actor: Actor, nodes: Sequence[NodeCapacity], ki
 
 
 def find(session: Session, ref: Any, field: str = "plan") -> m.Plan:
-    if isinstance(ref, int) and not isinstance(ref, bool):
+    if isinstance(ref, (int, float)) and not isinstance(ref, bool):  # an id: 7, or 7.0 (db_id)
         plan = session.get(m.Plan, v.db_id(ref, field))
     elif isinstance(ref, str) and ref:
         plan = session.scalar(select(m.Plan).where(m.Plan.name == ref))
@@ -140,7 +146,7 @@ def update(session: Session, actor: Actor, plan_id: int, data: dict[str, Any], d
            rdma: bool = False) -> dict[str, Any]:
     actor.need(S.MANAGE_VC, "changing plans")
     plan = get_or_404(session, m.Plan, plan_id, "plan")
-    fields = parse(data, device_rules, partial=True, rdma=rdma)
+    fields = parse(data, device_rules, partial=True, rdma=rdma, current=plan)
     if "device_type" in fields and "device_count" not in data:
         v.device_count(plan.device_count, fields["device_type"], device_rules, "device_count")
     for k, val in fields.items():

@@ -128,12 +128,11 @@ def move(session: Session, actor: Actor, ref: Any, data: dict[str, Any],
         where = v.choice(data["to"], "to", ("top", "bottom"))
         at = 0 if where == "top" else len(rest)
     else:
-        other_id = v.integer(data[key], key, 1, 2**62)
+        other_id = v.integer(data[key], key, 1, v.MAX_ID)
         other = next((j for j in rest if j.id == other_id), None)
-        if other is None:
-            raise v.ValidationError(f"{key} must be another queued job of yours in the same queue "
-                                    f"({job.pool}/{job.device_type}/{job.kind}); job {other_id} is not",
-                                    field=key)
+        if other is None:  # what the queue holds now decides
+            raise Conflict(f"{key} must be another queued job of yours in the same queue "
+                           f"({job.pool}/{job.device_type}/{job.kind}); job {other_id} is not", field=key)
         at = rest.index(other) + (1 if key == "after" else 0)
     order = rest[:at] + [job] + rest[at:]
     for j, slot in zip(order, slots):

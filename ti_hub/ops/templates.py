@@ -39,7 +39,7 @@ def list_templates(session: Session, actor: Actor) -> dict[str, Any]:
 def find(session: Session, actor: Actor, ref: Any, field: str = "id") -> m.Template:
     q = select(m.Template).where(_visible(actor))
     t = None
-    if isinstance(ref, int) and not isinstance(ref, bool):
+    if isinstance(ref, (int, float)) and not isinstance(ref, bool):  # an id: 7, or 7.0 (db_id)
         t = session.scalar(q.where(m.Template.id == v.db_id(ref, field)))
     elif isinstance(ref, str) and ref:
         t = session.scalar(q.where(m.Template.name == ref).order_by((m.Template.owner != actor.name), m.Template.id))

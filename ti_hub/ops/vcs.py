@@ -260,11 +260,11 @@ def change(session: Session, actor: Actor, name: str, data: dict[str, Any]) -> d
     if "draining" in data:
         vc.draining = detail["draining"] = v.boolean(data["draining"], "draining")
         if vc.draining and vc.name == DEFAULT:
-            raise v.ValidationError("the VC default stays open to all: it cannot drain", field="draining")
+            raise Conflict("the VC default stays open to all: it cannot drain", field="draining")
     if "open" in data:
         opened = v.boolean(data["open"], "open")
         if vc.name == DEFAULT and not opened:
-            raise v.ValidationError("the VC default stays open to all", field="open")
+            raise Conflict("the VC default stays open to all", field="open")
         vc.restricted = not opened
         detail["open"] = opened
     if "cohort" in data:  # lending between the VCs of one cohort (issue 18); null or "" leaves it
@@ -275,7 +275,7 @@ def change(session: Session, actor: Actor, name: str, data: dict[str, Any]) -> d
     if "name" in data and data["name"] != vc.name:
         new = vc_name(data["name"], "name")
         if vc.name == DEFAULT:
-            raise v.ValidationError("the VC default cannot be renamed", field="name")
+            raise Conflict("the VC default cannot be renamed", field="name")
         if session.scalar(select(m.VirtualCluster.id).where(m.VirtualCluster.name == new)) is not None:
             raise Conflict(f"a virtual cluster named {new!r} already exists", field="name")
         old = vc.name
@@ -298,7 +298,7 @@ def delete(session: Session, actor: Actor, name: str) -> None:
     actor.need(S.MANAGE_VC, "deleting virtual clusters")
     vc = get(session, name, lock=True)
     if vc.name == DEFAULT:
-        raise v.ValidationError("the VC default always exists", field="name")
+        raise Conflict("the VC default always exists", field="name")
     left = []
     if vc.machines:
         left.append(f"{len(vc.machines)} machine(s) ({', '.join(_machine_label(x) for x in vc.machines[:5])})")
@@ -339,7 +339,7 @@ def assign(session: Session, actor: Actor, name: str, data: dict[str, Any], node
     drain = v.boolean(data.get("drain", False), "drain")
     vc = get(session, name, lock=True)
     if remove and vc.name == DEFAULT:
-        raise v.ValidationError("machines leave default by being given to another VC", field="remove")
+        raise Conflict("machines leave default by being given to another VC", field="remove")
     physical = {n.name for n in nodes} | {machine_of(n) for n in nodes}
     inventory: dict[str, list[int]] = defaultdict(list)
     for n in nodes:
@@ -347,28 +347,33 @@ def assign(session: Session, actor: Actor, name: str, data: dict[str, Any], node
             for dtype, devs in n.devices.items():
                 inventory[dtype] += devs
     if node not in physical:
-        raise v.ValidationError(f"no machine named {node!r} (GET /cluster lists them)", field="node")
+        raise NotFound(f"no machine named {node!r} (GET /cluster lists them)", field="node")
     rows = {(x.device_type, x.device): x for x in session.scalars(select(m.VCMachine).where(m.VCMachine.node == node))}
     for x in rows.values():  # a draining device is in no slice, but it is still the machine's
         if x.draining and x.device >= 0:
             inventory[x.device_type].append(x.device)
+    whole = not kubernetes and "device_type" not in data
     if kubernetes:
         if "device_type" in data or "devices" in data:
-            raise v.ValidationError("on Kubernetes a VC owns whole nodes: give node only", field="devices")
+            raise Conflict("on Kubernetes a VC owns whole nodes: give node only", field="devices")
         wanted = [("", -1)]
+    elif whole:  # the whole machine: every device of every type (removed: those of this VC)
+        if "devices" in data:
+            raise v.ValidationError("devices are indices of one device type: give device_type", field="device_type")
+        wanted = [(dtype, d) for dtype in sorted(inventory) for d in sorted(set(inventory[dtype]))]
     else:
         dtype = v.text(data.get("device_type"), "device_type", 63, required=True)
         if dtype not in inventory:
-            raise v.ValidationError(f"machine {node!r} has no {dtype} devices (it has: "
-                                    f"{', '.join(sorted(inventory)) or 'none'})", field="device_type")
+            raise NotFound(f"machine {node!r} has no {dtype} devices (it has: "
+                           f"{', '.join(sorted(inventory)) or 'none'})", field="device_type")
         raw = data.get("devices", sorted(inventory[dtype]))
         if not isinstance(raw, list) or not raw:
             raise v.ValidationError("devices must be a non-empty list of device indices", field="devices")
         devs = sorted({v.integer(d, "devices", 0, 1 << 16) for d in raw})
         missing = [d for d in devs if d not in inventory[dtype]]
         if missing:
-            raise v.ValidationError(f"machine {node!r} has no {dtype} device {missing[0]} (it has "
-                                    f"{', '.join(map(str, sorted(inventory[dtype])))})", field="devices")
+            raise NotFound(f"machine {node!r} has no {dtype} device {missing[0]} (it has "
+                           f"{', '.join(map(str, sorted(inventory[dtype])))})", field="devices")
         wanted = [(dtype, d) for d in devs]
     target = DEFAULT if remove else vc.name
     holders: list[Any] = []
@@ -377,9 +382,11 @@ def assign(session: Session, actor: Actor, name: str, data: dict[str, Any], node
     for dtype, dev in wanted:
         row = rows.get((dtype, dev))
         owner = row.vc.name if row is not None else DEFAULT
+        if remove and owner != vc.name and whole:
+            continue
         if remove and owner != vc.name:
-            raise v.ValidationError(f"{_machine_label_of(node, dtype, dev)} is not in {vc.name} (it is in {owner})",
-                                    field="devices")
+            raise Conflict(f"{_machine_label_of(node, dtype, dev)} is not in {vc.name} (it is in {owner})",
+                           field="devices")
         if owner == target:
             if row is not None and row.draining:  # given back to the VC it was draining away from: it stays
                 row.draining, row.next_vc = False, None
@@ -468,7 +475,7 @@ def set_access(session: Session, actor: Actor, name: str, data: dict[str, Any],
     drain = v.boolean(data.get("drain", False), "drain")
     vc = get(session, name, lock=True)
     if vc.name == DEFAULT:
-        raise v.ValidationError("the VC default is open to all: its access cannot change", field=kind)
+        raise Conflict("the VC default is open to all: its access cannot change", field=kind)
     row = next((a for a in vc.access if a.grantee_kind == kind and a.grantee == who), None)
     drained = list(vc.drained_users or [])
     if not remove:

@@ -13,7 +13,7 @@ from ..domain import validation as v
 from ..domain.actor import Actor
 from ..domain.errors import Conflict, Forbidden, NotFound
 from ..domain.mounts import GIB, over_capacity_reason
-from ..domain.states import ACTIVE
+from ..domain.states import ACTIVE, HOLDING
 from ..storage.base import VolumeDriver
 from . import alerts as lifecycle  # the name "alerts" is the list of messages below
 from . import quotas
@@ -75,7 +75,7 @@ def list_volumes(session: Session, actor: Actor, limit: int, offset: int) -> dic
 def find(session: Session, actor: Actor, ref: Any, field: str = "volume") -> m.Volume:
     """By id, by my name, or by owner/name of a volume shared with me."""
     vol = None
-    if isinstance(ref, int) and not isinstance(ref, bool):
+    if isinstance(ref, (int, float)) and not isinstance(ref, bool):  # an id: 7, or 7.0 (db_id)
         vol = session.get(m.Volume, v.db_id(ref, field))
     elif isinstance(ref, str) and ref:
         if "/" in ref:
@@ -117,8 +117,8 @@ def create(session: Session, actor: Actor, data: dict[str, Any], driver: VolumeD
     cluster = v.name(data["cluster"], "cluster") if data.get("cluster") is not None else ""
     pools = set(session.scalars(select(m.Plan.pool).distinct()))
     if cluster and cluster not in pools:  # no plan runs there: nothing could ever mount it
-        raise v.ValidationError(f"cluster must be a pool that plans run in ({', '.join(sorted(pools)) or 'none'});"
-                                f" {cluster!r} is not", field="cluster")
+        raise NotFound(f"cluster must be a pool that plans run in ({', '.join(sorted(pools)) or 'none'}); "
+                       f"{cluster!r} is not", field="cluster")
     public = v.boolean(data.get("public", False), "public")
     if kind == "bucket" and not actor.can(S.MANAGE_VC):
         raise Forbidden("bucket volumes are configured by admins", field="kind")
@@ -130,7 +130,7 @@ def create(session: Session, actor: Actor, data: dict[str, Any], driver: VolumeD
             raise v.ValidationError("a dataset is a snapshot of another volume: give source", field="source")
         source = find(session, actor, data["source"], "source")
         if source.kind == "local":
-            raise v.ValidationError("local scratch volumes hold no data to snapshot", field="source")
+            raise Conflict("local scratch volumes hold no data to snapshot", field="source")
         if source.owner != actor.name and access_mode(source, actor) != "rw":
             # the copy is the caller's own and would outlive a revoke of the read-only share
             raise Forbidden(f"a snapshot of {source.owner}/{source.name} needs write access to it (it is shared "
@@ -166,7 +166,7 @@ def expand(session: Session, actor: Actor, ref: Any, data: dict[str, Any], stora
     if "capacity_gib" in data:
         gib = v.integer(data["capacity_gib"], "capacity_gib", 1, MAX_GIB)
         if gib < vol.capacity_gib:
-            raise v.ValidationError(f"capacity_gib can only grow (now {vol.capacity_gib} GiB)", field="capacity_gib")
+            raise Conflict(f"capacity_gib can only grow (now {vol.capacity_gib} GiB)", field="capacity_gib")
         lock_user(session, vol.owner, utcnow())
         quotas.check_storage(session, vol.owner, vol.kind, gib - vol.capacity_gib, storage_defaults)
         grow = gib > vol.capacity_gib
@@ -175,14 +175,19 @@ def expand(session: Session, actor: Actor, ref: Any, data: dict[str, Any], stora
             vol.over_capacity_since = None  # room again: jobs may mount it read-write at once
         session.flush()
         if grow and driver is not None:
+            if not driver.grows_online(vol.id) and (busy := holders(session, vol, HOLDING)):
+                # a file system this machine cannot resize while mounted (storage/loopfs.py)
+                raise Conflict(f"volume {vol.owner}/{vol.name} is in use by {', '.join(busy)}, and this machine "
+                               "grows a volume only while nothing mounts it: grow it once they have stopped",
+                               field="capacity_gib", holders=busy)
             # last, as in create: a refusal (a class that cannot grow) rolls the new capacity back
             driver.expand(vol.id, f"{vol.owner}/{vol.name}", gib, kind=vol.kind)
     session.flush()
     return render(vol, actor)
 
 
-def holders(session: Session, vol: m.Volume) -> list[str]:
-    jobs = session.scalars(select(m.Job).where(m.Job.status.in_(ACTIVE))).all()
+def holders(session: Session, vol: m.Volume, statuses=ACTIVE) -> list[str]:
+    jobs = session.scalars(select(m.Job).where(m.Job.status.in_(statuses))).all()
     out = [f"dataset {d.owner}/{d.name} (being copied from it)" for d in session.scalars(
         select(m.Volume).where(m.Volume.source_volume_id == vol.id, m.Volume.state == "copying"))]
     for j in jobs:
@@ -215,27 +220,44 @@ def share(session: Session, actor: Actor, ref: Any, data: dict[str, Any]) -> dic
     kind = "user" if "user" in data else "group"
     grantee = v.text(data[kind], kind, 255, required=True)
     mode = v.choice(data.get("mode", "ro"), "mode", ("ro", "rw"))
-    if mode == "rw" and vol.kind in ("dataset", "bucket"):
-        raise v.ValidationError(f"{vol.kind} volumes are shared read-only", field="mode")
+    if mode == "rw" and vol.kind in ("dataset", "bucket"):  # what the volume is decides: 409
+        raise Conflict(f"{vol.kind} volumes are shared read-only", field="mode")
     if kind == "user" and grantee == vol.owner:
-        raise v.ValidationError("the owner already has access", field="user")
+        raise Conflict("the owner already has access", field="user")
     row = next((s for s in vol.shares if s.grantee_kind == kind and s.grantee == grantee), None)
     if row is None:
         row = m.VolumeShare(grantee_kind=kind, grantee=grantee, mode=mode)
         vol.shares.append(row)
+    narrowed = row.mode == "rw" and mode == "ro"
     row.mode = mode
     session.flush()
-    return render(vol, actor)
+    stopped = _revoked(session, actor, vol, "volume.share", {"share": row.id, "kind": kind, "grantee": grantee,
+                                                             "mode": {"from": "rw", "to": "ro"}}) if narrowed else []
+    return {**render(vol, actor), "stopped": stopped}
 
 
 def unshare(session: Session, actor: Actor, ref: Any, share_id: int) -> dict[str, Any]:
+    """Issue 30: the grantee's work that mounts the volume and has no other access to it stops at once (the
+    answer's ``stopped``); what waits is refused where it would start (ops/revoke.py)."""
     vol = owned(session, actor, ref)
     row = next((s for s in vol.shares if s.id == share_id), None)
     if row is None:
         raise NotFound(f"share {share_id} does not exist on this volume", field="share_id")
+    detail = {"share": row.id, "kind": row.grantee_kind, "grantee": row.grantee, "mode": row.mode}
     vol.shares.remove(row)
     session.flush()
-    return render(vol, actor)
+    return {**render(vol, actor), "stopped": _revoked(session, actor, vol, "volume.unshare", detail)}
+
+
+def _revoked(session: Session, actor: Actor, vol: m.Volume, action: str, detail: dict[str, Any]
+             ) -> list[dict[str, Any]]:
+    """Access to ``vol`` was taken back: stop what used it, and audit who did it and what stopped."""
+    from . import audit, revoke  # revoke builds on ops/jobs, which builds on this module
+
+    stopped = revoke.sweep(session, actor.name, volumes=[vol.id])
+    audit.record(session, actor, action, f"{vol.owner}/{vol.name}",
+                 {**detail, "stopped": [w["id"] for w in stopped]})
+    return stopped
 
 
 def show(session: Session, actor: Actor, ref: Any) -> dict[str, Any]:

@@ -338,7 +338,9 @@ class TiService(SettingChecks, Application):
                                         capacity.device_rules(self), self.max_workers,
                                         self.max_ps, uids=startup.uid_policy(self), secret_key=self.fernet,
                                         rdma=self.backend.supports_rdma, image_note=self.backend.image_note,
-                                        limits_note=self.backend.limits_note,  # checks (and logs) cgroups
+                                        # checks (and logs) cgroups; the driver's says where disks are not capped
+                                        limits_note=" ".join(n for n in (self.backend.limits_note,
+                                                                         self.volume_driver.disk_note) if n) or None,
                                         default_role=self.default_role, devices_per_node=capacity.devices_per_node(self))
         self.render_cache = RenderCache(self.list_cache_size)
         self.hub_names = HubNames(self.hub_lookup_ttl)
@@ -462,6 +464,7 @@ class TiService(SettingChecks, Application):
 
     def start(self):
         self._instance_lock = hold_instance_lock(self._lock_path("service-lock"), self.log)
+        startup.restore_volumes(self)  # before any process serves: volumes mounted again after a reboot
         if self.api_processes <= 1:
             asyncio.run(self.serve())
             return

@@ -12,8 +12,10 @@ import os
 
 from tornado import web
 
+from ..api.base import MethodsAllowed
 
-class HealthHandler(web.RequestHandler):
+
+class HealthHandler(MethodsAllowed, web.RequestHandler):
     def get(self):
         self.set_header("Cache-Control", "no-store")
         self.finish({"run": os.environ.get("TI_HUB_RUN_ID", "")})

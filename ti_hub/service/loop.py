@@ -20,8 +20,8 @@ from ..db import models as m
 from ..domain import states as st
 from ..domain.errors import HubUnavailable
 from ..metrics import process as metrics
-from ..ops import images, jobrules, secretenv, unixids
-from ..ops.jobs import STOP_REQUESTED, alert, killed, record
+from ..ops import alerts, images, jobrules, secretenv, unixids
+from ..ops.jobs import KILL_AT_ONCE, STOP_REQUESTED, alert, killed, record
 from ..scheduler import core, overrun
 from ..scheduler.estimate import typical_durations
 from ..storage import personal
@@ -31,6 +31,7 @@ from .snapshots import Snapshots
 
 WORKSPACE_CHECK_INTERVAL = 2.0  # seconds between checks that running workspaces still have a process
 OVERRUN_CHECK_INTERVAL = 1.0  # seconds between checks of running jobs against their declared durations
+EVENT_EXPIRY_INTERVAL = 60.0  # seconds between looks for event alerts to close (ops/alerts.expire_events)
 # what the leader stops each cycle: kills and pauses asked for, preemption victims (a workspace is stopped by the
 # hub, and only when killed). Narrowed to the statuses that hold something first, so that the status index
 # answers it: as an OR of kinds and statuses it scanned every job ever run, each cycle (0.15 s at 200,000 jobs)
@@ -77,6 +78,7 @@ class JobRunner:
         self.last_history = float("-inf")  # when the last usage sample for the cluster page was taken
         self.last_ws_check = float("-inf")
         self.last_overrun_check = float("-inf")
+        self.last_event_expiry = float("-inf")
         self.alerted_runs: set[tuple[int, Any]] = set()  # (job, its start): runs past their duration, alerted
         # killed workspaces whose stop the hub is working on (the tasks are kept: the loop holds only weak ones)
         self.ws_stopping: dict[int, asyncio.Future] = {}
@@ -180,6 +182,9 @@ class JobRunner:
             await self.svc.db(self._save_scores, self.clock(), scheduler=True)
         if self.clock() - self.last_history >= self.svc.usage_history_interval:
             await self.sample_history(nodes)
+        if clock() - self.last_event_expiry >= EVENT_EXPIRY_INTERVAL:
+            self.last_event_expiry = clock()
+            await self.svc.db(alerts.expire_events, queueing.from_epoch(self.clock()), scheduler=True)
         t.append(clock())
         metrics.cycle(t[-1] - t[0])
         if t[-1] - t[0] > 1.0:  # the phases of a slow cycle, for whoever wonders why admissions lag
@@ -216,7 +221,10 @@ class JobRunner:
                     self.graceful[j.id] = asyncio.ensure_future(self._stop_gracefully(j.id, j.backend_state))
                 continue
             if j.backend_state:
-                await self.svc.backend.stop(j.id, j.backend_state)
+                if j.status == st.KILLING and j.reason.startswith(KILL_AT_ONCE):  # access taken back: no grace
+                    await self.svc.backend.stop(j.id, j.backend_state, grace_seconds=0.0)
+                else:
+                    await self.svc.backend.stop(j.id, j.backend_state)
                 await self.svc.backend.cleanup(j.id, j.backend_state)
             await self.svc.db(self._finish_stop, j.id, scheduler=True)
             done += 1
@@ -410,8 +418,9 @@ class JobRunner:
         if dec.empty and not save:
             return
         parts = queueing.split(dec)
+        admitted: set[int] = set()
         for i, part in enumerate(parts):
-            await self.svc.db(self._apply, part, save and i == len(parts) - 1, now, scheduler=True)
+            admitted |= await self.svc.db(self._apply, part, save and i == len(parts) - 1, now, scheduler=True)
         self.phase_s["apply"] = asyncio.get_running_loop().time() - t0 - self.phase_s["decide"]
         metrics.scheduled(*metrics.decided(dec, now))
         if dec.preempt:
@@ -420,14 +429,17 @@ class JobRunner:
             await self.stop_requested()
             self.dirty = True
         # the hub's spawner launches workspaces once it sees their placement
-        todo = [(dec.full[a.job_id], a.placement) for a in dec.admitted if dec.full[a.job_id].kind != "workspace"]
+        # only what apply admitted: a job killed, paused or refused (ops/revoke.py) meanwhile is not launched
+        todo = [(dec.full[a.job_id], a.placement) for a in dec.admitted
+                if a.job_id in admitted and dec.full[a.job_id].kind != "workspace"]
         if todo:
             await self.launch_all(todo)
 
-    def _apply(self, s: Session, dec: queueing.Decisions, save: bool, now: float) -> None:
-        queueing.apply(s, dec)
+    def _apply(self, s: Session, dec: queueing.Decisions, save: bool, now: float) -> set[int]:
+        admitted = queueing.apply(s, dec)
         if save:
             self.scores.save(s, now)
+        return admitted
 
     def launch_spec(self, job: m.Job, placement: Sequence[core.Allocation], uid: int | None = None,
                     credentials: dict[int, tuple[str, str, bytes]] | None = None) -> LaunchSpec:

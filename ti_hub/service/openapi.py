@@ -7,15 +7,15 @@ declarations the request chokepoint enforces. Schemas with a ``title`` are liste
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
 import orjson
 
 from .. import __version__
-from ..api.contract import COMMON_ERRORS, Op, Param, Route, openapi_path
-from ..api.schemas.common import ERROR
+from ..api.contract import COMMON_ERRORS, Op, Param, Route, openapi_path, validator
+from ..api.schemas.common import ERROR, LIMITS
 
 REFUSALS = {
     400: "Bad input: the error names the field or parameter and the rule; nothing was stored",
@@ -31,10 +31,12 @@ SUCCESS = {200: "OK", 201: "Created", 204: "Done; no content"}
 
 
 class _Components:
-    """Hoists titled schemas into components/schemas and refers to them."""
+    """Hoists titled schemas into components/schemas and refers to them; states each configured bound
+    (schemas/common.limited) as the maximum it has here."""
 
-    def __init__(self) -> None:
+    def __init__(self, limits: Mapping[str, float] | None = None) -> None:
         self.schemas: dict[str, Any] = {}
+        self.limits = {**LIMITS, **(limits or {})}
 
     def use(self, schema: Any) -> Any:
         if isinstance(schema, list):
@@ -42,6 +44,8 @@ class _Components:
         if not isinstance(schema, dict):
             return schema
         out = {k: (self.use(v) if k not in ("enum", "const", "required") else v) for k, v in schema.items()}
+        if "x-limit" in out:
+            out["maximum"] = self.limits[out["x-limit"]]
         title = schema.get("title")
         if title is None:
             return out
@@ -71,8 +75,9 @@ def _operation(method: str, route: Route, op: Op, comps: _Components) -> dict[st
     if op.description:
         out["description"] = op.description
     if op.body is not None:
-        # an empty body is read as {}: required only where the schema requires a field
-        out["requestBody"] = {"required": bool(op.body.get("required")), "content": _content(comps.use(op.body))}
+        # an empty body is read as {}: required exactly where the schema refuses {}
+        out["requestBody"] = {"required": not validator(op.body).is_valid({}),
+                              "content": _content(comps.use(op.body))}
     responses: dict[str, Any] = {}
     for status in (op.status, *op.also):
         responses[str(status)] = ({"description": SUCCESS.get(status, "OK")} if op.response is None else
@@ -83,8 +88,9 @@ def _operation(method: str, route: Route, op: Op, comps: _Components) -> dict[st
     return out
 
 
-def document(prefix: str, routes: Iterable[Route]) -> dict[str, Any]:
-    comps = _Components()
+def document(prefix: str, routes: Iterable[Route], limits: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """``limits``: the configured values of the bounds schemas name (schemas/common.LIMITS: their defaults)."""
+    comps = _Components(limits)
     paths: dict[str, Any] = {}
     for route in routes:
         ops = paths.setdefault(openapi_path(route.path), {})
@@ -108,8 +114,8 @@ def document(prefix: str, routes: Iterable[Route]) -> dict[str, Any]:
 
 
 @lru_cache(maxsize=4)
-def document_json(prefix: str) -> bytes:
+def document_json(prefix: str, limits: tuple[tuple[str, float], ...] = ()) -> bytes:
     """The document is the same for the process's life: printed once."""
     from .web import ROUTES
 
-    return orjson.dumps(document(prefix, ROUTES))
+    return orjson.dumps(document(prefix, ROUTES, dict(limits)))

@@ -24,7 +24,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 
 from .. import scopes as S
 from ..domain.actor import Actor
-from ..domain.errors import Conflict, HubUnavailable, NotFound, ValidationError
+from ..domain.errors import Conflict, HubUnavailable, NotFound, TiError, ValidationError
 from ..ops import grants
 from ..ops import people as P
 from .hubapi import hub_list
@@ -123,6 +123,8 @@ def revoked_words(revoked: dict[str, Any]) -> str:
     text = f"{revoked.get('tokens', 0)} token(s)"
     if revoked.get("servers_stopped"):
         text += f", stopped server(s) {', '.join(revoked['servers_stopped'])}"
+    if revoked.get("jobs_stopped"):
+        text += f", stopped job(s) and workspace(s) {', '.join(map(str, revoked['jobs_stopped']))}"
     if revoked.get("servers_starting"):
         text += f"; server(s) {', '.join(revoked['servers_starting'])} were starting: stop them at /hub/admin"
     return text
@@ -253,8 +255,8 @@ class People:
         row = P.new_user(data)
         users, groups, _ = await self.everyone()
         refused = await self._check_new([row], {u["name"] for u in users}, {g["name"] for g in groups})
-        if refused:
-            err = Conflict if refused[0]["field"] == "name" else ValidationError
+        if refused:  # a name taken (409) or a group missing (404): what exists now decides, not the request
+            err = Conflict if refused[0]["field"] == "name" else NotFound
             raise err(refused[0]["detail"], field=refused[0]["field"])
         await self._create_accounts([row])
         await self.ti.db(P.record_created, actor, [row])
@@ -265,7 +267,13 @@ class People:
         self.need(actor, "importing users")
         rows, refused = P.parse_csv(text)
         users, groups, _ = await self.everyone()
-        refused += await self._check_new(rows, {u["name"] for u in users}, {g["name"] for g in groups})
+        # the file's own faults are bad input (400); rows whose names are taken (409) or whose groups are missing
+        # (404) are refused for what exists now: the status is the first of those that applies
+        err: type[TiError] = ValidationError if refused else Conflict
+        clashes = await self._check_new(rows, {u["name"] for u in users}, {g["name"] for g in groups})
+        if not refused and any(r["field"] == "groups" for r in clashes):
+            err = NotFound
+        refused += clashes
         if refused:
             refused.sort(key=lambda r: r["row"])
             bad = {r["row"] for r in refused}
@@ -274,8 +282,8 @@ class People:
                          "refused rows", "status": "not created"} for r in rows if r["row"] not in bad)]
             report.sort(key=lambda r: r["row"])
             first = refused[0]
-            raise ValidationError(f"row {first['row']}: {first['detail']}; {len(refused)} row(s) refused, nobody "
-                                  "was created", field=f"rows[{first['row']}].{first['field']}", rows=report)
+            raise err(f"row {first['row']}: {first['detail']}; {len(refused)} row(s) refused, nobody was created",
+                      field=f"rows[{first['row']}].{first['field']}", rows=report)
         await self._create_accounts(rows)
         await self.ti.db(P.record_created, actor, rows)
         return {"created": len(rows), "rows": [{"row": r["row"], "name": r["name"], "field": None, "detail": "",
@@ -334,7 +342,9 @@ class People:
             revoked = {"tokens": int(data.get("tokens_revoked") or 0),
                        "servers_stopped": sorted(data.get("servers_stopped") or ()),
                        "servers_starting": sorted(data.get("servers_starting") or ())}
-        await self.ti.db(P.set_enabled, actor, name, enabled, revoked=revoked)
+        await self.ti.db(P.set_enabled, actor, name, enabled, revoked=revoked)  # revoked gains jobs_stopped
+        if revoked is not None and revoked["jobs_stopped"]:
+            self.ti.poke()  # the leader kills them now, not at its next cycle
         if revoked is not None:
             # after the profile says disabled: a cached answer read meanwhile meets that refusal
             try:
@@ -382,7 +392,7 @@ class People:
         known = {u["name"] for u in users}
         for i, n in enumerate(names):
             if n not in known:
-                raise ValidationError(f"no user {n!r}: nothing was changed", field=f"{field}[{i}]")
+                raise NotFound(f"no user {n!r}: nothing was changed", field=f"{field}[{i}]")
 
     async def create_group(self, actor: Actor, data: dict[str, Any]) -> dict[str, Any]:
         self.need(actor, "creating groups")
@@ -453,6 +463,7 @@ class People:
         await self.keep_an_admin(leave_groups={name: list(g.get("users") or ())})
         await self.hub.must("DELETE", f"groups/{_q(name)}", None, f"deleting group {name!r}")
         await self.ti.db(P.forget_group, actor, name, len(g.get("users") or ()))
+        self.ti.poke()  # what mounted a volume through the group's shares stops now (ops/revoke.py)
 
     async def members(self, actor: Actor, name: str, data: dict[str, Any], add: bool) -> dict[str, Any]:
         """All or nothing: an unknown user is refused by name before the hub changes anything."""
@@ -467,5 +478,9 @@ class People:
             await self.keep_an_admin(leave_groups={name: names})
         await self.hub.must("POST" if add else "DELETE", f"groups/{_q(name)}/users", {"users": names},
                             f"{'adding users to' if add else 'removing users from'} group {name!r}")
-        await self.ti.db(P.record_group, actor, "group.add" if add else "group.remove", name, {"users": names})
+        if add:
+            await self.ti.db(P.record_group, actor, "group.add", name, {"users": names})
+        else:
+            await self.ti.db(P.remove_members, actor, name, names)
+            self.ti.poke()  # what mounted a volume through the group's shares stops now (ops/revoke.py)
         return await self.show_group(actor, name)

@@ -23,7 +23,7 @@ from ..domain import states as st
 from ..domain.errors import Conflict
 from ..domain.mounts import HeldMount, MountRequest, check_capacity, check_conflicts, over_capacity_reason
 from ..ops.jobs import LIST_COLUMNS, alert, record
-from ..ops import vcs
+from ..ops import revoke, vcs
 from ..ops.common import iso
 from ..ops.quotas import Limits, resolve_limit
 from ..scheduler import core
@@ -352,18 +352,26 @@ def split(dec: Decisions, n: int = 500) -> list[Decisions]:
     return parts
 
 
-def apply(s: Session, dec: Decisions) -> None:
-    """Write a decision back; rows that moved on meanwhile (killed, paused) are left as they are."""
+def apply(s: Session, dec: Decisions) -> set[int]:
+    """Write a decision back; rows that moved on meanwhile (killed, paused) are left as they are. Returns the
+    jobs admitted: only they may be launched."""
     ids = [a.job_id for a in dec.admitted]
     jobs = {}
     for chunk in _chunks(ids, 500):
         jobs.update({j.id: j for j in s.scalars(select(m.Job).where(m.Job.id.in_(chunk)))})
     victims = {j.id: j for j in s.scalars(select(m.Job).where(m.Job.id.in_(list(dec.preempt))))} if dec.preempt \
         else {}
+    # issue 30: access taken back since it was queued (a volume's share, the account) -- checked here, under the
+    # write lock, so that a revocation either sees the job admitted (and stops it) or is seen here
+    refused = revoke.refusals(s, (j for j in jobs.values() if j.status == st.QUEUED))
+    admitted = set()
     for adm in dec.admitted:
         j = jobs[adm.job_id]
         if j.status != st.QUEUED:
             continue  # killed or paused while we decided
+        if j.id in refused:
+            revoke.refuse(s, j, refused[j.id])
+            continue
         if any(victims.get(v) is None or victims[v].status != st.RUNNING for v in adm.preempts):
             continue  # a victim ended or was stopped meanwhile: decide again next cycle
         for v in adm.preempts:
@@ -386,6 +394,7 @@ def apply(s: Session, dec: Decisions) -> None:
                      f"{adm.lent_by}'s own jobs need them)")
         record(s, j, st.SCHEDULING, "admitted: starting on " +
                ", ".join(sorted({a.node for a in adm.placement})) + note)
+        admitted.add(j.id)
     changed = []
     for chunk in _chunks(list(dec.changes), 500):
         for job_id, status in s.execute(select(m.Job.id, m.Job.status).where(m.Job.id.in_(chunk))):
@@ -410,6 +419,7 @@ def apply(s: Session, dec: Decisions) -> None:
                 alert(s, j.id, dec.alerts[j.id], now, rule="wait",
                       figures={"estimated_start": iso(est), "late_s": int((now - est).total_seconds())}
                       if est is not None else {}, severity=dec.alert_style[0], notify_owner=dec.alert_style[1])
+    return admitted
 
 
 def requeue_preempted(s: Session, job_id: int) -> None:

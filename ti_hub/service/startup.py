@@ -1,5 +1,5 @@
-"""Things the ti service makes once at start: the Unix uid policy, the TensorBoard supervisor for the backend, and
-the rows a new database starts with (plans, images, the preset roles)."""
+"""Things the ti service makes once at start: the Unix uid policy, the TensorBoard supervisor for the backend, the
+volumes' mounts (``restore_volumes``), and the rows a new database starts with (plans, images, the preset roles)."""
 
 from __future__ import annotations
 
@@ -51,6 +51,15 @@ def claim_uid_range(svc: TiService) -> None:
                      svc.unix_uid_registry, e.first, e.last, e.data_dir)
     svc.log.info("Unix uids %d-%d are this instance's on this host (registered in %s)", first, last,
                  svc.unix_uid_registry)
+
+
+def restore_volumes(svc: TiService) -> None:
+    """Blocking, before the event loop and the API processes start (no create can race it): the driver makes
+    every stored volume reachable again and removes what a create cut short by a crash left
+    (``VolumeDriver.restore``)."""
+    with svc.read_sessionmaker.begin() as session:
+        ids = set(session.scalars(select(m.Volume.id).where(m.Volume.kind != "local")))
+    svc.volume_driver.restore(ids)
 
 
 def tensorboards(svc: TiService) -> Any:

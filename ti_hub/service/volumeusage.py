@@ -6,7 +6,9 @@ records the bytes (``ops.volumes.record_usage``). A volume over its capacity is 
 and wait at admission (``domain.mounts.check_capacity``), and the jobs and workspaces writing it get an alert in
 their history. Work already running is not stopped, and it can overshoot between two measurements; workspaces may
 still mount the volume to clean it up. Drivers that cannot measure (Kubernetes: the claim's own size is the
-limit there) answer None and nothing is recorded.
+limit there) answer None and nothing is recorded. A local volume that is a file system of its own (issue 30,
+``storage/loopfs.py``) is capped by the kernel: its usage is read with one ``statvfs`` instead of a walk, and it
+never goes over.
 """
 
 from __future__ import annotations

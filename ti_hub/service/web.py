@@ -7,7 +7,7 @@ from tornado import web
 
 from .. import __version__
 from ..api import account, admin, alertrules, alerts, endpoints, jobs, people, resources, roles, ssh, vcs, workspaces
-from ..api.base import APIHandler
+from ..api.base import APIHandler, MethodsAllowed
 from ..api.contract import Op, Param, Route, route_regex
 from ..api.schemas import account as A
 from ..api.schemas import admin as AD
@@ -27,12 +27,16 @@ from .openapi import document_json
 from .pages import page_routes
 
 
-class OpenAPIHandler(web.RequestHandler):
+class OpenAPIHandler(MethodsAllowed, web.RequestHandler):
     """Public on purpose: the document describes routes, not data."""
 
     def get(self):
         self.set_header("Content-Type", "application/json")
-        self.finish(document_json(self.settings["api_prefix"]))
+        ti = self.settings.get("ti")
+        limits = () if ti is None else (("TiService.max_workers", ti.max_workers), ("TiService.max_ps", ti.max_ps),
+                                        ("HealthMonitor.window", int(ti.health.window)),
+                                        ("ClusterAccounting.keep_days", ti.accounting.max_days))
+        self.finish(document_json(self.settings["api_prefix"], limits))
 
 
 class RootHandler(APIHandler):
@@ -85,6 +89,8 @@ DISABLED_USER = C.answer(
         "tokens": {**C.INT, "description": "the user's hub tokens deleted: API tokens they made, and the OAuth "
                                            "tokens of their browser logins to the ti service and their servers"},
         "servers_stopped": C.array(C.STR),
+        "jobs_stopped": {**C.array(C.ID), "description": "their jobs and workspaces that waited, ran or were paused: "
+                                                          "killed (issue 30)"},
         "servers_starting": {**C.array(C.STR), "description": "servers that were starting: they lost their "
                                                               "token; an admin stops them at /hub/admin"}},
         title="Revoked")},
@@ -98,7 +104,7 @@ ROUTES: list[Route] = [
         "get": Op("Plans I can use (custom:ti:vc:view)", R.PLAN_PAGE, query=R.PLAN_QUERY),
         "post": Op("Define a plan (custom:ti:vc:manage)", R.PLAN, 201, body=R.NEW_PLAN, errors=(409,))}),
     Route("/plans/{id}", resources.PlanHandler, {
-        "patch": Op("Change a plan (custom:ti:vc:manage)", R.PLAN, body=R.PLAN_CHANGE, errors=(404,)),
+        "patch": Op("Change a plan (custom:ti:vc:manage)", R.PLAN, body=R.PLAN_CHANGE, errors=(404, 409)),
         "delete": Op("Delete a plan no active job uses (custom:ti:vc:manage)", None, 204, errors=(404, 409))},
         {"id": C.ID_PARAM}),
     Route("/vcs", vcs.VCsHandler, {
@@ -170,10 +176,12 @@ ROUTES: list[Route] = [
                     errors=(404, 409)),
         "delete": Op("Delete my volume (not while mounted)", None, 204, errors=(404, 409))}, {"id": C.VOLUME_REF}),
     Route("/volumes/{id}/shares", resources.VolumeSharesHandler, {
-        "post": Op("Share my volume with a user or a group of the hub (ro/rw)", R.VOLUME, 201, body=R.NEW_SHARE,
-                   errors=(404, 502))}, {"id": C.VOLUME_REF}),
+        "post": Op("Share my volume with a user or a group of the hub (ro/rw); rw made ro stops the grantee's "
+                   "writing work", R.VOLUME_SHARES, 201, body=R.NEW_SHARE,
+                   errors=(404, 409, 502))}, {"id": C.VOLUME_REF}),
     Route("/volumes/{id}/shares/{share_id}", resources.VolumeShareHandler, {
-        "delete": Op("Remove a share of my volume", R.VOLUME, errors=(404,))},
+        "delete": Op("Remove a share of my volume: the grantee's work that mounts it stops at once", R.VOLUME_SHARES,
+                     errors=(404,))},
         {"id": C.VOLUME_REF, "share_id": C.ID_PARAM}),
     Route("/volumes/{id}/files", resources.VolumeFilesHandler, {
         "get": Op("Browse a volume", R.LISTING, query=R.FILES_QUERY, errors=(404, 409))}, {"id": C.VOLUME_REF}),
@@ -234,11 +242,11 @@ ROUTES: list[Route] = [
     Route("/users", people.UsersHandler, {
         "get": Op("Users with their profiles (custom:ti:users:manage)", PE.USER_PAGE, query=C.PAGE, errors=(502,)),
         "post": Op("Create a user who logs in at once with the password given (custom:ti:users:manage)", PE.USER,
-                   201, body=PE.NEW_USER, errors=(409, 502))}),
+                   201, body=PE.NEW_USER, errors=(404, 409, 502))}),
     Route("/user-imports", people.UserImportsHandler, {
-        "post": Op("Create users from a CSV file, all or nothing; a refused file answers 400 with every row's "
-                   "outcome in rows (custom:ti:users:manage)", PE.IMPORT_REPORT, 201, body=PE.IMPORT,
-                   errors=(409, 502))}),
+        "post": Op("Create users from a CSV file, all or nothing; a refused file answers with every row's outcome "
+                   "in rows: 400 for faults of the file, else 404 for a group missing, 409 for a name taken "
+                   "(custom:ti:users:manage)", PE.IMPORT_REPORT, 201, body=PE.IMPORT, errors=(404, 409, 502))}),
     Route("/users/{user}", people.UserHandler, {
         "get": Op("A user with their profile (custom:ti:users:manage)", PE.USER, errors=(404, 502)),
         "patch": Op("Change a user's profile, or make them an admin or demote them (never the last admin)",
@@ -256,7 +264,7 @@ ROUTES: list[Route] = [
         "get": Op("Groups with their members (custom:ti:users:manage)", PE.GROUP_PAGE, query=C.PAGE,
                   errors=(502,)),
         "post": Op("Create a group (custom:ti:users:manage)", PE.GROUP, 201, body=PE.NEW_GROUP,
-                   errors=(409, 502))}),
+                   errors=(404, 409, 502))}),
     Route("/groups/{group}", people.GroupHandler, {
         "get": Op("A group (custom:ti:users:manage)", PE.GROUP, errors=(404, 502)),
         "patch": Op("Rename a group (members, description, volume shares and team templates follow) or "
@@ -283,7 +291,7 @@ ROUTES: list[Route] = [
     Route("/grants", roles.GrantsHandler, {
         "get": Op("Who holds which role (custom:ti:users:manage)", RO.GRANT_PAGE, query=RO.GRANT_QUERY),
         "post": Op("Grant roles to users and groups, all or nothing; counts at once (custom:ti:users:manage)",
-                   RO.GRANTS, 201, body=RO.GRANT_ROWS, errors=(502,))}),
+                   RO.GRANTS, 201, body=RO.GRANT_ROWS, errors=(404, 502))}),
     Route("/grants/(revoke)", roles.GrantsRevokeHandler, {
         "post": Op("Revoke grants by role and user or group, all or nothing (custom:ti:users:manage); never the "
                    "last system admin's: 409", RO.GRANTS, body=RO.GRANT_ROWS, errors=(404, 409, 502))}),

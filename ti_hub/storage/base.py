@@ -16,7 +16,7 @@ their storage after it; ``kind`` is one of ``ti_hub.ops.quotas.STORAGE_KINDS``.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,10 @@ class VolumeDriver(LoggingConfigurable):
         """Grow the volume to ``new_gib`` online. By default capacity is TiHub's quota alone: nothing to do."""
         return
 
+    def grows_online(self, volume_id: int) -> bool:
+        """Whether ``expand`` works while jobs mount the volume; where not, the ops refuse it while any do."""
+        return True
+
     async def snapshot(self, volume_id: int, source_id: int, who: Any) -> AsyncIterator[dict[str, Any]]:
         """Fill the dataset ``volume_id`` from ``source_id`` (only where ``snapshots_later``); yields progress
         (``{"total": N}``, ``{"done": N}``) and ends with ``{"ok": ...}`` or ``{"error": reason}``."""
@@ -70,6 +74,14 @@ class VolumeDriver(LoggingConfigurable):
         """Make the owner's personal storage where it is missing, before their work starts (blocking: called
         from a worker thread). Storage that needs the owner's uid is made by the backend instead."""
         return
+
+    def restore(self, volume_ids: Collection[int]) -> None:
+        """Blocking, once at the service's start, before anything serves: make the stored volumes (``volume_ids``:
+        every one but scratch) reachable again, e.g. mount what a reboot unmounted, and say in the log how
+        capacity is held."""
+        return
+
+    disk_note: str | None = None  # where capacity is only measured, not enforced: said with the plans' limits
 
     def close(self) -> None:
         """Release connections and threads (the service may simply exit instead)."""

@@ -122,8 +122,8 @@ def browse(fd, rel, limit):
             except FileNotFoundError:
                 raise Refused(f"{shown} does not exist in this volume", "missing") from None
             if not stat.S_ISDIR(st.st_mode):
-                if i < len(parts) - 1:
-                    raise Refused(f"{shown} is not a directory", "invalid")
+                if i < len(parts) - 1:  # what the volume holds decides (a 409), not the path asked for
+                    raise Refused(f"{shown} is not a directory")
                 return {"path": rel.strip("/"), "type": kind_of(st.st_mode), "size": st.st_size, "entries": []}
             try:
                 here = open_dir(part, here)

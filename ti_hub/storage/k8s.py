@@ -42,7 +42,7 @@ from ..backends.k8s.objects import (
     pvc_name,
 )
 from ..backends.base import Mount
-from ..domain.errors import Conflict, ValidationError
+from ..domain.errors import Conflict
 from . import personal
 from .base import VolumeDriver
 
@@ -373,8 +373,8 @@ class KubernetesVolumeDriver(VolumeDriver):
                             parse_quantity((status.get("capacity") or {}).get("storage")))
             if gib * GIB < src_bytes:
                 need = int(-(-src_bytes // GIB))
-                raise ValidationError(f"a dataset cloned from {source} needs capacity_gib of at least {need} "
-                                      f"(the size of its source)", field="capacity_gib")
+                raise Conflict(f"a dataset cloned from {source} needs capacity_gib of at least {need} (the size of "
+                               "its source)", field="capacity_gib")  # the source's size decides: 409
             if self.clone_in_source_class:
                 cls = spec.get("storageClassName") or ""
         if cls:
@@ -473,7 +473,7 @@ class KubernetesVolumeDriver(VolumeDriver):
         if sc is None or not sc.get("allowVolumeExpansion"):
             why = (f"its StorageClass {cls} does not allow volume expansion (allowVolumeExpansion)" if sc else
                    f"its StorageClass {cls or '(none)'} does not exist")
-            raise ValidationError(f"volume {volume} cannot grow: {why}; ask an admin", field="capacity_gib")
+            raise Conflict(f"volume {volume} cannot grow: {why}; ask an admin", field="capacity_gib")
         if (pvc.get("status") or {}).get("phase") != "Bound":
             raise Conflict(f"volume {volume} can grow once its storage exists (its claim is "
                            f"{(pvc.get('status') or {}).get('phase', 'Pending')}; classes that bind on first "
@@ -484,7 +484,6 @@ class KubernetesVolumeDriver(VolumeDriver):
                              _content_type=MERGE_PATCH)
         except ApiException as e:
             if e.status in (403, 422):  # admission or validation said no: its words, for the user
-                raise ValidationError(f"volume {volume} cannot grow: {api_message(e)}", field="capacity_gib") \
-                    from None
+                raise Conflict(f"volume {volume} cannot grow: {api_message(e)}", field="capacity_gib") from None
             raise
         self.log.info("volume %d (%s): claim %s grows to %d GiB", volume_id, volume, name, gib)

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from ...ops.images import HOST_PATTERN, IMAGE_PATTERN
+from ...ops.keys import KEY_TYPES
 from .common import (BOOL, ID, NAME, STR, TEXT, TIME, answer, array, enum, integer, nullable, obj, page_of,
-                     string)
-from .jobs import SPEC_FIELDS
+                     string, text)
+from .jobs import SHAPE_RULES, SPEC_FIELDS
 
 # permissions: the effective ones (the token's scopes narrowed by the TiHub roles held: ops/grants.py)
 ME = answer({"name": STR, "kind": enum(("user", "service")), "admin": BOOL, "groups": array(STR),
              "permissions": array(STR), "roles": array(STR)}, title="Me")
 
 IMAGE_ADDRESS = string(512, 1, "an image address like registry/name:tag (lowercase)", pattern=IMAGE_PATTERN)
-NEW_IMAGE = obj({"name": NAME, "address": IMAGE_ADDRESS, "version": string(128),
+NEW_IMAGE = obj({"name": NAME, "address": IMAGE_ADDRESS, "version": text(128),
                  "accelerator": enum(("cpu", "gpu")), "size_mib": nullable(integer(0, 1 << 30)),
                  "description": TEXT}, ["name", "address"], title="NewImage")
 IMAGE = answer({"id": ID, "name": STR, "address": STR, "version": STR, "accelerator": STR,
@@ -24,14 +25,18 @@ IMAGE_PAGE = page_of(IMAGE, image_note=IMAGE_NOTE)
 
 NEW_CREDENTIAL = obj({"name": NAME, "registry": string(255, 1, "a registry host with an optional :port",
                                                        pattern=HOST_PATTERN),
-                      "username": string(255, 1), "password": string(4096, 1, "never shown back")},
+                      "username": text(255, filled=True), "password": text(4096, True, "never shown back")},
                      ["name", "registry", "username", "password"], title="NewCredential")
 CREDENTIAL = answer({"id": ID, "name": STR, "registry": STR, "username": STR, "created_at": TIME},
                     title="Credential", description="a registry login; its password never leaves the service")
 CREDENTIAL_PAGE = page_of(CREDENTIAL)
 
-NEW_KEY = obj({"name": NAME, "key": string(16384, 1, "an OpenSSH public key on one line")}, ["name", "key"],
-              title="NewKey")
+# the format: a key as ssh-keygen writes it, whose base64 data holds a key of the type it starts with (ops/keys.py);
+# its length is the format's (a bare format also lets the fuzz's generator of it serve every phase)
+SSH_PUBLIC_KEY = string(description="format ssh-public-key: an OpenSSH public key on one line of at most 16384 "
+                                    "characters: its type (" + ", ".join(KEY_TYPES) + "), the base64 key data of "
+                                    "that type, an optional comment", format="ssh-public-key")
+NEW_KEY = obj({"name": NAME, "key": SSH_PUBLIC_KEY}, ["name", "key"], title="NewKey")
 KEY = answer({"id": ID, "name": STR, "key": STR, "fingerprint": STR, "created_at": TIME}, title="Key")
 KEY_PAGE = page_of(KEY)
 
@@ -39,10 +44,13 @@ KEY_PAGE = page_of(KEY)
 TEMPLATE_SPEC = obj({"name": {"description": "ignored: a template carries no job name"}, **SPEC_FIELDS,
                      "secret_env": {"not": {}, "description": "absent: templates never hold secret values (give "
                                                               "them with each submission)"}},
-                    title="TemplateSpec")
-NEW_TEMPLATE = obj({"name": NAME, "scope": enum(("user", "team")), "group": nullable(string(255)),
+                    title="TemplateSpec", allOf=[SHAPE_RULES])
+NEW_TEMPLATE = obj({"name": NAME, "scope": enum(("user", "team")), "group": nullable(text(255)),
                     "spec": TEMPLATE_SPEC}, ["name", "spec"], title="NewTemplate",
-                   description="scope team shares it with a group of mine (group)")
+                   description="scope team shares it with a group of mine (group); a user template names none",
+                   **{"if": {"properties": {"scope": {"const": "team"}}, "required": ["scope"]},
+                      "then": {"properties": {"group": text(255, filled=True)}, "required": ["group"]},
+                      "else": {"properties": {"group": {"enum": [None, ""], "description": "team templates only"}}}})
 TEMPLATE = answer({"id": ID, "name": STR, "owner": STR, "scope": enum(("user", "team")), "group": nullable(STR),
                    "spec": {"type": "object"}, "created_at": TIME}, title="Template")
 TEMPLATE_PAGE = page_of(TEMPLATE)

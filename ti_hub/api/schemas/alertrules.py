@@ -4,32 +4,45 @@ ADM3)."""
 from __future__ import annotations
 
 from ...health.rules import METRICS, OPS
+from ...ops.alertrules import MAX_STEP, THRESHOLDS
+from ...ops.jobrules import MAX_S
 from ...ops.jobrules import METRICS as JOB_METRICS
 from ...ops.alerts import SEVERITIES
 from ..contract import Param
-from .common import (ANY_OBJECT, BOOL, ID, MAYBE_TIME, NAME, NUM, STR, TEXT, TIME, answer, array, enum, integer,
-                     nullable, number, obj, string)
+from .common import (ANY_OBJECT, BOOL, ID, MAYBE_TIME, NAME, NUM, STR, TIME, answer, array, enum, integer, limited,
+                     nullable, number, obj, string, text)
 
 ALL_METRICS = {**METRICS, **JOB_METRICS}
 
 RULE_FIELDS = {
-    "name": NAME, "description": TEXT,
+    "name": NAME, "description": text(1000),
     "metric": enum(ALL_METRICS, "what is measured: " + "; ".join(f"{k}: {d}" for k, d in ALL_METRICS.items()) +
                    " (job_overrun, job_wait and workspace_idle are built in: one rule each, not created nor "
                    "deleted)"),
     "op": enum(OPS, "how a sample compares with the threshold"),
-    "threshold": number(description="the value compared with (a percent for cpu, memory and disk_free; degrees C; "
-                                    "an error count)"),
-    "step": integer(1, 86400, "seconds between two evaluations"),
-    "interval": integer(1, None, "seconds looked back (at most HealthMonitor.window)"),
-    "percent": number(description="fires when at least this percent of the machine's samples in the interval "
-                                  "match (0.1-100)"),
+    "threshold": number(-1e12, 1e12, "the value compared with (a percent for cpu, memory and disk_free; degrees C; "
+                                     "an error count; for the built-in rules, seconds or a percent)"),
+    "step": integer(1, MAX_STEP, "seconds between two evaluations"),
+    "interval": limited(integer(1, description="seconds looked back (at most HealthMonitor.window)"),
+                        "HealthMonitor.window"),
+    "percent": number(0.1, 100, "fires when at least this percent of the machine's samples in the interval match"),
     "severity": enum(SEVERITIES), "enabled": BOOL,
     "notify_owners": BOOL, "cordon": BOOL,
-    "grace": nullable(integer(0, None, "workspace-idle only: seconds from the warning to the reclaim")),
+    "grace": nullable(integer(0, MAX_S, "workspace-idle only: seconds from the warning to the reclaim")),
 }
-NEW_RULE = obj(RULE_FIELDS, ["name", "metric", "op", "threshold"], title="NewAlertRule")
-RULE_CHANGE = obj(RULE_FIELDS, description="the fields to change")
+# a machine metric bounds its threshold: said when the metric is given (a change without one: the rule's, 409)
+THRESHOLD_RULES = [{"if": {"properties": {"metric": {"const": metric}}, "required": ["metric"]},
+                    "then": {"properties": {"threshold": number(lo, hi, f"{what}, for a {metric} rule")}}}
+                   for metric, (lo, hi, what) in THRESHOLDS.items()]
+NEW_RULE = obj({**RULE_FIELDS, "grace": {"type": "null", "description": "machine rules have none"}},
+               ["name", "metric", "op", "threshold"], title="NewAlertRule", allOf=THRESHOLD_RULES,
+               description="a machine rule (a built-in metric has its one rule already: 409)")
+RULE_CHANGE = obj({**RULE_FIELDS, "interval": integer(1, MAX_S, "seconds looked back: at most HealthMonitor.window "
+                                                                "for a machine rule (409), 30 days for "
+                                                                "workspace-idle's idle time")},
+                  description="the fields to change; a built-in rule's fixed fields, and grace but on "
+                                           "workspace-idle, are refused with 409 unless they keep its value",
+                  allOf=THRESHOLD_RULES)
 FIRING = answer({"alert": ID, "machine": STR, "fired_at": TIME, "subject": STR, "figures": ANY_OBJECT},
                 title="RuleFiring", description="an open alert of the rule: where it fires now")
 RULE = answer({"id": ID, "name": STR, "description": STR, "metric": STR, "op": STR, "threshold": NUM,

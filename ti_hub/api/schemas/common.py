@@ -12,7 +12,7 @@ from typing import Any
 
 from ...domain import states as st
 from ...domain import validation as v
-from ..contract import Param
+from ..contract import BLANK, NUL, Param
 
 Schema = dict[str, Any]
 
@@ -93,6 +93,34 @@ def enum(values: Iterable[str], description: str | None = None) -> Schema:
     return out
 
 
+# text as domain/validation.text takes it: no NUL character; ``filled``: not only white space either. Said with
+# "not" (contract.NUL, BLANK) rather than one anchored pattern, which makes generating long texts slow
+NO_NUL = {"not": NUL}
+FILLED = {"not": {"anyOf": [NUL, BLANK]}}
+
+
+def text(max_len: int = v.MAX_TEXT, filled: bool = False, description: str | None = None) -> Schema:
+    return string(max_len, 1 if filled else None, description, **(FILLED if filled else NO_NUL))
+
+
+# bounds the service's configuration sets, with their defaults: a schema names one with "x-limit"; requests are
+# checked against the configured value by the handlers, and the document states it as the maximum
+# (service/openapi.py)
+LIMITS = {"TiService.max_workers": 64, "TiService.max_ps": 16, "HealthMonitor.window": 3600,
+          "ClusterAccounting.keep_days": 35}
+
+
+def limited(schema: Schema, setting: str) -> Schema:
+    assert setting in LIMITS, setting
+    return {**schema, "x-limit": setting}
+
+
+def exactly_one(*fields: str) -> list[Schema]:
+    """For ``oneOf``: exactly one of ``fields`` is given, null counting as not given (the validators read it so);
+    refused as "give exactly one of ..." (contract.check)."""
+    return [{"required": [f], "properties": {f: {"not": {"type": "null"}}}} for f in fields]
+
+
 STR = {"type": "string"}
 BOOL = {"type": "boolean"}
 INT = {"type": "integer"}
@@ -100,11 +128,12 @@ NUM = {"type": "number"}
 COUNT = integer(0)
 ID = integer(1, v.MAX_ID, f"an id: {v.ID_RULE}")
 NAME = string(description=v.NAME_RULE, pattern=v.NAME_PATTERN)
-TEXT = string(v.MAX_TEXT)
+TEXT = text()
 TIME = string(description="a time (ISO 8601, UTC)")
 MAYBE_TIME = nullable(TIME)
 USERNAME = string(255, 1, "a hub user name")
 ANY_OBJECT = {"type": "object"}
+VC_FILTER = string(63, 1, f"a virtual cluster ({v.NAME_RULE}), or * for all", pattern=rf"^(\*|{v.NAME_PATTERN[1:-1]})$")
 STATUS = enum(st.ALL)
 KIND = enum(st.KINDS)
 

@@ -9,30 +9,64 @@ from __future__ import annotations
 from ...domain import states as st
 from ...domain import validation as v
 from ...ops.jobs import DEVICE_TYPE_PATTERN
+from ...ops.images import IMAGE_PATTERN
 from ...ops.jobspec import ENDPOINTS, MAX_DURATION
 from ..contract import Param
-from .common import (BOOL, COUNT, ID, INT, MAYBE_TIME, NAME, NUM, STATUS, STR, TEXT, TIME, answer, array, enum,
-                     flag, integer, nullable, obj, page, page_of, ref, string)
+from .common import (BOOL, COUNT, ID, INT, MAYBE_TIME, NAME, NUM, STATUS, STR, TEXT, TIME, NO_NUL, answer,
+                     array, enum, exactly_one, flag, integer, limited, nullable, obj, page, page_of, ref, string,
+                     text, VC_FILTER)
 
 # -- submissions -----------------------------------------------------------------------------------------
 PORT = integer(v.PORT_MIN, v.PORT_MAX, f"an interactive port ({v.PORT_MIN}-{v.PORT_MAX})")
-PORTS = {"anyOf": [array(PORT, maxItems=32, uniqueItems=True), string(400), {"type": "null"}],
-         "description": f"a list of ports {v.PORT_MIN}-{v.PORT_MAX}, or a comma-separated string of them"}
-ENV = obj({}, extra={"type": ["string", "number", "null"], "maxLength": v.MAX_ENV_VALUE},
+PORT_ITEM = r"4[0-9]{4}"  # PORT_MIN-PORT_MAX, written out
+
+
+def comma_list(item: str, most: int) -> str:
+    """A pattern: ``most`` items at most, separated by commas, with spaces and empty items around them (what
+    validation.ports and jobspec._list read)."""
+    return rf"^[ ,]*(({item}) *(,[ ,]*({item}) *){{0,{most - 1}}})?[ ,]*$"
+
+
+assert (v.PORT_MIN, v.PORT_MAX) == (40000, 49999), "PORT_ITEM spells the range out"
+PORTS = {"anyOf": [array(PORT, maxItems=32, uniqueItems=True),
+                   string(400, pattern=comma_list(PORT_ITEM, 32)), {"type": "null"}],
+         "description": f"a list of ports {v.PORT_MIN}-{v.PORT_MAX}, or a comma-separated string of them (a port "
+                        "named twice there counts once)"}
+ENV = obj({}, extra={"type": ["string", "number", "null"], "maxLength": v.MAX_ENV_VALUE, **NO_NUL},
           description="environment variables NAME: value (names the platform sets are refused)",
-          propertyNames={"pattern": v.ENV_PATTERN, "description": "letters, digits and '_', not starting with a "
-                                                                  "digit, at most 128"},
+          propertyNames={"pattern": v.ENV_PATTERN, "not": {"enum": sorted(v.RESERVED_ENV)},
+                         "description": "letters, digits and '_', not starting with a digit, at most 128, and not "
+                                        "one the platform sets: " + ", ".join(sorted(v.RESERVED_ENV))},
           maxProperties=v.MAX_ENV)
-MOUNT_REQUEST = obj({"volume": ref("volume", 320), "mount_path": string(255, description=f"an absolute path under "
-                                                                                         f"{', '.join(v.MOUNT_ROOTS)}"),
-                     "read_only": BOOL}, ["volume"])
+# a path component other than '.' and '..' (validation.mount_path); '//' and a final '/' are normalized away
+_COMPONENT = r"([A-Za-z0-9_.-]*[A-Za-z0-9_-][A-Za-z0-9_.-]*|\.{3,})"
+MOUNT_PATH = string(255, description=f"an absolute path under {', '.join(v.MOUNT_ROOTS)} of letters, digits, '_', "
+                                     "'-', '.' and '/' (no '.' or '..' component)",
+                    pattern=rf"^/({'|'.join(r.strip('/') for r in v.MOUNT_ROOTS)})(/+{_COMPONENT})+/*$")
+MOUNT_REQUEST = obj({"volume": ref("volume", 320), "mount_path": MOUNT_PATH, "read_only": BOOL}, ["volume"])
 VOLUMES = nullable(array(MOUNT_REQUEST, maxItems=32))
-ENDPOINT_LIST = {"anyOf": [array(enum(ENDPOINTS)), string(100), {"type": "null"}],
+ENDPOINT_LIST = {"anyOf": [array(enum(ENDPOINTS)), string(100, pattern=comma_list("|".join(ENDPOINTS), 50)),
+                           {"type": "null"}],
                  "description": "a list of: ssh, tensorboard; or a comma-separated string of them (Jupyter "
                                 "runs in workspaces, not jobs)"}
-WORKERS = nullable(integer(0, description="instances of a distributed job: all-reduce 2 or more, parameter "
-                                          "server 1 or more; at most TiService.max_workers (64)"))
-PS = nullable(integer(0, description="parameter servers (strategy ps): 1 or more, at most TiService.max_ps (16)"))
+WORKERS_MAX, PS_MAX = "TiService.max_workers", "TiService.max_ps"
+WORKERS = nullable(limited(integer(0, description="instances of a distributed job: all-reduce 2 or more, parameter "
+                                                  f"server 1 or more; at most {WORKERS_MAX}"), WORKERS_MAX))
+PS = nullable(limited(integer(0, description=f"parameter servers (strategy ps): 1 or more, at most {PS_MAX}"), PS_MAX))
+# what a kind and a strategy make of workers and ps (jobspec.parse_job); absent or null: the default
+SHAPE_RULES = {"if": {"properties": {"kind": {"const": "distributed"}}, "required": ["kind"]},
+               "then": {"if": {"properties": {"strategy": {"const": "ps"}}, "required": ["strategy"]},
+                        "then": {"properties": {"workers": nullable(limited(integer(1), WORKERS_MAX)),
+                                                "ps": nullable(limited(integer(1), PS_MAX))}},
+                        "else": {"properties": {"workers": nullable(limited(integer(2), WORKERS_MAX)),
+                                                "ps": {**nullable(integer(0, 0)),
+                                                       "description": "the all-reduce strategy has none"}}}},
+               "else": {"properties": {"strategy": {"enum": [None, ""], "description": "distributed jobs only"},
+                                       "workers": nullable(integer(0, 1, "distributed jobs only")),
+                                       "ps": nullable(integer(0, 1, "distributed jobs only"))}}}
+# an image: a public image's name (which must exist) or an address (ops/images.py)
+IMAGE_REF = string(512, 1, "a public image's name, or an image address like registry/name:tag (lowercase)",
+                   pattern=rf"^({v.NAME_PATTERN[1:-1]}|{IMAGE_PATTERN[1:-1]})$")
 
 # what a template may hold: a submission without its name (a name given there is ignored)
 SPEC_FIELDS = {
@@ -43,8 +77,8 @@ SPEC_FIELDS = {
     "workers": WORKERS,
     "ps": PS,
     "plan": ref("plan"),
-    "image": string(512, description="a public image's name or an image address"),
-    "command": string(v.MAX_COMMAND),
+    "image": IMAGE_REF,
+    "command": text(v.MAX_COMMAND, filled=True),
     "env": nullable(ENV),
     "volumes": VOLUMES,
     "ports": PORTS,
@@ -61,13 +95,20 @@ SUBMISSION = obj({"name": NAME, **SPEC_FIELDS,
                   "priority": nullable(integer(1, 1000, "1-1000 (admins only; default 100)"))},
                  ["name"], title="Submission",
                  description="A training job to run. plan, image and command are required unless a template gives "
-                             "them; the submission's own fields win over the template's.")
+                             "them; the submission's own fields win over the template's.",
+                 allOf=[SHAPE_RULES, {"if": {"properties": {"template": {"type": "null"}}},
+                                      "then": {"required": ["plan", "image", "command"]}}])
 CLONE = obj({"name": nullable(string(63))}, description="the clone's name (default: the job's, numbered)")
 PRIORITY = obj({"priority": integer(1, 1000)}, ["priority"])
 MOVE = obj({"to": nullable(enum(("top", "bottom"))), "before": nullable(ID), "after": nullable(ID)},
-           description="exactly one of: to, before (a queued job of mine), after")
+           description="exactly one of: to, before (a queued job of mine), after",
+           oneOf=exactly_one("to", "before", "after"))
 ADD_PORT = obj({"port": PORT}, ["port"])
-LOGDIR = obj({"logdir": string(4096, description="a directory inside one of the job's volume mounts")}, ["logdir"])
+# an absolute, normalized path (endpoints/pure.check_logdir): no '.' or '..' component, no '//', no NUL or newline
+_LOGDIR_PART = r"([^/\x00\n]*[^/.\x00\n][^/\x00\n]*|\.{3,})"
+LOGDIR_PATH = string(4096, 1, "a directory inside one of the job's volume mounts: an absolute path without '.', "
+                              "'..' or '//'", pattern=rf"^(/|(/{_LOGDIR_PART})+/?)$")
+LOGDIR = obj({"logdir": LOGDIR_PATH}, ["logdir"])
 
 # -- answers ---------------------------------------------------------------------------------------------
 MOUNT = answer({"volume_id": ID, "volume": STR, "kind": STR, "mount_path": STR, "read_only": BOOL})
@@ -147,10 +188,10 @@ LOG_QUERY = {"instance": Param(integer(0, 99_999), "the instance (default 0)"),
              "tail": Param(integer(1, 2000), "the last N lines instead")}
 QUEUE_QUERY = {"all": flag("everyone's queued jobs (custom:ti:jobs:view-all)"),
                "queue": Param(string(200, pattern=r"^[^/]+/[^/]+/[^/]+$"), "one queue: POOL/DEVICE_TYPE/KIND"),
-               "vc": Param(string(63, 1, "a virtual cluster, or * for all"),
+               "vc": Param(VC_FILTER,
                            "jobs of this virtual cluster (default: my current one, once I chose one)"),
                **page(200, 1000)}
 SCORES_QUERY = {"all": flag("everyone's scores (custom:ti:jobs:view-all)"),
                 "user": Param(string(255), "one user's scores"), "device_type": Param(string(63), "one device type"),
                 **page(200, 10000)}
-LOGDIR_QUERY = {"logdir": Param(string(4096), "only the TensorBoard of this logdir")}
+LOGDIR_QUERY = {"logdir": Param(LOGDIR_PATH, "only the TensorBoard of this logdir")}

@@ -8,11 +8,14 @@ from .common import BOOL, MAYBE_TIME, STR, answer, array, nullable, obj, page_of
 
 USER_NAME = string(63, 1, P.USER_RULE, pattern=P.USER_PATTERN)
 GROUP_NAME = string(63, 1, P.GROUP_RULE, pattern=P.GROUP_PATTERN)
-NICKNAME = string(P.NICKNAME_MAX, description=f"at most {P.NICKNAME_MAX} characters")
-EMAIL = string(254, description=P.EMAIL_RULE + ", or empty")
-PHONE = string(32, description=P.PHONE_RULE + ", or empty")
-PASSWORD = string(P.PASSWORD_MAX, P.PASSWORD_MIN, f"{P.PASSWORD_MIN}-{P.PASSWORD_MAX} characters")
-DESCRIPTION = string(P.DESCRIPTION_MAX, description=f"at most {P.DESCRIPTION_MAX} characters")
+NO_CONTROL = r"^[^\x00-\x1f]*$"  # text without control characters (ops/people.py)
+NICKNAME = string(P.NICKNAME_MAX, description=f"at most {P.NICKNAME_MAX} characters, no control characters",
+                  pattern=NO_CONTROL)
+EMAIL = string(254, description=P.EMAIL_RULE + ", or empty", pattern=P.EMAIL_PATTERN)
+PHONE = string(32, description=P.PHONE_RULE + ", or empty", pattern=P.PHONE_PATTERN)
+PASSWORD = string(P.PASSWORD_MAX, P.PASSWORD_MIN, P.PASSWORD_RULE, pattern=P.PASSWORD_PATTERN)
+DESCRIPTION = string(P.DESCRIPTION_MAX, description=f"at most {P.DESCRIPTION_MAX} characters, no control "
+                                                    "characters", pattern=NO_CONTROL)
 MEMBERS = array(string(255, 1, "a hub user name"), minItems=1, maxItems=P.MAX_MEMBERS)
 
 USER = answer({"name": STR, "nickname": STR, "email": STR, "phone": STR, "enabled": BOOL,
@@ -27,8 +30,10 @@ NEW_USER = obj({"name": USER_NAME, "password": PASSWORD, "nickname": NICKNAME, "
 USER_CHANGE = obj({"nickname": NICKNAME, "email": EMAIL, "phone": PHONE,
                    "admin": {**BOOL, "description": "true: make a system admin (group ti-admins); false: demote"}},
                   title="UserChange", minProperties=1)
-IMPORT = obj({"csv": string(1_000_000, 1, "the file's text: a header line name,password[,nickname,email,phone,"
-                                          "groups] and one line per user; groups separated by ';'")},
+IMPORT = obj({"csv": string(description="format ti-users-csv: the file's text (a body is at most 1 MiB): a header "
+                                        "line name,password[,nickname,email,phone,groups] and one line per user "
+                                        f"(at most {P.MAX_CSV_ROWS}), each field as for POST /users; groups separated "
+                                        "by ';'", format="ti-users-csv")},
              ["csv"], title="UserImport")
 IMPORT_ROW = answer({"row": {"type": "integer", "description": "the line in the file (the header is line 1)"},
                      "name": STR, "status": {"type": "string", "enum": ["created", "refused", "not created"]},

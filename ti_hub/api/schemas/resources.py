@@ -7,27 +7,35 @@ from ...domain import validation as v
 from ...ops.quotas import STORAGE_KINDS
 from ...ops.volumes import MAX_GIB
 from ..contract import Param
-from .common import (BOOL, COUNT, ID, INT, MAYBE_TIME, NAME, NUM, STR, TEXT, TIME, USERNAME, answer, array, enum, flag,
-                     integer, nullable, number, obj, page, page_of, ref, string)
+from .common import (BOOL, COUNT, ID, INT, MAYBE_TIME, NAME, NUM, STR, TEXT, TIME, USERNAME, answer, array, enum,
+                     exactly_one, flag, integer, limited, nullable, number, obj, page, page_of, ref, string, text,
+                     VC_FILTER)
 
 # -- plans -----------------------------------------------------------------------------------------------
 PLAN_FIELDS = {
     "name": NAME, "description": TEXT, "kinds": array(enum(st.KINDS), minItems=1),
-    "device_type": string(63, 1, "cpu, or a device type (a GPU model, an NPU type)"),
+    "device_type": text(63, True, "cpu, or a device type (a GPU model, an NPU type)"),
     "device_count": integer(0, 64, "devices per instance (some device types accept only some counts)"),
     "cpu": number(0.1, 1024, "CPU cores"), "memory_mib": integer(64, 16 * 1024 * 1024),
     "shm_mib": integer(0, 1024 * 1024), "rdma": BOOL, "pool": NAME,
 }
-NEW_PLAN = obj(PLAN_FIELDS, ["name", "kinds", "cpu", "memory_mib"], title="NewPlan")
-PLAN_CHANGE = obj(PLAN_FIELDS, description="the fields to change")
+CPU_ONLY = {"properties": {"device_count": integer(0, 0, "a CPU-only plan has no devices")}}
+WITH_DEVICES = {"properties": {"device_count": integer(1, 64, "a device plan has 1 or more devices per instance")}}
+NOT_CPU = {"properties": {"device_type": {"not": {"const": "cpu"}}}, "required": ["device_type"]}
+# a new plan without a device_type is CPU-only; a change without one keeps the plan's (checked against it: 409)
+NEW_PLAN = obj(PLAN_FIELDS, ["name", "kinds", "cpu", "memory_mib"], title="NewPlan",
+               **{"if": NOT_CPU, "then": WITH_DEVICES, "else": CPU_ONLY})
+PLAN_CHANGE = obj(PLAN_FIELDS, description="the fields to change",
+                  **{"if": NOT_CPU, "then": WITH_DEVICES,
+                     "else": {"if": {"required": ["device_type"]}, "then": CPU_ONLY}})
 PLAN = answer({"id": ID, "name": STR, "description": STR, "kinds": array(STR), "device_type": STR,
                "device_count": COUNT, "cpu": NUM, "memory_mib": COUNT, "shm_mib": COUNT, "rdma": BOOL, "pool": STR,
                "runnable": BOOL}, ["runnable"], title="Plan")
 PLAN_PAGE = page_of(PLAN)
 PLAN_QUERY = {"kind": Param(enum(st.KINDS), "only plans for this kind of work"),
               "all": flag("admins: also plans that cannot run on this cluster now"),
-              "vc": Param(string(63, 1, "a virtual cluster, or * for all"),
-                          "plans of this virtual cluster (default: my current one, once I chose one)"), **page()}
+              "vc": Param(VC_FILTER, "plans of this virtual cluster (default: my current one, once I chose one)"),
+              **page()}
 
 # -- quotas ----------------------------------------------------------------------------------------------
 LIMITS = answer({"devices": COUNT, "cpu": NUM, "memory_mib": COUNT})
@@ -43,12 +51,14 @@ COMPUTE_QUOTA = answer({"user": STR, "kind": STR, "device_type": STR, "devices":
 STORAGE_QUOTA = answer({"user": STR, "kind": STR, "capacity_gib": COUNT}, title="StorageQuota")
 QUOTA = {"anyOf": [COMPUTE_QUOTA, STORAGE_QUOTA]}
 QUOTA_PAGE = page_of(QUOTA)
-SET_QUOTA = obj({"user": string(255, 1, "a user, or * for everyone's default"),
+SET_QUOTA = obj({"user": text(255, True, "a user, or * for everyone's default"),
                  "kind": enum((*st.KINDS, *STORAGE_KINDS), "a kind of work (compute) or of storage"),
-                 "device_type": string(63, 1, "a device type, or * for all (compute; default *)"),
+                 "device_type": text(63, True, "a device type, or * for all (compute; default *)"),
                  "devices": integer(0, 1 << 20), "cpu": number(0, 1 << 20), "memory_mib": integer(0, 1 << 40),
                  "capacity_gib": integer(0, 1 << 30, "storage kinds")}, ["user", "kind"], title="SetQuota",
-                description="a compute quota (devices, cpu, memory_mib) or a storage quota (capacity_gib)")
+                description="a compute quota (devices, cpu, memory_mib) or a storage quota (capacity_gib)",
+                **{"if": {"properties": {"kind": {"enum": list(STORAGE_KINDS)}}},
+                   "then": {"required": ["capacity_gib"]}, "else": {"required": ["devices", "cpu", "memory_mib"]}})
 USER_QUERY = {"user": Param(USERNAME, "another user (custom:ti:users:manage)")}
 # DEV6: my dashboard for one pool (ops/home.py)
 HOME_JOB = answer({"id": ID, "name": STR, "kind": STR, "status": STR, "reason": STR, "device_type": STR,
@@ -80,24 +90,37 @@ VOLUME = answer(VOLUME_FIELDS, VOLUME_OPTIONAL, title="Volume")
 VOLUME_DETAIL = answer({**VOLUME_FIELDS, "used_bytes": nullable(COUNT), "mounted_by": array(STR)},
                        VOLUME_OPTIONAL, title="VolumeDetail")
 VOLUME_PAGE = page_of(VOLUME)
+# issue 30: a share removed or made read-only stops the grantee's work that used it (ops/revoke.py)
+STOPPED_WORK = answer({"id": ID, "kind": enum(st.KINDS), "owner": STR, "name": STR}, title="StoppedWork")
+VOLUME_SHARES = answer({**VOLUME_FIELDS, "stopped": array(STOPPED_WORK, description=(
+    "the jobs and workspaces stopped because their owner lost the access they mount the volume with (none when "
+    "a share is added or widened); queued ones fail when they would start"))}, VOLUME_OPTIONAL,
+    title="VolumeShares")
 NEW_VOLUME = obj({"name": NAME, "kind": enum(STORAGE_KINDS), "capacity_gib": integer(1, MAX_GIB),
                   "description": nullable(TEXT),
                   "cluster": nullable({**NAME, "description": "the pool whose machines this storage serves: jobs "
                                        "and workspaces that mount it run in that pool (SPEC Q9); none: any"}),
                   "source": ref("volume", 320),
                   "public": BOOL}, ["name", "kind", "capacity_gib"], title="NewVolume",
-                 description="a dataset (kind dataset) is a snapshot of source; bucket volumes and public datasets "
-                             "are for admins")
+                 description="a dataset (kind dataset) is a snapshot of source, which only datasets name; bucket "
+                             "volumes and public datasets are for admins",
+                 **{"if": {"properties": {"kind": {"const": "dataset"}}},
+                    "then": {"required": ["source"]},
+                    "else": {"properties": {"source": {"not": {}, "description": "datasets only"}}}})
 VOLUME_CHANGE = obj({"capacity_gib": integer(1, MAX_GIB, "the new size: only grows"),
                      "description": nullable(TEXT)})
-NEW_SHARE = obj({"user": USERNAME, "group": string(255, 1, "a hub group"), "mode": enum(("ro", "rw"))},
+NEW_SHARE = obj({"user": text(255, True, "a hub user name"), "group": text(255, True, "a hub group"),
+                 "mode": enum(("ro", "rw"))},
                 description="exactly one of user and group, each of which must exist in the hub; mode ro "
-                            "(default) or rw")
+                            "(default) or rw", oneOf=exactly_one("user", "group"))
 ENTRY = answer({"name": STR, "type": enum(("dir", "file")), "size": COUNT, "modified": NUM, "path": STR})
 LISTING = answer({"path": STR, "type": enum(("dir", "file", "link", "other")), "size": COUNT,
                   "entries": array(ENTRY)},
                  ["size"], title="Listing")
-FILES_QUERY = {"path": Param(string(4096), "a directory or file inside the volume (default: its root)")}
+_PART = r"([^/\x00]*[^/.\x00][^/\x00]*|\.{3,})"  # a path component, not '.' nor '..' (storage/fsworker.browse)
+FILES_QUERY = {"path": Param(string(4096, description="a path inside the volume: no '.' or '..' component",
+                                    pattern=rf"^/*({_PART}(/+{_PART})*)?/*$"),
+                             "a directory or file inside the volume (default: its root)")}
 
 # -- cluster ---------------------------------------------------------------------------------------------
 CLUSTER = answer({
@@ -123,5 +146,6 @@ CLUSTER_USAGE = answer({
         "running": array(answer({"id": nullable(ID), "name": nullable(STR), "owner": nullable(STR), "kind": STR,
                                  "device_type": STR, "devices": array(COUNT), "since": MAYBE_TIME}))}))},
     title="ClusterUsage")
-CLUSTER_USAGE_QUERY = {"days": Param(integer(1, 3660), "the window of booked/idle device-hours in days (default 30; "
-                                                      "at most ClusterAccounting.keep_days)")}
+CLUSTER_USAGE_QUERY = {"days": Param(limited(integer(1), "ClusterAccounting.keep_days"),
+                                     "the window of booked/idle device-hours in days (default 30, or "
+                                     "ClusterAccounting.keep_days if fewer are kept; at most that)")}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from ... import scopes as S
 from ..contract import Param
-from .common import BOOL, ID, NAME, STR, TEXT, TIME, USERNAME, answer, array, enum, items_of, obj, page, page_of, \
-    string
+from .common import BOOL, ID, NAME, STR, TEXT, TIME, answer, array, enum, exactly_one, items_of, obj, page, page_of, \
+    string, text
 
 PERMISSION = enum([*S.PERMISSIONS, *(p.removeprefix("custom:ti:") for p in S.PERMISSIONS)],
                   "one of the seven permissions, as its scope (custom:ti:jobs:submit) or short (jobs:submit)")
@@ -24,10 +24,13 @@ GRANT = answer({"id": ID, "role": STR, "kind": enum(("user", "group")), "princip
                description="a role held by a hub user, or by every member of a hub group")
 GRANT_PAGE = page_of(GRANT)
 GRANTS = items_of(GRANT)
-GRANT_ROW = obj({"role": string(63, 1, "a role's name"), "user": USERNAME, "group": string(255, 1, "a hub group")},
-                ["role"], title="GrantRow", description="{role, user} or {role, group}")
-GRANT_ROWS = obj({"grants": array(GRANT_ROW, minItems=1, maxItems=500)}, ["grants"], title="GrantRows",
-                 description="all or nothing: one bad row (named with its field) and nothing is stored")
+GRANT_ROW = obj({"role": string(63, 1, "a role's name"), "user": text(255, True, "a hub user name"),
+                 "group": text(255, True, "a hub group")},
+                ["role"], title="GrantRow", description="{role, user} or {role, group}",
+                oneOf=exactly_one("user", "group"))
+GRANT_ROWS = obj({"grants": array(GRANT_ROW, minItems=1, maxItems=500, uniqueItems=True)}, ["grants"],
+                 title="GrantRows", description="all or nothing: one bad row (named with its field) and nothing is "
+                                                "stored; a row given twice is refused")
 GRANT_QUERY = {"role": Param(string(63), "only grants of this role"),
                "user": Param(string(255), "only grants to this user (directly)"),
                "group": Param(string(255), "only grants to this group"), **page(100)}

@@ -6,12 +6,14 @@ from __future__ import annotations
 from ..contract import Param
 from .account import IMAGE, IMAGE_NOTE
 from .common import (BOOL, COUNT, ID, INT, NAME, STR, TEXT, answer, array, integer, items_of, nullable, obj,
-                     string)
-from .jobs import ENV, JOB_FIELDS, PORTS, SPEC_FIELDS, VOLUMES
+                     string, text)
+from .jobs import ENV, IMAGE_REF, JOB_FIELDS, PORTS, SPEC_FIELDS, VOLUMES
 from .resources import PLAN, VOLUME
 
-WORKSPACE_OPTIONS = obj({"name": NAME, "display_name": nullable(string(255)), "description": nullable(TEXT),
-                         "plan": SPEC_FIELDS["plan"], "image": nullable(SPEC_FIELDS["image"]),
+IMAGE_OR_NONE = {**IMAGE_REF, "minLength": 0, "pattern": IMAGE_REF["pattern"][:-1] + "?$",
+                 "description": IMAGE_REF["description"] + "; empty: the platform's default"}
+WORKSPACE_OPTIONS = obj({"name": NAME, "display_name": nullable(text(255)), "description": nullable(TEXT),
+                         "plan": SPEC_FIELDS["plan"], "image": nullable(IMAGE_OR_NONE),
                          "volumes": VOLUMES, "env": nullable(ENV), "jupyter": BOOL, "ssh": BOOL, "ports": PORTS,
                          "credential": SPEC_FIELDS["credential"],
                          "vc": {**NAME, "description": "the virtual cluster chosen in the form (it becomes the "
