@@ -271,9 +271,14 @@ def test_users_filling_their_own_file_system_leave_the_platform_working(tmp_path
     data.mkdir()
     users.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(users)], check=True)
+    # volumes as plain directories: what fills here is the users' file system itself, not a volume's own
+    # (tests/e2e/test_disk_limits.py); a 1 GiB image on 48 MiB would fail its writes with I/O errors instead
+    config = base / "jupyterhub_config.py"
+    config.write_text("from ti_hub.hub_config import configure\nconfigure(c)\n"
+                      "c.LocalVolumeDriver.disk_limits = 'off'\n")
     proc = None
     try:
-        proc, hub, _ = start_hub(data, extra_env={"TI_HUB_USER_DATA_DIR": str(users)})
+        proc, hub, _ = start_hub(data, extra_env={"TI_HUB_USER_DATA_DIR": str(users)}, config=str(config))
         hub.data_dir = data
         hub.admin = hub.login(ADMIN, ADMIN_PASSWORD)
         u = person(hub, "fill")
