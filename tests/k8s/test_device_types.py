@@ -15,7 +15,7 @@ from ti_hub.backends.base import InstanceSpec, LaunchSpec
 from ti_hub.backends.k8s import KubernetesBackend
 from ti_hub.backends.k8s import objects as ob
 from ti_hub.db import models as m
-from ti_hub.domain.errors import ValidationError
+from ti_hub.domain.errors import Conflict, ValidationError
 from ti_hub.domain.validation import join_device_rules
 from ti_hub.ops import plans
 from ti_hub.ops.jobspec import _check_plan_runs
@@ -129,7 +129,7 @@ async def test_wrong_counts_are_refused_and_a_distributed_npu_job_takes_two_whol
     with pytest.raises(ValidationError) as err:  # an admin's plan of 3 NPUs
         plan(3)
     assert err.value.field == "device_count" and "0, 1, 2, 4, 8" in err.value.detail
-    with pytest.raises(ValidationError) as err:  # 2 workers of 4 NPUs: not whole nodes
+    with pytest.raises(Conflict) as err:  # 2 workers of 4 NPUs: not whole nodes (the plan and the cluster decide)
         _check_plan_runs(plan(4), 2, settings)
     assert err.value.field == "plan" and "2 x 8 = 16" in err.value.detail
     _check_plan_runs(plan(8), 2, settings)  # 2 nodes x 8: accepted, and runnable on these nodes

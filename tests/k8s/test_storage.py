@@ -12,7 +12,7 @@ from traitlets.config import Configurable
 
 from ti_hub.backends.k8s import KubernetesBackend
 from ti_hub.backends.k8s import objects as ob
-from ti_hub.domain.errors import Conflict, ValidationError
+from ti_hub.domain.errors import Conflict
 from ti_hub.storage.k8s import LABEL_VOLUME_ID, KubernetesVolumeDriver
 
 from .provisioner import FAKE_DRIVER
@@ -95,7 +95,7 @@ def test_a_class_without_expansion_refuses_growth_by_name(driver, k8s_cluster):
     name = ob.pvc_name(111, "alice/fixed")
     driver.create(111, "block", volume="alice/fixed", capacity_gib=2)
     bound(k8s_cluster, name)
-    with pytest.raises(ValidationError) as e:
+    with pytest.raises(Conflict) as e:  # the class decides, not the request: 409
         driver.expand(111, "alice/fixed", 3, kind="block")
     assert e.value.field == "capacity_gib"
     assert "ti-test-block" in e.value.detail and "allowVolumeExpansion" in e.value.detail
@@ -134,7 +134,7 @@ def test_owner_and_name_never_collide_however_they_split(driver, k8s_cluster):
 def test_a_dataset_is_a_clone_of_its_source_claim(driver, k8s_cluster):
     driver.create(140, "filesystem", volume="alice/src", capacity_gib=3)
     src = bound(k8s_cluster, ob.pvc_name(140, "alice/src"))
-    with pytest.raises(ValidationError) as e:
+    with pytest.raises(Conflict) as e:  # the source's size decides: 409
         driver.create(141, "dataset", 140, volume="alice/small", capacity_gib=2, source="alice/src")
     assert e.value.field == "capacity_gib" and "at least 3" in e.value.detail
     assert claim(k8s_cluster, ob.pvc_name(141, "alice/small")) is None
