@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import pytest
 
@@ -119,8 +120,6 @@ def test_a_job_reaches_out_but_not_back_into_the_host(nhub):
     """Outbound network through slirp4netns: an address outside the host answers (a namespace of this test's,
     over a veth pair: nothing leaves the machine); the host's loopback (through the gateway) and the host's own
     addresses, where a server listens, do not."""
-    import shutil
-
     if not shutil.which("slirp4netns"):
         pytest.skip("slirp4netns is not installed (scripts/test installs it)")
     with netkit.outside_namespace() as (_name, port):

@@ -247,14 +247,20 @@ def unmount(path: str, lazy_if_busy: bool = True) -> None:
     raise DiskError(f"{path}: still mounted after 8 unmounts")
 
 
-def _exclusive_image(path: str, size: int) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+def _sized(truncate, size: int) -> None:
+    """``truncate(size)``; a size past what one file on this machine may hold is TooLarge, not a DiskError."""
     try:
-        os.ftruncate(fd, size)
+        truncate(size)
     except OSError as e:
         if e.errno in (errno.EFBIG, errno.EINVAL):
             raise TooLarge(f"{size // GIB} GiB is more than one image on this machine can hold") from None
         raise
+
+
+def _exclusive_image(path: str, size: int) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        _sized(lambda n: os.ftruncate(fd, n), size)
     finally:
         os.close(fd)
 
@@ -303,14 +309,8 @@ def drop(image: str, path: str) -> None:
 
 
 def _truncate_up(image: str, size: int) -> None:
-    if os.stat(image).st_size >= size:
-        return
-    try:
-        os.truncate(image, size)
-    except OSError as e:
-        if e.errno in (errno.EFBIG, errno.EINVAL):
-            raise TooLarge(f"{size // GIB} GiB is more than one image on this machine can hold") from None
-        raise
+    if os.stat(image).st_size < size:
+        _sized(lambda n: os.truncate(image, n), size)
 
 
 def _clean(image: str) -> bool:

@@ -31,6 +31,7 @@ import fcntl
 import ipaddress
 import json
 import os
+import select
 import signal
 import socket
 import struct
@@ -174,7 +175,6 @@ class Portal:
             os.close(exit_r)
         self.slirp = (proc, exit_w)
         try:
-            import select
             ready, _, _ = select.select([ready_r], [], [], timeout)
             if not ready or os.read(ready_r, 1) != b"1":
                 raise OSError(0, f"slirp4netns did not configure the network (exit {proc.poll()})")
