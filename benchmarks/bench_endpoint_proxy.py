@@ -50,7 +50,8 @@ def platform(tmp: Path, name: str, own_network: bool, target: str = "endpoint"):
         admin.ok("POST", "/volumes", json={"name": "tb-bench", "kind": "filesystem", "capacity_gib": 1})
         job = admin.ok("POST", "/jobs", json={"name": "tb-bench", "plan": "bench-ep", "image": "python-cpu",
                                               "command": "mkdir -p /mnt/out/tb && echo made > /mnt/out/tb/x",
-                                              "volumes": [{"volume": "tb-bench", "mount_path": "/mnt/out"}]})
+                                              "volumes": [{"volume": "tb-bench", "mount_path": "/mnt/out"}],
+                                              "endpoints": ["tensorboard"]})
         admin.wait_job(job["id"], timeout=120)
         tb = admin.ok("POST", f"/jobs/{job['id']}/tensorboard", json={"logdir": "/mnt/out/tb"})
         url = f"{hub.url}{tb['url']}data/runs"

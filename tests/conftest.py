@@ -10,6 +10,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from hubproc import own_hub  # noqa: E402
+from hubproc import pytest_fixture_setup  # noqa: E402, F401  (a hook: a fixture failing after its hub started stops it)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -187,6 +187,37 @@ def _run_hub(args: argparse.Namespace, data: Path) -> int:
     return code
 
 
+def cmd_stop(args: argparse.Namespace) -> int:
+    """What Ctrl-C does where `ti-hub start` runs, from another terminal: the hub stops its workspaces, the
+    ti service and the proxy; training jobs keep running and the next start finds them."""
+    data = Path(args.data_dir).expanduser().resolve()
+    record = lastrun.owner(data)
+    if record is None:
+        print(f"TiHub is not running on {data}.", file=sys.stderr, flush=True)
+        return 1
+    print(f"Stopping TiHub on {data} (pid {record.pid}): workspaces, the ti service, the hub and the proxy; "
+          f"training jobs keep running ...", flush=True)
+    try:
+        os.kill(record.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    except PermissionError:
+        print(f"TiHub: pid {record.pid} belongs to another user; stop it as that user.", file=sys.stderr)
+        return 1
+    deadline, said = time.monotonic() + args.timeout, time.monotonic()
+    while lastrun.owner(data) is not None:
+        if time.monotonic() > deadline:
+            print(f"TiHub: still stopping after {args.timeout:.0f} s (pid {record.pid}); "
+                  f"see its terminal or log.", file=sys.stderr, flush=True)
+            return 1
+        if time.monotonic() - said > 5:
+            print("  ... still stopping (workspaces stop first)", flush=True)
+            said = time.monotonic()
+        time.sleep(0.2)
+    print("TiHub stopped.", flush=True)
+    return 0
+
+
 def cmd_upgrade_db(args: argparse.Namespace) -> int:
     from .db.session import sqlite_url, upgrade
 
@@ -197,14 +228,13 @@ def cmd_upgrade_db(args: argparse.Namespace) -> int:
 
 
 def cmd_help_config(args: argparse.Namespace) -> int:
-    from .backends.local import LocalBackend
-    from .service.app import TiService
-    from .service.notifier import Notifier
-    from .spawner.local import TiLocalSpawner
-    from .ssh.settings import TiSSHGateway
+    from .confighelp import render
 
-    for cls in (TiService, Notifier, LocalBackend, TiLocalSpawner, TiSSHGateway):
-        print(cls.class_get_help())
+    try:
+        print(render(args.classes, everything=args.all))
+    except ValueError as e:
+        print(f"ti-hub help-config: {e}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -252,11 +282,26 @@ def build_parser(full: bool = True) -> argparse.ArgumentParser:
                    help="fake demo devices when this machine has no NVIDIA GPU (0: none; default %(default)s)")
     s.add_argument("--start-timeout", type=float, default=60, help="seconds to wait for the hub to answer")
     s.set_defaults(func=cmd_start)
+    st = sub.add_parser("stop", help="stop the platform started on a data dir (as Ctrl-C does); jobs keep running",
+                        description="Stop the embedded platform that `ti-hub start` runs on a data dir, as Ctrl-C "
+                                    "in its terminal does: the hub stops the workspaces, the ti service and the "
+                                    "proxy. Training jobs keep running on their own and the next `ti-hub start` "
+                                    "takes them back; kill those you want gone first (`ti job kill ID`).",
+                        epilog="Example: ti-hub stop --data-dir ~/.local/share/ti-hub")
+    st.add_argument("--data-dir", default=os.environ.get("TI_HUB_DATA_DIR", "~/.local/share/ti-hub"),
+                    help="the data dir the platform runs on (default: %(default)s)")
+    st.add_argument("--timeout", type=float, default=90, help="seconds to wait for it to stop (default %(default)s)")
+    st.set_defaults(func=cmd_stop)
     u = sub.add_parser("upgrade-db", help="bring TiHub's database to the current schema")
     u.add_argument("--data-dir", default=os.environ.get("TI_HUB_DATA_DIR", "~/.local/share/ti-hub"))
     u.add_argument("--db-url", default="", help="SQLAlchemy URL (default: SQLite in the data directory)")
     u.set_defaults(func=cmd_upgrade_db)
-    h = sub.add_parser("help-config", help="print every configuration option with its help")
+    h = sub.add_parser("help-config", help="print every configuration option with its default and help",
+                       description="Every setting TiHub defines (c.Class.option in jupyterhub_config.py), grouped "
+                                   "by where it acts, with its default and help.")
+    h.add_argument("classes", nargs="*", metavar="CLASS", help="only these classes, e.g. TiService LocalBackend")
+    h.add_argument("--all", action="store_true",
+                   help="also the options the classes inherit from JupyterHub, KubeSpawner and other packages")
     h.set_defaults(func=cmd_help_config)
     help_sim = "replay a job trace through the scheduler under several policies"
     if not full:

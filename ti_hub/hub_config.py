@@ -16,10 +16,10 @@ import sys
 from pathlib import Path
 
 from . import scopes as S
-from .domain.validation import NAME_RULE
 from .hubalerts import HubAlerts
 from .hubdb import use_wal
 from .secretfile import read_or_create
+from .spawner import names
 
 SERVICE = "ti"
 SPAWNER_SERVICE = "ti-spawner"
@@ -29,10 +29,35 @@ CULLER_SERVICE = "ti-idle-culler"
 PASSED_ENV = ("TI_HUB_DATA_DIR", "TI_HUB_USER_DATA_DIR", "TI_HUB_ENDPOINT_ORIGIN", "TI_HUB_CONFIG_FILE", "TI_HUB_DEMO_GPUS", "TI_HUB_IP", "TI_HUB_PORT",
               "TI_HUB_HUB_PORT", "TI_HUB_PROXY_API_PORT", "TI_HUB_SERVICE_PORT", "TI_HUB_SSH_PORT", "TI_HUB_SSH_IP",
               "TI_HUB_CHECK_RESPONSES", "PATH", "PYTHONPATH", "TI_HUB_RUN_ID",
-              "TI_HUB_UID_REGISTRY")  # TiService.unix_uid_registry (tests give each hub its own)
+              "TI_HUB_UID_REGISTRY",  # TiService.unix_uid_registry (tests give each hub its own)
+              "TI_HUB_REGISTRY_REACH")  # ImageRegistries.reach (test hubs read only registries on the machine)
 TEMPLATES = Path(__file__).parent / "templates"
 # what the templates read besides the hub's own variables (home.html checks server names as they are typed)
-TEMPLATE_VARS = {"ti_name_rule": NAME_RULE}
+TEMPLATE_VARS = {"ti_name_rule": names.RULE, "ti_name_pattern": names.PATTERN}
+
+
+class SSHShown:
+    """WS3: what the home page's "copy SSH command" buttons show, read from the config when a page renders (a
+    config file may set ``c.TiSSHGateway.public_host`` or ``public_port`` after ``configure(c)``)."""
+
+    def __init__(self, c):
+        self._c = c
+
+    def _gw(self, name: str, fallback=None):
+        gw = self._c.TiSSHGateway
+        return gw[name] if name in gw else fallback
+
+    def port(self) -> int:
+        return int(self._gw("public_port", 0) or self._gw("port", 0) or 0)
+
+    def host(self) -> str:
+        """'' when the gateway listens on every address and no public_host is set: the page then uses the host
+        name the browser reached the hub with (as `ti ssh-command` does)."""
+        public = self._gw("public_host", "")
+        if public:
+            return public
+        ip = self._gw("ip", "")
+        return "" if ip in ("", "0.0.0.0", "::") else ip
 
 
 def _secret_file(path: Path, nbytes: int = 32) -> str:
@@ -92,6 +117,7 @@ def configure_ssh(c, d: Path, env, ip: str, port: int, service_port: int, servic
     c.TiSSHGateway.hub_url = f"http://{public}:{port}"
     if not ssh_port:
         return
+    c.JupyterHub.template_vars = {**c.JupyterHub.template_vars, "ti_ssh": SSHShown(c)}
     cmd = [sys.executable, "-m", "ti_hub.ssh"] + ([f"--config={config_file}"] if config_file else [])
     c.JupyterHub.services.append({"name": SSH_SERVICE, "command": cmd, "environment": dict(service_env),
                                   "display": False})

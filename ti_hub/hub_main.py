@@ -18,6 +18,7 @@ Crashes and shutdown (docs/architecture.md "Crashes"):
 * A managed service that dies is noticed at once (a pidfd on the event loop), not at JupyterHub's next poll
   of it (every 30 s, with the API answering the hub's 503 page meanwhile), and restarted at once; one that
   keeps dying right after its start is retried once at once, then after 1 s, 2 s, ... up to 30 s.
+* A new server whose name cannot name a workspace is refused before the hub stores it (ti_hub/spawner/names.py).
 * On shutdown the workspaces are stopped before the managed services (JupyterHub stops services first): a
   workspace's spawner reports its stop to the ti service, which must still run to record it.
 """
@@ -41,7 +42,7 @@ from jupyterhub.services import service as _service  # noqa: E402
 
 from . import children, pidfile  # noqa: E402
 from .lastrun import SERVICE_PREFIX  # noqa: E402
-from .spawner import client  # noqa: E402
+from .spawner import client, names  # noqa: E402
 
 _backoff = utils.exponential_backoff
 
@@ -160,6 +161,8 @@ async def _cleanup_once(self: JupyterHub) -> None:
 
 # patched, not subclassed: the hub's log lines keep their "JupyterHub" name (the logger is the class's name)
 JupyterHub.cleanup = _cleanup_once
+# a new server's name is checked against the workspace name rule before the hub stores the server
+names.install()
 
 if __name__ == "__main__":
     main()

@@ -95,6 +95,24 @@ def claim(data: Path) -> int:
     return fd
 
 
+def owner(data: Path) -> Record | None:
+    """The live `ti-hub start` that owns ``data``, or None. The flock says whether one lives; the record
+    names it (never a pid alone: the kernel may have given it to another process since)."""
+    path = data / OWNER
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        record = pidfile.read(path)
+        return record if record is not None and pidfile.running(record) else None
+    finally:
+        os.close(fd)  # releases a lock taken here
+    return None
+
+
 def find(data: Path) -> list[Leftover]:
     """Live processes the pid files of ``data`` name, in stop order; files naming none are removed (left,
     JupyterHub would signal whatever process has their pid now)."""

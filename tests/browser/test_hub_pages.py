@@ -91,35 +91,68 @@ def test_user_without_admin_scopes_gets_no_admin_page(qhub, page_for):
 
 
 def test_spawn_form_says_a_bad_name_before_start(qhub, page_for):
-    """WS1 as a newcomer meets it: the name is checked as it is typed on the home page and again on the spawn
-    form before Start, in plain words; the selects look like selects; Volumes is there with no volume yet; the
-    embedded platform says that it does not run the image picked."""
+    """WS1 as a newcomer meets it: the name is checked as it is typed on the home page (issue 31: one rule,
+    JupyterHub's and TiHub's together), Add creates the server under the name as typed, and the hub refuses a bad
+    name in plain words before it stores anything; the selects look like selects; Volumes is there with no volume
+    yet; the embedded platform says that it does not run the image picked."""
     user = qhub.person("spawnform")
     page = page_for(qhub, user)
     page.goto(qhub.url + "/hub/home")
     box, add = page.locator(".new-server-name"), page.locator(".new-server-btn")
-    box.fill("abc")
     error = page.locator("#ti-server-name-error")
-    assert "'abc' cannot name a workspace: workspace names are 4-63 characters" in error.inner_text()
-    assert add.is_disabled()
-    box.fill("abcd")
+    for bad in ("abc", "dev_box", "Dev-Box"):
+        box.fill(bad)
+        assert f"'{bad}' cannot name a workspace: workspace names are 4-30 characters" in error.inner_text()
+        assert add.is_disabled()
+        box.press("Enter")  # goes nowhere either
+    box.fill("my-desk")
     assert error.inner_text() == "" and add.is_enabled()
+    with page.expect_navigation():
+        add.click()
+    # the name as typed (the hub's own button would have made it my-desk-HASH)
+    assert page.locator('tr[data-server-name="my-desk"]').count() == 1
 
-    page.goto(f"{qhub.url}/hub/spawn/{user.name}/abc")
+    page.goto(f"{qhub.url}/hub/spawn/{user.name}/my-desk")
     form = page.locator("#spawn_form")
-    assert form.locator("#ti-ws-name").inner_text() == "Workspace name: abc"
-    said = form.locator("#ti-name-error").inner_text()
-    assert said.startswith("'abc' cannot name a workspace: workspace names are 4-63 characters")
-    assert form.locator("[type=submit]").is_disabled()  # said before Start, not after it
+    assert form.locator("#ti-ws-name").inner_text() == "Workspace name: my-desk"
+    assert form.locator("#ti-name-error").count() == 0 and form.locator("[type=submit]").is_enabled()
     assert form.locator("label[for=ti-desc]").inner_text() == "Description"
     for select in ("#ti-plan", "#ti-image"):  # drawn as selects (Bootstrap's arrow), not as text boxes
         assert "url(" in form.locator(select).evaluate("e => getComputedStyle(e).backgroundImage"), select
     assert "the image you pick is recorded" in form.locator("#ti-image-note").inner_text()
     empty = form.locator("#ti-volumes-empty")
     assert "ti volume create" in empty.inner_text() and "Storage panel" in empty.inner_text()
-    # a Start forced anyway is refused in the same plain words, not "HTTP 400: ... (...)"
-    form.locator("[type=submit]").evaluate("b => { b.disabled = false; }")
-    form.locator("[type=submit]").click()
-    shown = page.locator(".spawn-error-msg").inner_text()
-    assert "cannot name a workspace" in shown and "HTTP 400" not in shown, shown
-    assert user.hub_api("GET", f"/users/{user.name}").json()["servers"] == {}
+    # a bad name in the address is refused in the same plain words, not "HTTP 400: ... (...)", and stored nowhere
+    resp = page.goto(f"{qhub.url}/hub/spawn/{user.name}/abc")
+    shown = page.inner_text("body")
+    assert resp.status == 400 and "'abc' cannot name a workspace" in shown and "HTTP 400" not in shown, shown
+    servers = user.hub_api("GET", f"/users/{user.name}?include_stopped_servers=1").json()["servers"]
+    assert sorted(n for n in servers if n) == ["my-desk"]
+    user.hub_api("DELETE", f"/users/{user.name}/servers/my-desk", json={"remove": True})
+
+
+def test_home_page_copies_a_workspace_ssh_command(qhub, page_for):
+    """WS3: each workspace row of the hub's home page copies the command `ti ssh-command NAME` prints; without a
+    clipboard the command is shown selected."""
+    user = qhub.person("homessh")
+    r = user.hub_api("POST", f"/users/{user.name}/servers/ssh-desk", json={"plan": "cpu-small"})
+    assert r.status_code in (201, 202), r.text
+    user.wait_server("ssh-desk")
+    try:
+        expected = user.ok("GET", "/ssh/command?name=ssh-desk")["command"]
+        page = page_for(qhub, user)
+        page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+        page.goto(qhub.url + "/hub/home")
+        button = page.locator('tr[data-server-name="ssh-desk"] .ti-copy-ssh')
+        assert button.get_attribute("data-command") == expected
+        button.click()
+        page.wait_for_selector('tr[data-server-name="ssh-desk"] .ti-copy-ssh-said:text("copied")')
+        assert page.evaluate("navigator.clipboard.readText()") == expected
+        page.evaluate("Object.defineProperty(navigator, 'clipboard', {value: undefined})")
+        button.click()
+        field = page.locator('tr[data-server-name="ssh-desk"] .ti-copy-ssh-field')
+        assert field.input_value() == expected
+        assert page.evaluate("document.activeElement.selectionEnd - document.activeElement.selectionStart") \
+            == len(expected)
+    finally:
+        user.hub_api("DELETE", f"/users/{user.name}/servers/ssh-desk", json={"remove": True})

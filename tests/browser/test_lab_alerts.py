@@ -3,39 +3,18 @@ a notification when a new one opens) and in a banner on the hub's home page."""
 
 from __future__ import annotations
 
-import os
-import shutil
-from pathlib import Path
-
 import pytest
 from hubproc import own_hub
 
-from browserkit import screenshot
+from browserkit import screenshot, use_this_build
 from tihub_client import wait
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
-
-BUILD = Path(__file__).resolve().parents[2] / "ti_labextension" / "ti_labextension" / "labextension"
 
 
 @pytest.fixture(scope="module")
 def ahub(tmp_path_factory):
     yield from own_hub(tmp_path_factory, "labalerts")
-
-
-def use_this_build(hub, user) -> None:
-    """The workspace loads this checkout's build of the panels where there is one (scripts/test installs the
-    same one): JupyterLab looks in the user's own data directory first, which the sandbox shows. Copied once the
-    workspace runs (its home then exists), owned by the user (JupyterLab writes its runtime files beside it)."""
-    if not (BUILD / "package.json").exists():
-        return
-    home = Path(hub.data_dir) / "workspaces" / "home" / user.name
-    owner = home.stat()
-    top = home / ".local"
-    made = not top.exists()
-    shutil.copytree(BUILD, top / "share" / "jupyter" / "labextensions" / "ti-labextension", dirs_exist_ok=True)
-    for path in [top, *top.rglob("*")] if made else (top / "share" / "jupyter" / "labextensions").rglob("*"):
-        os.chown(path, owner.st_uid, owner.st_gid)
 
 
 def overrun(user, name: str) -> int:

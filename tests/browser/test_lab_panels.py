@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import requests
 
-from browserkit import screenshot
+from browserkit import screenshot, use_this_build
+from ti_hub.domain import guidance
 from ti_hub.domain.validation import NAME_RULE
 from tihub_client import wait
 
@@ -19,6 +20,7 @@ def lab(hub):
     r = user.hub_api("POST", f"/users/{user.name}/servers/mylab", json={"plan": "cpu-small"})
     assert r.status_code in (201, 202), r.text
     user.wait_server("mylab")
+    use_this_build(hub, user)  # the panels as this checkout builds them (ti_labextension/build.sh)
     yield user
     user.hub_api("DELETE", f"/users/{user.name}/servers/mylab")
 
@@ -51,6 +53,22 @@ def test_jobs_panel_submit_watch_logs(hub, lab, page_for):
     form.wait_for()
     form.locator("select[name=plan] option[value=cpu-small]").wait_for(state="attached")
 
+    # DEV7: beside the kind, what it suits (the CLI's words), following the choice; the whole table folded below
+    kind_hint = form.locator("#" + form.locator("select[name=kind]").get_attribute("id") + "-hint")
+    suits = dict(guidance.JOB_KINDS)
+    assert kind_hint.inner_text() == suits["single"]
+    form.locator("select[name=kind]").select_option("distributed")
+    assert kind_hint.inner_text() == suits["distributed, allreduce"]
+    form.locator("select[name=strategy]").select_option("ps")
+    assert kind_hint.inner_text() == suits["distributed, ps"]
+    form.locator("select[name=kind]").select_option("single")
+    assert kind_hint.inner_text() == suits["single"]
+    guide = form.locator("#ti-kind-guide")
+    guide.locator("summary").click()
+    for what, text in guidance.JOB_KINDS:
+        assert what in guide.inner_text() and text in guide.inner_text()
+    assert "none unless ticked" in form.locator("#ti-endpoints-hint").inner_text()
+
     # a bad name is refused by the API and the panel says which field and why; nothing is stored
     form.locator("input[name=name]").fill("Bad Name!")
     form.locator("select[name=plan]").select_option("cpu-small")
@@ -78,6 +96,9 @@ def test_jobs_panel_submit_watch_logs(hub, lab, page_for):
     job = user.ok("GET", "/jobs/panel-job")
     assert job["status"] == "completed" and job["estimated_duration"] == 120
     assert job["command"].startswith("echo hello-from-the-panel")
+    # it did not ask for TensorBoard: none is offered, and the panel says how to ask
+    assert panel.locator("#ti-tensorboard-form").count() == 0
+    assert "did not ask for TensorBoard" in panel.locator("#ti-tensorboard-hint").inner_text()
 
     # clone from the detail view makes a second job, and the list shows both
     panel.locator('button[data-action="clone"]').first.click()
@@ -127,12 +148,30 @@ def test_storage_panel_create_share_browse(hub, lab, page_for):
     panel.locator(".ti-form-status .ti-message-error").wait_for()
     assert user.ok("GET", "/volumes/panel-vol")["capacity_gib"] == 2
 
-    # a dataset: the form asks for its source only then, and the snapshot is made in the background
+    # DEV7: beside the kind, what it suits (the CLI's words), following the choice; the whole table folded below
+    kind_hint = form.locator("#" + form.locator("select[name=kind]").get_attribute("id") + "-hint")
+    storage_suits = dict(guidance.STORAGE_KINDS)
+    assert kind_hint.inner_text() == storage_suits["filesystem"]
+    guide = form.locator("#ti-storage-guide")
+    guide.locator("summary").click()
+    for what, text in guidance.STORAGE_KINDS:
+        assert what in guide.inner_text() and text in guide.inner_text()
+
+    # a dataset: the form asks for its source only then, says what a source is, and the snapshot is made in
+    # the background
     assert not form.locator("input[name=source]").is_visible()
     form.locator("select[name=kind]").select_option("dataset")
+    assert kind_hint.inner_text() == storage_suits["dataset"]
+    source_hint = form.locator("#" + form.locator("input[name=source]").get_attribute("id") + "-hint")
+    assert "OWNER/NAME or id" in source_hint.inner_text() and "read-write" in source_hint.inner_text()
     form.locator("input[name=name]").fill("panel-snap")
-    form.locator("input[name=source]").fill("panel-vol")
     form.locator("input[name=capacity_gib]").fill("2")
+    # without a source the API refuses it, and the panel shows its reason with the field
+    form.locator("button[type=submit]").click()
+    refused = panel.locator(".ti-form-status .ti-message-error")
+    wait(lambda: "field: source" in refused.inner_text(), 30, "the API's refusal")
+    assert user.api("GET", "/volumes/panel-snap").status_code == 404
+    form.locator("input[name=source]").fill("panel-vol")
     form.locator("button[type=submit]").click()
     panel.get_by_text("Dataset panel-snap created").wait_for()
     snap = wait(lambda: (v := user.ok("GET", "/volumes/panel-snap"))["state"] != "copying" and v, 60, "the copy")
@@ -190,7 +229,7 @@ def test_jobs_panel_links_ports_and_opens_tensorboard(hub, lab, page_for):
     port = random.randint(40000, 49990)
     user.ok("POST", "/volumes", json={"name": "tb-panel", "kind": "filesystem", "capacity_gib": 1})
     job = user.ok("POST", "/jobs", json={
-        "name": "served", "plan": "cpu-small", "image": "python-cpu", "ports": [port],
+        "name": "served", "plan": "cpu-small", "image": "python-cpu", "ports": [port], "endpoints": ["tensorboard"],
         "volumes": [{"volume": "tb-panel", "mount_path": "/mnt/out"}],
         "command": f"mkdir -p /mnt/out/tb && echo served-by-the-job > index.html && "
                    f"exec python3 -m http.server {port} --bind 127.0.0.1"})
@@ -231,12 +270,24 @@ def test_jobs_panel_links_ports_and_opens_tensorboard(hub, lab, page_for):
 def outside(page, box_selector: str, items) -> list[str]:
     """The items (a Locator of several) that are not wholly inside the box's visible area, with their edges."""
     box = page.locator(box_selector).bounding_box()
-    out = []
-    for i in range(items.count()):
-        b = items.nth(i).bounding_box()
-        if b is None or b["x"] < box["x"] - 0.5 or b["x"] + b["width"] > box["x"] + box["width"] + 0.5:
-            out.append(f"{items.nth(i).inner_text()!r} at {b} outside {box}")
-    return out
+    for _ in range(10):
+        out, redrawn = [], False
+        for i in range(items.count()):
+            try:
+                b, text = items.nth(i).bounding_box(timeout=2000), items.nth(i).inner_text(timeout=2000)
+            except Exception:  # noqa: BLE001 - the row went while measured: measure them all again
+                b = text = None
+            if b is None:
+                # the panels redraw every 2 s: an element replaced while it is measured has no box (on a loaded
+                # machine that happens); measure the new ones
+                redrawn = True
+                break
+            if b["x"] < box["x"] - 0.5 or b["x"] + b["width"] > box["x"] + box["width"] + 0.5:
+                out.append(f"{text!r} at {b} outside {box}")
+        if not redrawn:
+            return out
+        page.wait_for_timeout(300)
+    return out + ["(the panel kept redrawing while it was measured)"]
 
 
 def test_panels_fit_the_default_sidebar_width(hub, lab, page_for):
@@ -246,7 +297,7 @@ def test_panels_fit_the_default_sidebar_width(hub, lab, page_for):
     typed, and the embedded platform says where the image is picked that it does not run images."""
     user = lab
     running = user.ok("POST", "/jobs", json={"name": "narrow-running", "plan": "cpu-small", "image": "python-cpu",
-                                              "command": "sleep 300"})
+                                              "command": "sleep 300", "endpoints": ["tensorboard"]})
     try:
         user.wait_job(running["id"], states=("running",))
         page = open_lab(page_for, hub, user)
@@ -259,7 +310,7 @@ def test_panels_fit_the_default_sidebar_width(hub, lab, page_for):
         panel.locator("#ti-job-history").wait_for()
         assert outside(page, "#jp-left-stack", panel.locator("#ti-job-history td")) == []
         assert outside(page, "#jp-left-stack", panel.locator(".ti-toolbar button")) == []
-        # no volume: TensorBoard cannot read a log directory of this job, so it is not offered
+        # asked for TensorBoard but has no volume: it cannot read a log directory of this job, so it is not offered
         assert panel.locator("#ti-tensorboard-form").count() == 0
         assert "TensorBoard reads a log directory in one of the job's volumes" in \
             panel.locator("#ti-job-endpoints").inner_text()
@@ -284,3 +335,32 @@ def test_panels_fit_the_default_sidebar_width(hub, lab, page_for):
         assert "the image you pick is recorded" in images.locator("#ti-images-note").inner_text()
     finally:
         user.api("POST", f"/jobs/{running['id']}/kill")
+
+
+def test_jobs_panel_copies_the_ssh_command(hub, lab, page_for):
+    """WS3/JOB6: a job that asked for SSH shows the API's command with a Copy button that puts it on the
+    clipboard; where the browser offers no clipboard the command is left selected with a line saying so."""
+    user = lab
+    job = user.ok("POST", "/jobs", json={"name": "ssh-me", "plan": "cpu-small", "image": "python-cpu",
+                                         "endpoints": ["ssh"], "command": "true"})
+    expected = user.ok("GET", "/ssh/command", params={"name": "ssh-me"})["command"]
+    page = open_lab(page_for, hub, user)
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=hub.url)
+    panel = open_panel(page, "ti-jobs-panel")
+    page.check("#ti-jobs-all")
+    panel.locator('#ti-jobs-table button[data-job="ssh-me"]').click()
+    field = panel.locator("#ti-ssh-command")
+    field.wait_for(timeout=30_000)
+    assert field.input_value() == expected and expected.startswith("ssh ")
+    panel.locator("#ti-ssh-copy").click()
+    wait(lambda: panel.locator("#ti-ssh-status").inner_text() == "copied", 10, "the copied line")
+    assert page.evaluate("navigator.clipboard.readText()") == expected
+    page.wait_for_timeout(2500)  # past a redraw of the detail: the box and its line stay
+    assert panel.locator("#ti-ssh-status").inner_text() == "copied"
+    # no clipboard (as on an http address other than localhost): the command is selected to copy by hand
+    page.evaluate("Object.defineProperty(navigator, 'clipboard', {value: undefined, configurable: true})")
+    panel.locator("#ti-ssh-copy").click()
+    wait(lambda: "Ctrl+C" in panel.locator("#ti-ssh-status").inner_text(), 10, "the fallback line")
+    assert page.evaluate("window.getSelection().toString() || document.activeElement.value.substring("
+                         "document.activeElement.selectionStart, document.activeElement.selectionEnd)") == expected
+    user.wait_job(job["id"])

@@ -68,6 +68,7 @@ def job_body() -> dict[str, Any]:
 EXPECT: dict[tuple[str, str], Case] = {
     ("/", "get"): same(OK),
     ("/me", "get"): same(OK),
+    ("/me", "patch"): same(OK, body=lambda: {"nickname": "matrix"}),  # each caller's own profile (issue 31)
     ("/plans", "get"): same(OK),
     ("/plans", "post"): Case(DENY, DENY, OK, body=lambda: {"name": unique("mx-plan"), "kinds": ["single"], "cpu": 1,
                                                              "memory_mib": 512}),
@@ -89,6 +90,12 @@ EXPECT: dict[tuple[str, str], Case] = {
     ("/jobs", "get"): Case(OK, OK, OK, query={"owner": "{owner}"}),  # view-all (ACC5): others' summaries
     ("/jobs", "post"): same(OK, body=job_body),
     ("/jobs/{id}", "get"): Case(OK, DENY, OK, "job"),  # running: not even its summary for others (JOB5)
+    # JOB10: a draft is its owner's (and admins'); only its owner starts it (it runs in their name, on their quota)
+    ("/jobs/{id}", "delete"): Case(OK, DENY, OK, "fresh_draft"),
+    ("/jobs/{id}/(start)", "post"): Case(OK, DENY, DENY, "fresh_draft"),
+    # JOB4: the owner asks about a finished job of theirs; admins answer (the admin answers first: sorted)
+    ("/jobs/{id}/support", "post"): Case(OK, DENY, DENY, "done_job", body=lambda: {"message": "help"}),
+    ("/alerts/{id}/answer", "post"): Case(DENY, DENY, OK, "support_alert", body=lambda: {"answer": "done"}),
     ("/jobs/{id}/logs", "get"): Case(OK, DENY, OK, "job"),
     ("/jobs/{id}/metrics", "get"): Case(OK, DENY, OK, "job"),
     # a job's endpoints are its owner's alone, not even an admin's (docs/security.md "Job endpoints")
@@ -187,6 +194,8 @@ EXPECT: dict[tuple[str, str], Case] = {
     # WS6: the owner's or a manager's, but the world has no workspace mx-workspace (404); the positive cases are
     # tests/e2e/test_idle_reclaim.py's
     ("/workspaces/{owner}/{name}/lease", "post"): same(DENY),
+    # WS7: the owner's alone, and the world has no workspace mx-workspace (404); tests/e2e/test_workspace_reset.py
+    ("/workspaces/{owner}/{name}/reset", "post"): same(DENY),
     ("/workspace-options/{owner}", "get"): same(DENY),
     ("/ssh/command", "get"): same(OK),
     ("/ssh/keys/{user}", "get"): same(DENY),
@@ -237,6 +246,9 @@ class World:
         o.wait_job(self.objects["job"], ("running",))  # what others may see of a job depends on its state
         done = o.ok("POST", "/jobs", json={**job_body(), "command": "echo done"})
         self.objects["done_job"] = o.wait_job(done["id"])["id"]
+        failed = o.ok("POST", "/jobs", json={**job_body(), "command": "exit 3"})
+        o.wait_job(failed["id"])
+        self.objects["support_alert"] = o.ok("POST", f"/jobs/{failed['id']}/support", json={"message": "why?"})["id"]
 
     def fresh(self, what: str) -> tuple[Any, Any]:
         o, a = self.owner, self.admin
@@ -267,6 +279,8 @@ class World:
         if what == "fresh_alert_rule":
             return a.ok("POST", "/alert-rules", json={"name": unique("mx-rule"), "metric": "cpu", "op": ">",
                                                       "threshold": 99, "enabled": False})["id"], None
+        if what == "fresh_draft":
+            return o.ok("POST", "/jobs", json={**job_body(), "draft": True})["id"], None
         if what == "fresh_template":
             return o.ok("POST", "/templates", json={"name": unique("mx-tpl"), "spec": {"command": "true"}})["id"], None
         if what == "fresh_user":

@@ -217,3 +217,44 @@ def test_shutdown_stops_workspaces_while_the_ti_service_records_it(data):
         assert "Stopping 1 workspace(s) before the services" in log_of(data).read_text(errors="replace")
     finally:
         stop_hub(proc)
+
+
+def _procs_with(argv_part: str) -> list[int]:
+    found = []
+    for p in Path("/proc").iterdir():
+        try:
+            if p.name.isdigit() and argv_part in (p / "cmdline").read_bytes().decode(errors="replace"):
+                found.append(int(p.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_ti_hub_stop_stops_the_platform_and_leaves_jobs_running(data):
+    """Issue 31, newcomer 8: `ti-hub stop` from another terminal does what Ctrl-C does, and says that jobs go on."""
+    proc, hub, _ports = start_hub(data)
+    marker = f"{time.time_ns() % 10**6 + 7000}"
+    try:
+        hub.admin = hub.login(ADMIN, ADMIN_PASSWORD)
+        u = hub.person("stopper")
+        j = u.ok("POST", "/jobs", json={"name": "keeps-going", "plan": "cpu-small", "image": "python-cpu",
+                                        "command": f"exec sleep {marker}"})
+        u.wait_job(j["id"], states=("running",))
+        wait(lambda: any(Path(f"/proc/{p}/cmdline").read_bytes() == f"sleep\0{marker}\0".encode()
+                         for p in _procs_with(f"sleep\0{marker}")), 30, "the job's process")
+        cmd = [proc.args[0], "-m", "ti_hub.app", "stop", "--data-dir", str(data)]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=150)
+        assert r.returncode == 0, r.stderr
+        assert "training jobs keep running" in r.stdout and "TiHub stopped." in r.stdout, r.stdout
+        assert proc.wait(10) is not None
+        wait_gone(data)
+        assert _procs_with(f"sleep\0{marker}"), "the job was stopped with the platform"
+        again = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        assert again.returncode == 1 and f"TiHub is not running on {data}" in again.stderr, again.stderr
+    finally:
+        stop_hub(proc)
+        for pid in _procs_with(f"sleep\0{marker}") + _procs_with(str(data)):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass

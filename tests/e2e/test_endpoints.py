@@ -289,7 +289,8 @@ def test_cli_tensorboard_port_and_show(hub, people, tmp_path):
     u = people("epcli")
     u.ok("POST", "/volumes", json={"name": "cli-logs", "kind": "filesystem", "capacity_gib": 1})
     port = free_job_port()
-    j = u.ok("POST", "/jobs", json=job("ep-cli", "sleep 300", volumes=[{"volume": "cli-logs", "mount_path": "/mnt/o"}]))
+    j = u.ok("POST", "/jobs", json=job("ep-cli", "sleep 300", volumes=[{"volume": "cli-logs", "mount_path": "/mnt/o"}],
+                                       endpoints=["tensorboard"]))
     u.wait_job(j["id"], states=("running",))
     env = {"TI_API_URL": hub.url, "TI_TOKEN": u.token, "HOME": str(tmp_path), "PATH": "/usr/bin:/bin",
            "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
@@ -309,3 +310,36 @@ def test_cli_tensorboard_port_and_show(hub, people, tmp_path):
     assert "/mnt/o/tb" in ti("job", "tensorboard", "ep-cli")
     assert "stopped 1" in ti("job", "tensorboard", "ep-cli", "--stop")
     u.ok("POST", f"/jobs/{j['id']}/kill")
+
+
+def test_the_jupyter_endpoint_serves_the_owner_only_and_ends_with_the_job(hub, people):
+    import socket
+
+    u, other = people("epjup"), people("epjupother")
+    j = u.ok("POST", "/jobs", json=job("ep-jupyter", "sleep 300", endpoints=["jupyter"]))
+    port = j["jupyter_port"]
+    assert 40000 <= port <= 49999 and port in j["ports"]
+    u.wait_job(j["id"], states=("running",))
+    detail = u.ok("GET", f"/jobs/{j['id']}")
+    assert detail["jupyter_url"] == f"/services/ti/endpoints/{j['id']}/0/{port}/"
+    url = hub.url + detail["jupyter_url"]
+    r = wait_answer(url + "api/status", auth(u), timeout=120)  # the proxy sends the server's token upstream
+    assert r.status_code == 200 and "started" in r.json(), r.text
+    assert requests.get(url + "api/status", headers=auth(other), timeout=10).status_code == 404
+    assert "jupyter_url" not in other.api("GET", f"/jobs/{j['id']}").json()
+    # the server itself wants its token: other processes that reach the job's loopback (this machine shares its
+    # network with jobs when it has no bubblewrap) cannot use it
+    try:
+        direct = requests.get(f"http://127.0.0.1:{port}{detail['jupyter_url']}api/contents", timeout=10)
+        assert direct.status_code == 403, direct.text
+    except requests.ConnectionError:
+        pass  # a network of the job's own: nothing outside it reaches the port at all
+    u.ok("POST", f"/jobs/{j['id']}/kill")
+    u.wait_job(j["id"], states=("killed",))
+    deadline = time.monotonic() + 30
+    while True:  # the server was in the job's process group: it ended with the job
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) != 0:
+                break
+        assert time.monotonic() < deadline, "the jupyter server outlived its job"
+        time.sleep(0.5)

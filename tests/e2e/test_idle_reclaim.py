@@ -200,17 +200,48 @@ def test_busy_devices_and_exempt_users_are_left_alone(ihub, readings):
         stop_workspace(vip, "vip-desk")
 
 
-def test_a_workspace_without_devices_has_no_lease(ihub):
-    assert "ti-idle-culler" not in ihub.admin.hub_api("GET", "/services").json()  # the culler is off by default
-    u = ihub.person("cpu")
-    start_workspace(u, "cpu-desk", plan="cpu-small")
+def burn_cpu(hub, u, server: str) -> None:
+    """A busy loop in a JupyterLab terminal of the workspace (the terminal outlives this websocket)."""
+    import websocket
+
+    base, auth = f"{hub.url}/user/{u.name}/{server}", {"Authorization": f"token {u.token}"}
+    name = u.http.post(f"{base}/api/terminals", headers=auth, timeout=30).json()["name"]
+    conn = websocket.create_connection(f"ws{base[4:]}/terminals/websocket/{name}", timeout=30,
+                                       header=[f"Authorization: token {u.token}"])
     try:
-        r = u.api("POST", f"/workspaces/{u.name}/cpu-desk/lease")
-        assert r.status_code == 409 and "holds no device" in r.json()["detail"], r.text
-        out = u.ti("workspace", "renew", "cpu-desk")
-        assert out.returncode == 1 and "holds no device" in out.stderr
+        conn.send(json.dumps(["stdin", "python3 -c 'while True: pass'\r"]))
+    finally:
+        conn.close()
+
+
+def test_a_workspace_without_devices_is_judged_by_its_cpu(ihub):
+    """A CPU-only workspace doing nothing is warned, then reclaimed (its CPU under the rule's cpu_threshold, 5 % of
+    its plan's CPUs by default); one that keeps a CPU busy is left alone; the renewal works as for devices."""
+    assert "ti-idle-culler" not in ihub.admin.hub_api("GET", "/services").json()  # the culler is off by default
+    assert idle_rule(ihub.admin)["cpu_threshold"] == 5.0
+    u, busy = ihub.person("cpu"), ihub.person("cpuburn")
+    ws = start_workspace(u, "cpu-desk", plan="cpu-small")
+    hot = start_workspace(busy, "hot-desk", plan="cpu-small")
+    burn_cpu(ihub, busy, "hot-desk")
+    burning = time.monotonic()
+    try:
+        (warning,) = wait_for(lambda: idle_warnings(u, ws["id"]), IDLE_TIME + 30)
+        assert "CPU below 5.0 %" in warning["message"] and "devices" not in warning["message"], warning
+        done = u.wait_job(ws["id"], ("stopped",), timeout=GRACE + 30)
+        assert done["reason"].startswith("stopped by ti-idle-policy: its CPU was idle (mean "), done
+        assert "of 1 CPU, below 5.0 % since" in done["reason"]
+        u.wait_server("cpu-desk", ready=False)
+        (entry,) = ihub.admin.ok("GET", "/audit", params={"target": f"{u.name}/cpu-desk"})["items"]
+        figures = entry["detail"]["figures"]
+        assert figures["cpus"] == 1.0 and figures["mean_cpu_percent"] < 5.0 and "devices" not in figures
+        # the busy one, all this time (longer than idle time + grace): neither warned nor reclaimed
+        time.sleep(max(0.0, burning + IDLE_TIME + GRACE + 2 - time.monotonic()))
+        assert busy.ok("GET", f"/jobs/{hot['id']}")["status"] == "running" and not idle_warnings(busy, hot["id"])
+        out = busy.ti("workspace", "renew", "hot-desk", "--json")  # a CPU-only workspace has a lease now
+        assert out.returncode == 0 and json.loads(out.stdout)["devices"] == [], out.stderr
     finally:
         stop_workspace(u, "cpu-desk")
+        stop_workspace(busy, "hot-desk")
 
 
 def test_the_policy_follows_the_rule_workspace_idle_without_a_restart(ihub, readings):

@@ -182,6 +182,12 @@ def test_job_list_name_filter_matches_a_part_as_its_help_says(hub, new_user):
     assert sorted(i["name"] for i in json.loads(r.stdout)) == ["alpha-one", "beta-one"]
     help_text = " ".join(u.ti("job", "list", "--help").stdout.split())
     assert "--name TEXT only jobs whose name contains TEXT" in help_text, help_text
+    # issue 31: the table names each job's plan as users pick it, not by its id
+    plan = u.ok("GET", "/jobs?name=alpha-one")["items"][0]["plan_id"]
+    name = next(p["name"] for p in u.ok("GET", "/plans?limit=500")["items"] if p["id"] == plan)
+    head, row = u.ti("job", "list", "--name", "alpha-one").stdout.splitlines()[:2]
+    at = head.index("PLAN")  # columns are aligned: the plan's cell starts under its header
+    assert row[at:].split()[0] == name and name != str(plan), (head, row)
 
 
 def test_the_embedded_platform_says_where_an_image_is_picked_that_it_runs_none(hub, new_user):

@@ -66,7 +66,8 @@ def one_line_error(cell) -> str:
 
 def test_magics_submit_follow_list_kill_in_a_notebook(hub, new_user, tmp_path):
     u = new_user("magic")
-    submit = ("%%ti_submit --name nb-hello --plan cpu-small --image python-cpu --no-monitor\n"
+    # --endpoint tensorboard: the magic's way to ask for TensorBoard (a job without it gets none)
+    submit = ("%%ti_submit --name nb-hello --plan cpu-small --image python-cpu --no-monitor --endpoint tensorboard\n"
               "echo hi; sleep 1\n"
               'echo "bye from $TI_JOB_ID"')
     python_job = ("%%ti_submit --name nb-mon --plan cpu-small --image python-cpu --python --env STEPS=3\n"
@@ -120,6 +121,7 @@ def test_magics_submit_follow_list_kill_in_a_notebook(hub, new_user, tmp_path):
     assert stream(out["follow"]) == f"hi\nbye from {job_id}\n"
     listed = json.loads(stream(out["jobs"]))
     assert {j["name"]: j["status"] for j in listed}["nb-hello"] == "completed"
+    assert {j["name"]: j["endpoints"] for j in listed}["nb-hello"] == ["tensorboard"]
     assert "cpu" in stream(out["quota"]).lower()
     assert stream(out["vc"]).startswith("current virtual cluster: "), stream(out["vc"])
     assert one_line_error(out["vc_bad"]).startswith("UsageError: %ti_vc: ")

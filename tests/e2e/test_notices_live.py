@@ -5,16 +5,12 @@ show it to its owner and the admins only."""
 
 from __future__ import annotations
 
-import email
 import json
-import socket
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from aiosmtpd.controller import Controller
 from hubproc import own_hub
+from mailkit import Hooks, smtp_server
 from tihub_client import wait
 
 pytestmark = pytest.mark.e2e
@@ -22,57 +18,10 @@ pytestmark = pytest.mark.e2e
 REMINDER_S = 4
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Inbox:
-    """aiosmtpd handler: keeps every message delivered, with its envelope recipients."""
-
-    def __init__(self):
-        self.messages: list[tuple[list[str], email.message.Message]] = []
-        self.lock = threading.Lock()
-
-    async def handle_DATA(self, server, session, envelope):
-        msg = email.message_from_bytes(envelope.content)
-        with self.lock:
-            self.messages.append((list(envelope.rcpt_tos), msg))
-        return "250 OK"
-
-    def to(self, addr: str, key: str = "") -> list[email.message.Message]:
-        with self.lock:
-            return [m for rcpt, m in self.messages if addr in rcpt and (not key or m["X-TiHub-Alert"] == key)]
-
-
-class Hooks:
-    def __init__(self):
-        self.posts: list[dict] = []
-        hooks = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                hooks.posts.append(json.loads(body))
-                self.send_response(204)
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-
 @pytest.fixture(scope="module")
 def smtp():
-    inbox = Inbox()
-    ctl = Controller(inbox, hostname="127.0.0.1", port=free_port())
-    ctl.start()
-    yield ctl, inbox
-    ctl.stop()
+    with smtp_server() as (ctl, inbox):
+        yield ctl, inbox
 
 
 @pytest.fixture(scope="module")

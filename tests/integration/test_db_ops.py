@@ -55,8 +55,9 @@ BAD_SUBMISSIONS = [
     ({"estimated_duration": float("nan")}, "estimated_duration"),
     ({"estimated_duration": 10**30}, "estimated_duration"),
     ({"priority": 5}, "priority"),
-    ({"endpoints": ["jupyter"]}, "endpoints"),  # removed: it did nothing (Jupyter runs in workspaces)
-    ({"endpoints": "ssh,jupyter"}, "endpoints"),
+    ({"endpoints": ["notebook"]}, "endpoints"),
+    ({"endpoints": "ssh,notebook"}, "endpoints"),
+    ({"endpoints": ["jupyter"], "ports": list(range(40000, 40032))}, "endpoints"),  # its port makes 33
     ({"volumes": [{"volume": "nope", "mount_path": "/mnt/x"}]}, "volumes[0].volume"),
     # ids past the databases' range were a 500 (OverflowError in the SQLite driver), not a refusal
     ({"plan": 2**64}, "plan"),
@@ -305,9 +306,18 @@ def test_a_volume_of_a_cluster_places_the_work_that_mounts_it(seeded, settings, 
     assert placed["pool"] == "farm" and placed["status"] == "queued"
 
 
-def test_the_job_endpoint_jupyter_is_refused_saying_where_jupyter_is(seeded, settings):
-    with pytest.raises(ValidationError) as err:
-        with seeded.begin() as s:
-            jobs.submit(s, user("alice"), job("jupyter-job", endpoints=["ssh", "jupyter"]), settings)
-    assert err.value.field == "endpoints" and "Jupyter runs in workspaces" in err.value.detail
-    assert count_jobs(seeded) == 0
+def test_the_jupyter_endpoint_gets_a_port_and_a_sealed_token_of_its_own(seeded, settings):
+    from ti_hub.ops import secretenv
+
+    alice = user("alice")
+    with seeded.begin() as s:
+        out = jobs.submit(s, alice, job("jupyter-job", endpoints=["ssh", "jupyter"], ports=[40001]), settings)
+        rec = s.get(m.Job, out["id"]).spec["jupyter"]
+    port = out["jupyter_port"]
+    assert port == rec["port"] and 40000 <= port <= 49999 and port != 40001
+    assert out["ports"] == [40001, port] and out["endpoints"] == ["jupyter", "ssh"]
+    assert len(secretenv.unseal(settings.secret_key, {"t": rec["token"]})["t"]) >= 32
+    assert rec["token"] not in str(out)  # the API never shows it, not even sealed
+    with seeded.begin() as s:  # a clone declares the user's ports only, and gets a jupyter port of its own
+        clone = jobs.clone(s, alice, out["id"], {}, settings)
+    assert clone["ports"][0] == 40001 and len(clone["ports"]) == 2 and clone["jupyter_port"] == clone["ports"][1]

@@ -50,15 +50,16 @@ def audit_of(s) -> list[m.AuditEntry]:
 def test_warn_renew_then_reclaim(seeded, settings):
     db = seeded
     jid = workspace(db, settings, "desk")
-    workspace(db, settings, "cpu-desk", plan="cpu-small", placement={"instances": [{"node": "n1", "devices": [],
-                                                                                     "cpu": 1, "memory_mib": 1}]})
+    cpu = workspace(db, settings, "cpu-desk", plan="cpu-small",
+                    placement={"instances": [{"node": "n1", "devices": [], "cpu": 1, "memory_mib": 1}]})
     with db.begin() as s:
-        (held,) = idle.holding_devices(s)  # the CPU-only workspace is the activity culler's
+        held, cpu_only = sorted(idle.running_workspaces(s), key=lambda w: w.id != jid)
         assert (held.id, held.devices, held.renewed_at, held.warned_at) == (jid, (("n1", "demo-gpu", 0),), None, None)
+        assert (cpu_only.id, cpu_only.devices, cpu_only.cpus) == (cpu, (), 1.0)  # judged by its CPU alone
         assert idle.warn(s, jid, FIGURES, T0 + dt.timedelta(seconds=120))
     with db.begin() as s:
         assert not idle.warn(s, jid, FIGURES, T0 + dt.timedelta(seconds=135))  # it stands: refreshed, not again
-        (held,) = idle.holding_devices(s)
+        (held,) = [w for w in idle.running_workspaces(s) if w.id == jid]
         assert held.warned_at == T0 + dt.timedelta(seconds=120)
         (a,) = alerts.list_alerts(s, OWNER)["items"]
         assert (a["key"], a["kind"], a["rule"], a["users"], a["job_id"]) == (f"workspace:{jid}:idle", "workspace",
@@ -76,7 +77,7 @@ def test_warn_renew_then_reclaim(seeded, settings):
         assert lease["cleared_alert"]["figures"]["mean_utilization"] == 0.5 and not lease["cleared_alert"]["open"]
     with db.begin() as s:
         assert alerts.list_alerts(s, OWNER)["total"] == 0
-        (held,) = idle.holding_devices(s)
+        (held,) = [w for w in idle.running_workspaces(s) if w.id == jid]
         assert held.renewed_at == T0 + dt.timedelta(seconds=150) and held.warned_at is None
         assert audit_of(s) == []  # the owner's own renewal is their history alone
         assert idle.renew(s, ADMIN, "owner1", "desk", T0 + dt.timedelta(seconds=160))["cleared_alert"] is None
@@ -99,19 +100,39 @@ def test_warn_renew_then_reclaim(seeded, settings):
     with db.begin() as s:
         j = s.get(m.Job, jid)
         assert j.status == st.STOPPED and j.reason.startswith("stopped by ti-idle-policy") and j.placement is None
-        assert idle.holding_devices(s) == []
+        assert [w.id for w in idle.running_workspaces(s)] == [cpu]
         with pytest.raises(Conflict, match="only a running workspace has a lease"):
             idle.renew(s, OWNER, "owner1", "desk")
 
 
-def test_no_lease_without_devices_and_stale_alerts_close(seeded, settings):
+CPU_FIGURES = {"cpus": 1.0, "cpu_threshold_percent": 5.0, "mean_cpu_percent": 0.4, "max_cpu_percent": 1.1,
+               "idle_since": "2026-11-01T00:00:00+00:00", "idle_seconds": 120.0,
+               "reclaim_at": "2026-11-01T00:03:00+00:00"}
+
+
+def test_a_workspace_without_devices_is_warned_renewed_and_reclaimed_by_its_cpu(seeded, settings):
     db = seeded
-    workspace(db, settings, "cpu-box", plan="cpu-small", placement={"instances": [{"node": "n1", "devices": [],
-                                                                                   "cpu": 1, "memory_mib": 1}]})
+    jid = workspace(db, settings, "cpu-box", plan="cpu-small",
+                    placement={"instances": [{"node": "n1", "devices": [], "cpu": 1, "memory_mib": 1}]})
+    with db.begin() as s:
+        assert idle.warn(s, jid, CPU_FIGURES, T0 + dt.timedelta(seconds=120))
+        (a,) = alerts.list_alerts(s, OWNER)["items"]
+        assert a["subject"] == "workspace owner1/cpu-box is idle: its CPU will be reclaimed"
+        assert "its CPU below 5.0 % of its 1 CPU (mean 0.4 %)" in a["message"]
+    assert history(db, jid)[-1][1].startswith("idle: CPU below 5.0 % since")
+    with db.begin() as s:
+        lease = idle.renew(s, OWNER, "owner1", "cpu-box", T0 + dt.timedelta(seconds=130))
+        assert lease["devices"] == [] and not lease["cleared_alert"]["open"]
+    with db.begin() as s:
+        assert idle.reclaim(s, jid, CPU_FIGURES, T0 + dt.timedelta(seconds=400))
+        assert s.get(m.Job, jid).reason == ("stop requested by ti-idle-policy: its CPU was idle (mean 0.4 % of 1 CPU, "
+                                            "below 5.0 % since 2026-11-01T00:00:00+00:00); lease not renewed")
+
+
+def test_training_jobs_have_no_lease_and_stale_alerts_close(seeded, settings):
+    db = seeded
     a = workspace(db, settings, "gpu-a")
     with db.begin() as s:
-        with pytest.raises(Conflict, match="holds no device"):
-            idle.renew(s, OWNER, "owner1", "cpu-box")
         jobs.submit(s, OWNER, {"name": "train", "plan": "demo-gpu-1", "image": "python-cpu", "command": "true"},
                     settings)
         with pytest.raises(NotFound, match="is a training job"):  # a training job has no lease

@@ -69,14 +69,23 @@ def test_changes_are_checked_stored_audited_and_effective(db):
     assert by_name(db)["job-wait"]["threshold"] == 60.0  # nothing stored
     out = change(db, "job-wait", {"threshold": 120, "severity": "critical"})
     assert (out["threshold"], out["severity"], out["op"]) == (120.0, "critical", ">")
+    assert by_name(db)["workspace-idle"]["cpu_threshold"] == 5.0  # migration 0020's
+    assert by_name(db)["job-wait"]["cpu_threshold"] is None
+    with db.begin() as s, pytest.raises(Conflict) as e:  # a percent of the workspace's CPUs
+        alertrules.update(s, ADMIN, by_name(db)["workspace-idle"]["id"], {"cpu_threshold": 150}, WINDOW)
+    assert e.value.field == "cpu_threshold" and "between 0 and 100" in str(e.value)
+    with db.begin() as s, pytest.raises(Conflict) as e:  # only workspace-idle has one
+        alertrules.update(s, ADMIN, by_name(db)["job-wait"]["id"], {"cpu_threshold": 5}, WINDOW)
+    assert e.value.field == "cpu_threshold"
     out = change(db, "workspace-idle", {"enabled": True, "threshold": 10, "interval": 600, "grace": 60,
-                                        "notify_owners": False})
-    assert (out["enabled"], out["threshold"], out["interval"], out["grace"]) == (True, 10.0, 600, 60)
+                                        "notify_owners": False, "cpu_threshold": 12.5})
+    assert (out["enabled"], out["threshold"], out["interval"], out["grace"], out["cpu_threshold"]) == (
+        True, 10.0, 600, 60, 12.5)
     with db.begin() as s:
         eff = jobrules.effective(s)
         actions = [(e.action, e.target) for e in s.scalars(select(m.AuditEntry).order_by(m.AuditEntry.id))]
     assert eff[jobrules.WAIT] == jobrules.Effective(True, 120.0, 0.0, 0.0, "critical", True)
-    assert eff[jobrules.IDLE] == jobrules.Effective(True, 10.0, 600.0, 60.0, "warning", False)
+    assert eff[jobrules.IDLE] == jobrules.Effective(True, 10.0, 600.0, 60.0, "warning", False, 12.5)
     assert ("alert_rule.change", "job-wait") in actions and ("alert_rule.change", "workspace-idle") in actions
 
 

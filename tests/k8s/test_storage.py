@@ -369,7 +369,8 @@ def test_tensorboard_for_a_jobs_logdir_is_a_pod_reading_its_claim(shub, k8s_clus
     bound(k8s_cluster, claim_name, HUB_NS)
     job = admin.ok("POST", "/jobs", json={"name": "tb-train", "plan": "cpu-small", "image": "python-cpu",
                                           "command": "python train.py",
-                                          "volumes": [{"volume": "runs", "mount_path": "/mnt/runs"}]})
+                                          "volumes": [{"volume": "runs", "mount_path": "/mnt/runs"}],
+                                          "endpoints": ["tensorboard"]})
     r = admin.api("POST", f"/jobs/{job['id']}/tensorboard", json={"logdir": "/mnt/runs/exp1"})
     assert r.status_code == 201, r.text
     tb = r.json()

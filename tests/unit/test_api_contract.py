@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import re
 
 import pytest
@@ -189,7 +190,10 @@ def test_a_handler_reads_a_body_exactly_where_the_contract_declares_one():
 
 def test_the_document_is_valid_openapi_and_complete():
     doc = document("/services/ti/api/v1", ROUTES)
-    validator = pytest.importorskip("openapi_spec_validator")
+    if os.environ.get("CI"):  # the test extra installs it: CI never skips this check
+        import openapi_spec_validator as validator
+    else:
+        validator = pytest.importorskip("openapi_spec_validator", reason="pip install -e '.[test]'")
     validator.validate(doc)
     assert doc["openapi"].startswith("3.1") and doc["security"]
     ops = [(p, m, op) for p, item in doc["paths"].items() for m, op in item.items()]

@@ -338,7 +338,17 @@ def test_job_list_table_and_json(env, capsys):
     header, *rows = out.splitlines()
     assert header.split()[:4] == ["ID", "NAME", "OWNER", "KIND"]
     assert "mnist" in rows[0] and "ddp-run" in rows[1] and "queued (#1)" in rows[1]
-    assert env.requests[-1]["query"] == {"status": "running", "all": "1", "limit": "10"}
+    jobs_query = next(r["query"] for r in env.requests if r["path"] == "/jobs")
+    assert jobs_query == {"status": "running", "all": "1", "limit": "10"}
+    # the API gives a job's plan id; the table names the plan (unknown ids, or no /plans, stay ids)
+    env.on("GET", "/jobs", {"items": [job_doc(plan=None, plan_id=3), job_doc(id=9, plan=None, plan_id=4)],
+                            "total": 2})
+    env.on("GET", "/plans", {"items": [{"id": 3, "name": "cpu-small"}], "total": 1})
+    code, out, _ = run(capsys, "job", "list")
+    header, first, second = out.splitlines()
+    at = header.index("PLAN")
+    assert first[at:].split()[0] == "cpu-small" and second[at:].split()[0] == "4", out
+    env.on("GET", "/jobs", page)
     code, out, _ = run(capsys, "job", "list", "--json")
     assert code == 0
     assert json.loads(out) == page["items"]
@@ -548,6 +558,7 @@ def test_missing_command_is_a_usage_error(capsys, argv):
     ["--help"], ["job", "--help"], ["job", "submit", "--help"], ["job", "logs", "--help"], ["volume", "--help"],
     ["volume", "share", "--help"], ["credential", "add", "--help"], ["template", "save", "--help"],
     ["key", "add", "--help"], ["login", "--help"], ["queue", "--help"], ["plan", "list", "--help"],
+    ["account", "--help"], ["account", "set", "--help"], ["account", "show", "--help"],
 ])
 def test_help_everywhere_with_examples(capsys, argv):
     code, out, _ = run(capsys, *argv)

@@ -104,3 +104,60 @@ def test_placement_devices():
                                {"node": "n2", "devices": [], "cpu": 1, "memory_mib": 1}]}
     assert idle.placement_devices(placement, "gpu") == [("n1", "gpu", 0), ("n1", "gpu", 2)]
     assert idle.placement_devices(None, "gpu") == []
+
+
+# -- CPU (issue 31): a workspace is idle when its devices, if any, are idle and so is its CPU ---------------------
+def cpu_samples(*percents, cpus: float = 2.0, start: float = 1000.0, every: float = 10.0, threshold: float = 5.0,
+                job: int = 7) -> idle.CpuRuns:
+    """The CPU runs after a first sample and one per entry: the percent of ``cpus`` used since the one before
+    (None: the workspace not measured in that sample)."""
+    runs, used = idle.CpuRuns(threshold, 3600.0), 0.0
+    runs.add(start, {job: (used, cpus)})
+    for k, p in enumerate(percents, 1):
+        if p is not None:
+            used += p / 100 * cpus * every
+        runs.add(start + k * every, {} if p is None else {job: (used, cpus)})
+    return runs
+
+
+def test_a_workspace_without_devices_is_judged_by_its_cpu():
+    cpu = cpu_samples(50, 1, 2, 0, 3, 1, 0, 2)  # busy from 1000 to 1010, idle from then (the sample at 1010) on
+    assert idle.decide(None, [], now=1030.0, cpu=cpu, job=7, cpus=2.0, **KW).state == idle.OK  # 20 s: not yet
+    v = idle.decide(None, [], now=1080.0, cpu=cpu, job=7, cpus=2.0, **KW)
+    assert (v.state, v.since, v.reclaim_at) == (idle.WARN, 1010.0, 1100.0)
+    assert v.figures["cpus"] == 2.0 and v.figures["cpu_threshold_percent"] == 5.0
+    assert v.figures["mean_cpu_percent"] == 1.29 and v.figures["max_cpu_percent"] == 3.0
+    assert "devices" not in v.figures and v.figures["idle_seconds"] == 70.0
+    assert idle.summary(v.figures) == ("its CPU was idle (mean 1.29 % of 2 CPU, below 5.0 % since "
+                                       "1970-01-01T00:16:50+00:00)")
+    assert idle.decide(None, [], now=1101.0, cpu=cpu, job=7, warned_at=1080.0, **KW).state == idle.RECLAIM
+    assert idle.decide(None, [], now=1080.0, cpu=cpu, job=8, **KW).state == idle.OK  # another: not measured
+    assert idle.decide(None, [], now=1080.0, cpu=cpu_samples(*[0] * 7, 6), job=7, **KW).state == idle.OK  # busy
+    assert idle.decide(None, [], now=1080.0, cpu=cpu_samples(*[0] * 7, 5), job=7, **KW).state == idle.OK  # at it
+    # a sample without it (at 1040) ends its run: it counts again from the next sample (1050), the first with a
+    # figure being the one after
+    gap = cpu_samples(0, 0, 0, None, 0, 0, 0, 0)
+    assert idle.decide(None, [], now=1070.0, cpu=gap, job=7, **KW).state == idle.OK
+    assert idle.decide(None, [], now=1080.0, cpu=gap, job=7, **KW).since == 1050.0
+    assert idle.decide(None, [], now=1080.0, cpu=cpu_samples(*[0] * 8, threshold=0.0), job=7, **KW).state == idle.OK
+
+
+def test_devices_and_cpu_must_both_be_idle_and_unmeasured_cpu_leaves_the_devices_to_judge():
+    gpus = samples(*[0] * 10)  # devices idle from 1000
+    cpu = cpu_samples(*[1] * 9)
+    v = idle.decide(gpus, DEVS, now=1090.0, cpu=cpu, job=7, cpus=2.0, **KW)
+    assert v.state == idle.WARN and v.figures["devices"] == ["n1/gpu/0", "n1/gpu/1"]
+    assert (v.figures["mean_utilization"], v.figures["mean_cpu_percent"]) == (0.0, 1.0)
+    assert idle.summary(v.figures).startswith("its devices were idle (mean 0.0 %, below 5.0 %) and its CPU was idle")
+    # the CPU busy: not idle, whatever the devices say; nor when the devices are busy and the CPU is idle
+    assert idle.decide(gpus, DEVS, now=1090.0, cpu=cpu_samples(*[1] * 8, 40), job=7, **KW).state == idle.OK
+    assert idle.decide(samples(*[0] * 9, 80), DEVS, now=1090.0, cpu=cpu, job=7, **KW).state == idle.OK
+    # the idle clock starts when both are idle: the CPU idle since 1050 only
+    v = idle.decide(gpus, DEVS, now=1090.0, cpu=cpu_samples(*[50] * 5, *[0] * 4), job=7, **KW)
+    assert (v.state, v.since) == (idle.WARN, 1050.0)
+    # a backend that cannot tell CPU use: the devices alone judge, and a workspace without devices is not judged
+    blind = idle.CpuRuns(5.0, 3600.0)
+    blind.add(1000.0, None)
+    assert not blind.measured
+    assert idle.decide(gpus, DEVS, now=1090.0, cpu=blind, job=7, **KW).state == idle.WARN
+    assert idle.decide(gpus, [], now=1090.0, cpu=blind, job=7, **KW).state == idle.OK

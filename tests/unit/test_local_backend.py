@@ -576,3 +576,25 @@ def test_a_volume_over_its_capacity_refuses_writers_only():
     with pytest.raises(Conflict) as e:
         check_capacity([MountRequest(7, "al/data", "filesystem", False)], over, "volumes[0].volume")
     assert e.value.field == "volumes[0].volume" and e.value.detail == reason
+
+
+def test_the_jupyter_wrapper_runs_the_command_without_jupyter_and_leaks_neither_fd_nor_token(tmp_path):
+    argv = jobdir.jupyter_argv("/bin/sh", "echo token=$TI_JUPYTER_TOKEN; ls /proc/self/fd", 45555,
+                               "/services/ti/endpoints/1/0/45555/", str(tmp_path), 9)
+    # fd 9: the server's log, as the supervisor passes it; no jupyter on PATH: the job's log says so, the
+    # command runs all the same
+    r = subprocess.run(["/bin/sh", "-c", 'exec "$@" 9>>"$0"', str(tmp_path / "jupyter.log"), *argv],
+                       env={"PATH": "/nonexistent:/bin:/usr/bin", "TI_JUPYTER_TOKEN": "s3cret"},
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0 and "no jupyter command" in r.stderr, r.stderr
+    assert "token=\n" in r.stdout and "9" not in r.stdout.split()  # both are the server's only
+    with pytest.raises(ValueError):
+        jobdir.jupyter_argv("/bin/sh", "true", 45555, "/", "/job", 12)  # sh redirects single digits only
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+        return True
+    except OSError:
+        return False

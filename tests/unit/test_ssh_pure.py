@@ -80,7 +80,8 @@ def test_named_targets_and_their_refusals():
         Login("alice", "new-box"): "workspace 'new-box' is queued (waiting for devices); try again when it runs",
         Login("alice", "dev-box", 1): "workspace 'dev-box' has one instance",
         Login("alice", "train-1", 2): "job 'train-1' has instances 0-1",
-        Login("alice", "no-ssh"): "job 'no-ssh' does not enable SSH: submit it with --endpoint ssh",
+        Login("alice", "no-ssh"): ("job 'no-ssh' does not enable SSH: turn it on with `ti job ssh no-ssh --on` "
+                                     "(or submit it with --endpoint ssh)"),
         Login("alice", "done-job"): "job 'done-job' is completed: SSH reaches running jobs only",
         Login("alice", "nothing"): "you have no workspace or job named 'nothing'",
         Login("alice", "quiet-box"): "workspace 'quiet-box' was started without SSH access",

@@ -1,18 +1,27 @@
-"""/me, /keys, /images, /credentials, /templates."""
+"""/me (with my profile, issue 31), /keys, /images, /credentials, /templates."""
 
 from __future__ import annotations
 
 from .. import scopes as S
 from ..domain import validation as v
 from ..ops import images, keys, templates
+from ..service import profile
 from .base import APIHandler
 
 
 class MeHandler(APIHandler):
-    async def get(self):
+    def who(self) -> dict:
         a = self.actor
-        self.send({"name": a.name, "kind": a.kind, "admin": a.is_admin, "groups": list(a.groups),
-                   "permissions": S.permissions_of(a.scopes), "roles": list(a.roles)})
+        return {"name": a.name, "kind": a.kind, "admin": a.is_admin, "groups": list(a.groups),
+                "permissions": S.permissions_of(a.scopes), "roles": list(a.roles)}
+
+    async def get(self):
+        self.send({**self.who(), **await profile.show_me(self.ti, self.actor)})
+
+    async def patch(self):
+        # the link's address when none is configured: where this user reached the hub (their own link only)
+        here = f"{self.request.protocol}://{self.request.host}"
+        self.send({**self.who(), **await profile.change_me(self.ti, self.actor, self.body(), here)})
 
 
 class KeysHandler(APIHandler):
@@ -31,13 +40,22 @@ class KeyHandler(APIHandler):
 
 
 class ImagesHandler(APIHandler):
+    async def _with_registry_facts(self, items: list[dict]) -> list[dict]:
+        """IMG3: each image's version, size and creation time from its registry, read with the viewer's own
+        credential for it (opened only when the registry is read; the reason of a failed read never carries it)."""
+        logins = await self.ti.db(images.my_logins, self.actor, readonly=True)
+        fernet = self.ti.fernet
+        return await self.ti.image_registries.annotate(items, logins, lambda c: images.opened_login(fernet, c[1:])[1:])
+
     async def get(self):
         limit, offset = v.pagination(self.args())
         page = await self.op(images.list_images, self.actor, limit, offset)
+        page["items"] = await self._with_registry_facts(page["items"])
         self.send({**page, "image_note": self.ti.backend.image_note})
 
     async def post(self):
-        self.send(await self.op(images.add_image, self.actor, self.body()), 201)
+        image = await self.op(images.add_image, self.actor, self.body())
+        self.send((await self._with_registry_facts([image]))[0], 201)
 
 
 class ImageHandler(APIHandler):

@@ -1,5 +1,6 @@
-"""/jobs/{id}/ports (open a port while running) and /jobs/{id}/tensorboard (TensorBoard for a logdir); the
-endpoint URLs of a job's detail. The proxy itself is ``ti_hub/endpoints/proxy.py``."""
+"""/jobs/{id}/ports (open a port while running), /jobs/{id}/ssh (SSH on or off while running) and
+/jobs/{id}/tensorboard (TensorBoard for a logdir); the endpoint URLs of a job's detail. The proxy itself is
+``ti_hub/endpoints/proxy.py``."""
 
 from __future__ import annotations
 
@@ -10,19 +11,23 @@ from ..domain.actor import Actor
 from ..endpoints.origins import Origins, port_label, tensorboard_label
 from ..endpoints.pure import check_logdir, port_url, tensorboard_key, tensorboard_prefix
 from ..ops import endpoints as ops
+from ..ops import jobssh
 from .base import APIHandler
 
 
 async def endpoint_info(service_prefix: str, tensorboards: Any, actor: Actor, job: dict[str, Any],
                         origins: Origins | None = None) -> dict[str, Any]:
     """The detail's endpoint URLs, for the owner only: each declared port of instance 0 while the job runs
-    (instance N: replace the /0/, or the -0- of an origin), and the TensorBoards running for it. Paths on the hub,
+    (instance N: replace the /0/, or the -0- of an origin), the jupyter endpoint's (``jupyter_url``), and the
+    TensorBoards running for it. Paths on the hub,
     or URLs of the endpoints' own origins when ``TiService.endpoint_origin`` is set."""
     if job.get("owner") != actor.name or job.get("kind") == "workspace":
         return job
     ports = (job.get("ports") or []) if job.get("status") == "running" else []
     job["endpoint_urls"] = {str(p): (origins.url(port_label(job["id"], 0, p)) if origins
                                      else port_url(service_prefix, job["id"], 0, p)) for p in ports}
+    if job.get("jupyter_port") is not None:  # the jupyter endpoint: its port's URL (None until it runs)
+        job["jupyter_url"] = job["endpoint_urls"].get(str(job["jupyter_port"]))
     job["tensorboards"] = ([tb_doc(r, origins) for r in await tensorboards.list_of(job["id"])]
                            if tensorboards else [])
     return job
@@ -66,3 +71,10 @@ class JobTensorBoardHandler(APIHandler):
         job = await self.ti.db(ops.owned_job, self.actor, ref, readonly=True)
         key = tensorboard_key(check_logdir(args["logdir"])) if args.get("logdir") else None
         self.send({"stopped": await self.ti.tensorboards.stop_some(job["id"], key)})
+
+
+class JobSSHHandler(APIHandler):
+    async def post(self, ref: str):
+        out = await self.op(jobssh.set_ssh, self.actor, ref, self.body())
+        self.send(await endpoint_info(self.settings["service_prefix"], self.ti.tensorboards, self.actor, out,
+                                      self.ti.endpoint_origins))

@@ -5,7 +5,8 @@ from __future__ import annotations
 import datetime as dt
 
 from ..domain.errors import NotFound, ValidationError
-from ..ops import jobadmin, jobs, queue
+from ..domain import validation as v
+from ..ops import drafts, jobadmin, jobs, queue
 from ..service import hubapi
 from .base import APIHandler
 from .endpoints import endpoint_info
@@ -31,9 +32,12 @@ class JobsHandler(APIHandler):
 
     async def post(self):
         body, settings = self.body(), self.ti.ops_settings
+        draft = v.boolean(body.pop("draft", False), "draft")  # JOB10: saved, not queued (ops/drafts.py)
         # what only reads runs outside TiHub's write lock, side by side with other requests; the write holds it
         # for name, quota and the insert, and the queue position is counted after the commit
         checked = await self.ti.db(jobs.check_submit, self.actor, body, settings, readonly=True)
+        if draft:
+            return self.send(await self.op(drafts.save, self.actor, body, settings, checked=checked), 201)
         out = await self.with_queue_place(
             await self.op(jobs.submit, self.actor, body, settings, checked=checked, position=False))
         self.ti.poke()
@@ -46,15 +50,22 @@ class JobHandler(APIHandler):
         self.send(await endpoint_info(self.settings["service_prefix"], self.ti.tensorboards, self.actor, out,
                                       self.ti.endpoint_origins))
 
+    async def delete(self, ref: str):
+        await self.op(drafts.discard, self.actor, ref)
+        self.set_status(204)
+        self.finish()
 
-ACTIONS = ("kill", "stop", "requeue", "reset", "pause", "resume", "clone", "pin", "unpin", "priority", "move",
+
+ACTIONS = ("start", "kill", "stop", "requeue", "reset", "pause", "resume", "clone", "pin", "unpin", "priority", "move",
            "cancel")
 
 
 class JobActionHandler(APIHandler):
     async def post(self, ref: str, action: str):
         actor = self.actor
-        if action == "kill":
+        if action == "start":
+            out = await self.op(drafts.start, actor, ref, self.ti.ops_settings)
+        elif action == "kill":
             out = await self.op(jobs.kill, actor, ref)
         elif action == "stop":
             out = await self.op(jobadmin.stop, actor, ref)

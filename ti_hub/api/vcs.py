@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from urllib.parse import quote
 
 from jupyterhub.utils import url_path_join
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 
 from .. import scopes as S
-from ..domain.errors import HubUnavailable, NotFound
-from ..ops import vcs
+from ..domain import validation as v
+from ..domain.errors import Conflict, HubUnavailable, NotFound
+from ..ops import vcdelete, vcs
 from .base import APIHandler
+from .schemas.common import FLAG_VALUES
 
 
 async def group_members(hub_auth, group: str) -> list[str]:
@@ -53,12 +57,35 @@ def kubernetes(backend) -> bool:
     return bool(getattr(backend, "vc_whole_nodes", False))
 
 
+async def delete_with_jobs(ti, actor, name: str) -> dict:
+    """RES2: stop every unfinished job of the VC through the normal stop path, wait until the backend has ended
+    them (the grace of a stop, and some), then delete the VC (its machines back to default). A stop that outlasts
+    the wait is a 409 naming what still stops: the VC stays draining, and the same delete finishes it later."""
+    first = await ti.db(vcdelete.stop_jobs, actor, name)
+    ti.poke()
+    waiting, deadline = first["stopping"], time.monotonic() + ti.stop_grace_seconds + 20
+    while waiting and time.monotonic() < deadline:
+        await asyncio.sleep(0.3)
+        waiting = await ti.db(vcdelete.still_stopping, waiting, readonly=True)
+    if waiting:
+        raise Conflict(f"the jobs of virtual cluster {name!r} are being stopped but {len(waiting)} have not ended "
+                       f"yet ({', '.join(map(str, waiting[:10]))}): it drains meanwhile; delete it with its jobs "
+                       "again to finish", field="with_jobs", stopping=waiting)
+    out = await ti.db(vcdelete.delete, actor, name, True, first["jobs"])
+    if kubernetes(ti.backend):  # its whole nodes go back to default: their label says so
+        for node in out["machines"]:
+            await ti.backend.assign_machine(node, vcs.DEFAULT)
+    await ti.refresh_capacity()
+    ti.poke()
+    return out
+
+
 class VCsHandler(APIHandler):
     async def get(self):
         self.send(await self.op(vcs.list_vcs, self.actor))
 
     async def post(self):
-        self.send(await self.op(vcs.create, self.actor, self.body()), 201)
+        self.send(await self.op(vcs.create, self.actor, self.body(), self.ti.ops_settings.nodes), 201)
 
 
 class VCHandler(APIHandler):
@@ -66,14 +93,18 @@ class VCHandler(APIHandler):
         self.send(await self.op(vcs.show, self.actor, name))
 
     async def patch(self, name: str):
-        out = await self.op(vcs.change, self.actor, name, self.body())
+        out = await self.op(vcs.change, self.actor, name, self.body(), self.ti.ops_settings.nodes)
         # a rename renames its capacity slices' pool: plans are offered by capacity, so read it now
         await self.ti.refresh_capacity()
         self.ti.poke()  # caps and draining change what may be admitted, and the reasons of what waits
         self.send(out)
 
     async def delete(self, name: str):
-        await self.op(vcs.delete, self.actor, name)
+        raw = self.args().get("with_jobs", "")
+        if v.choice(raw, "with_jobs", FLAG_VALUES) in ("1", "true", "yes"):
+            await delete_with_jobs(self.ti, self.actor, name)
+        else:
+            await self.op(vcs.delete, self.actor, name)
         self.set_status(204)
         self.finish()
 

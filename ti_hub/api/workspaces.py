@@ -101,6 +101,12 @@ class WorkspaceLeaseHandler(APIHandler):
         self.send(await self.op(idle.renew, self.actor, owner, name))
 
 
+class WorkspaceResetHandler(APIHandler):
+    async def post(self, owner: str, name: str):
+        """WS7: the owner resets a stopped workspace to a fresh state, keeping its volumes (ops/workspaces.reset)."""
+        self.send(await self.op(workspaces.reset, self.actor, owner, name, self.ti.backend.clear_workspace_state))
+
+
 class WorkspaceOptionsHandler(APIHandler):
     async def get(self, owner: str):
         groups = [g for g in self.args().get("groups", "").split(",") if g]

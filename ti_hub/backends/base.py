@@ -88,11 +88,15 @@ class LaunchSpec:
     # the job's registry credential (server, username, password), opened for this launch only like secret_env:
     # Kubernetes pulls the image with it (a Secret of the job's own); the embedded platform runs no image
     registry_auth: tuple[str, str, str] | None = field(default=None, repr=False)
+    # the jupyter endpoint (JOB2): {"port", "token" (opened like secret_env), "base_url" (the path the endpoint
+    # proxy forwards with)}: instance 0 runs a Jupyter server beside its command; None: no such endpoint
+    jupyter: dict[str, Any] | None = field(default=None, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out["secret_env"] = sorted(self.secret_env)  # names only: this is for logs and state
         out["registry_auth"] = self.registry_auth[0] if self.registry_auth else None  # the registry only
+        out["jupyter"] = {**self.jupyter, "token": "***"} if self.jupyter else None
         return out
 
 
@@ -201,6 +205,16 @@ class ExecutionBackend(LoggingConfigurable):
         indices each instance holds (its placement)."""
         raise NotImplementedError
 
+    async def usage_totals(self, states: dict[int, dict[str, Any]]) -> dict[int, list[Any]]:
+        """What each running job (id -> its state) has used so far, per instance (``metrics.InstanceTotals``),
+        for the Prometheus counters; raise NotImplementedError where the backend cannot tell."""
+        raise NotImplementedError
+
+    async def workspace_cpu_seconds(self, states: dict[int, dict[str, Any]]) -> dict[int, float]:
+        """CPU seconds each running workspace (id -> its backend state) has used so far, for the idle policy; a
+        workspace whose processes are not found is left out. NotImplementedError where the backend cannot tell."""
+        raise NotImplementedError
+
     async def workspace_gone(self, state: dict[str, Any]) -> str | None:
         """Why a workspace that TiHub counts as running has no process any more (a reason), or None when it runs
         or when the spawner, not this backend, watches it (Kubernetes: the hub polls its pod)."""
@@ -215,6 +229,11 @@ class ExecutionBackend(LoggingConfigurable):
     async def drop_workspace_pull_secret(self, ws_id: int, owner: str, name: str) -> None:
         """Delete the workspace's image pull Secret, if it has one (its workspace stopped)."""
         return None
+
+    def clear_workspace_state(self, owner: str, name: str) -> list[str]:
+        """WS7 reset, blocking, for a stopped workspace: remove the state that is its alone (never a volume, never
+        the owner's home) and say what went. None here: a workspace's pod starts from its image every time."""
+        return []
 
     def job_pods(self, job_id: int) -> list[dict[str, str]]:
         """ADM2: the job's pods as the backend last saw them (name, phase, node), for the All jobs page; none

@@ -1,4 +1,5 @@
-"""`ti login`, `ti logout`, `ti me`, `ti key ...` (SSH public keys) and `ti ssh-command`."""
+"""`ti login`, `ti logout`, `ti me`, `ti account show|set` (my profile), `ti key ...` (SSH public keys) and
+`ti ssh-command`."""
 
 from __future__ import annotations
 
@@ -53,6 +54,44 @@ def cmd_me(args: argparse.Namespace) -> int:
         print_json(who)
         return 0
     details({**who, "url": client.url}, ("name", "admin", "groups", "permissions", "url"))
+    return 0
+
+
+# -- my profile (issue 31) ----------------------------------------------------------------
+PROFILE_ORDER = ("name", "nickname", "email", "email_verified", "phone")
+
+
+def show_profile(doc: dict[str, Any]) -> None:
+    email = doc.get("email") or "(none)"
+    if doc.get("email"):
+        email += " (verified)" if doc.get("email_verified") else " (not verified: no alert notices go there yet)"
+    for label, value in (("name", doc.get("name", "?")), ("nickname", doc.get("nickname") or "(none)"),
+                         ("email", email), ("phone", doc.get("phone") or "(none)")):
+        out(f"{label + ':':<10} {value}")
+
+
+def cmd_account_show(args: argparse.Namespace) -> int:
+    doc = make_client(args).get("/me") or {}
+    if args.json:
+        print_json({k: doc.get(k) for k in PROFILE_ORDER})
+    else:
+        show_profile(doc)
+    return 0
+
+
+def cmd_account_set(args: argparse.Namespace) -> int:
+    body = {k: getattr(args, k) for k in ("nickname", "email", "phone") if getattr(args, k) is not None}
+    if not body:
+        raise UsageError("nothing to change: give --nickname, --email or --phone (an empty value clears one)")
+    doc = make_client(args).patch("/me", body) or {}
+    if args.json:
+        print_json({k: doc.get(k) for k in (*PROFILE_ORDER, "verification")})
+        return 0
+    show_profile(doc)
+    v = doc.get("verification")
+    if v:
+        (out if v.get("status") == "sent" else err)(f"{'note' if v.get('status') == 'sent' else 'warning'}: "
+                                                    f"{v.get('detail', '')}")
     return 0
 
 
@@ -124,6 +163,22 @@ def register(root: Any) -> None:
     command(root, "logout", cmd_logout, "forget the saved URL and token", examples("ti logout"))
 
     p = command(root, "me", cmd_me, "who the token belongs to, and its permissions", examples("ti me", "ti me --json"))
+    add_json(p)
+
+    sub = group(root, "account", "my profile: nickname, email (where alert notices go) and phone", examples(
+        "ti account show", "ti account set --email me@example.org"))
+    p = command(sub, "show", cmd_account_show, "show my nickname, email (verified or not) and phone", examples(
+        "ti account show", "ti account show --json"))
+    add_json(p)
+    p = command(sub, "set", cmd_account_set, "set my nickname, email or phone", examples(
+        "ti account set --email me@example.org --nickname Ada --phone '+1 555 0100'",
+        "ti account set --phone ''",
+    ) + "\n\nA new email is unverified until you open the link TiHub mails to it (signed in as you); alert\n"
+        "notices go only to a verified email. Setting the same unverified email again mails a new link.\n"
+        "An empty value clears a field.")
+    p.add_argument("--nickname", metavar="TEXT", help="how TiHub shows your name (at most 63 characters)")
+    p.add_argument("--email", metavar="ADDRESS", help="where alert notices go, once verified")
+    p.add_argument("--phone", metavar="NUMBER", help="digits, spaces and '-', optionally starting with '+'")
     add_json(p)
 
     sub = group(root, "key", "SSH public keys (for ssh endpoints)", examples(

@@ -18,7 +18,8 @@ def where(rule: dict[str, Any]) -> str:
 
 
 RULE_COLUMNS = [("ID", "id"), ("NAME", "name"), ("METRIC", "metric"),
-                ("CONDITION", lambda r: f"{r['op']} {r['threshold']:g}"),
+                ("CONDITION", lambda r: f"{r['op']} {r['threshold']:g}" + (
+                    "" if r.get("cpu_threshold") is None else f", CPU < {r['cpu_threshold']:g}%")),
                 ("STEP", lambda r: f"{r['step']}s"), ("INTERVAL", lambda r: f"{r['interval']}s"),
                 ("PERCENT", lambda r: "-" if r.get("builtin") else f"{r['percent']:g}%"),
                 ("GRACE", lambda r: "-" if r.get("grace") is None else f"{r['grace']}s"), ("SEVERITY", "severity"),
@@ -39,7 +40,7 @@ def find_rule(client: Any, ref: str) -> dict[str, Any]:
 def fields_of(args: argparse.Namespace) -> dict[str, Any]:
     body: dict[str, Any] = {}
     for k in ("name", "description", "metric", "op", "threshold", "step", "interval", "percent", "severity",
-              "enabled", "notify_owners", "cordon", "grace"):
+              "enabled", "notify_owners", "cordon", "grace", "cpu_threshold"):
         val = getattr(args, k, None)
         if val is not None:
             body[k] = val
@@ -130,6 +131,9 @@ def rule_options(p: argparse.ArgumentParser, create: bool) -> None:
     if not create:
         p.add_argument("--grace", type=int, metavar="S",
                        help="workspace-idle only: seconds from the warning to the reclaim")
+        p.add_argument("--cpu-threshold", type=float, metavar="P",
+                       help="workspace-idle only: a workspace is idle when it also uses under P %% of its plan's "
+                            "CPUs (a workspace without devices is judged by its CPU alone)")
     p.add_argument("--percent", type=float, metavar="P",
                    help="fire when at least P %% of the machine's samples in the interval match (default 100)")
     p.add_argument("--severity", choices=["info", "warning", "critical"], help="default warning")
@@ -149,17 +153,18 @@ def register(sub: Any) -> None:
                   examples("ti admin alert-rule list", "ti admin alert-rule update cpu-busy --threshold 95",
                            "ti admin alert-rule update gpu-temperature --no-enabled",
                            "ti admin alert-rule update job-wait --threshold 120",
-                           "ti admin alert-rule update workspace-idle --enabled --interval 3600 --grace 1800"))
+                           "ti admin alert-rule update workspace-idle --enabled --interval 3600 --grace 1800",
+                           "ti admin alert-rule update workspace-idle --cpu-threshold 5"))
     p = command(rules, "list", cmd_list, "alert rules, each with the machines it fires on now", examples(
         "ti admin alert-rule list", "ti admin alert-rule list --json"))
     add_json(p)
     p = command(rules, "create", cmd_create, "define a machine alert rule", examples(
         "ti admin alert-rule create hot-gpu --metric gpu_temperature --op '>' --threshold 80 --percent 50",
-        "ti admin alert-rule create ecc --metric gpu_ecc --op '>' --threshold 0 --step 15 --interval 60 "
+        "ti admin alert-rule create ecc-any --metric gpu_ecc --op '>' --threshold 0 --step 15 --interval 60 "
         "--percent 1 --cordon --notify-owners"))
     rule_options(p, create=True)
     p = command(rules, "update", cmd_update, "change, enable or disable an alert rule (built-in ones: threshold, "
-                "severity, owners, enabled; workspace-idle also interval and grace)", examples(
+                "severity, owners, enabled; workspace-idle also interval, grace and cpu-threshold)", examples(
         "ti admin alert-rule update cpu-busy --threshold 95 --percent 50",
         "ti admin alert-rule update job-overrun --threshold 300 --severity critical",
         "ti admin alert-rule update gpu-ecc-errors --no-cordon", "ti admin alert-rule update 3 --enabled"))
@@ -172,19 +177,19 @@ def register(sub: Any) -> None:
     p.add_argument("rule", metavar="RULE", help="the rule's name or id")
 
     machines = group(sub, "machine", "take machines out of scheduling and put them back (vc:manage)", examples(
-        "ti admin machine list", "ti admin machine cordon gpu-node-3 --reason 'ECC errors'",
-        "ti admin machine uncordon gpu-node-3"))
+        "ti admin machine list", "ti admin machine cordon host1 --reason 'ECC errors'",
+        "ti admin machine uncordon host1"))
     p = command(machines, "list", cmd_machines, "cordoned machines: since when, by whom, why", examples(
         "ti admin machine list", "ti admin machine list --json"))
     add_json(p)
     p = command(machines, "cordon", cmd_cordon, "take a machine out of scheduling; its running work keeps running",
-                examples("ti admin machine cordon gpu-node-3 --reason 'fan failure'"))
+                examples("ti admin machine cordon host1 --reason 'fan failure'"))
     p.set_defaults(action="cordon")
     p.add_argument("machine", metavar="MACHINE", help="the machine (Kubernetes: the node)")
     p.add_argument("--reason", metavar="TEXT", help="why (the Alerts page and the audit log show it)")
     add_json(p)
     p = command(machines, "uncordon", cmd_cordon, "put a machine back into scheduling", examples(
-        "ti admin machine uncordon gpu-node-3"))
+        "ti admin machine uncordon host1"))
     p.set_defaults(action="uncordon")
     p.add_argument("machine", metavar="MACHINE", help="the machine (Kubernetes: the node)")
     add_json(p)

@@ -1,5 +1,5 @@
-"""`ti job tensorboard`, `ti job port` and `ti job metrics`: a running job's endpoints (JOB6, docs/user-guide.md
-"Endpoints") and resource use."""
+"""`ti job tensorboard`, `ti job port`, `ti job ssh` and `ti job metrics`: a running job's endpoints (JOB6,
+docs/user-guide.md "Endpoints") and resource use."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
+from ..backends.metrics import size
 from .client import TiClient, quote
 from .common import JOB_HELP, add_json, command, examples
 from .config import make_client
@@ -62,12 +63,32 @@ def cmd_port(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ssh(args: argparse.Namespace) -> int:
+    client = make_client(args)
+    job = client.post(f"/jobs/{quote(args.job)}/ssh", {"enabled": args.on})
+    if args.json:
+        print_json(job)
+    elif args.on:
+        out(f"SSH is on for {job['name']}; `ti ssh-command {job['name']}` prints the ssh command")
+    else:
+        out(f"SSH is off for {job['name']} (sessions already open go on)")
+    return 0
+
+
 def _gpus(m: Mapping[str, Any]) -> str:
     gpus = m.get("gpus")
     if gpus is None:
         return "-"
     return " ".join(f"{g['index']}:{g.get('utilization_percent', '?')}%/{g.get('memory_used_mib', '?')}MiB"
                     for g in gpus) or "-"
+
+
+def _io(t: Mapping[str, Any] | None, one: str, other: str) -> str:
+    """``1.2 MiB/s / 0 B/s (8.0 MiB / 12 B)``: rates now, totals so far."""
+    if not t:
+        return "-"
+    return (f"{size(t[one + '_per_s'])}/s / {size(t[other + '_per_s'])}/s "
+            f"({size(t[one])} / {size(t[other])})")
 
 
 def cmd_metrics(args: argparse.Namespace) -> int:
@@ -82,6 +103,8 @@ def cmd_metrics(args: argparse.Namespace) -> int:
         ("CPU (cores)", lambda m: "-" if m.get("cpu_cores") is None else f"{m['cpu_cores']:.2f}"),
         ("MEMORY", lambda m: "-" if m.get("memory_bytes") is None else f"{int(m['memory_bytes']) >> 20} MiB"),
         ("GPU (util/memory)", _gpus),
+        ("DISK (read/write)", lambda m: _io(m.get("disk"), "read_bytes", "write_bytes")),
+        ("NETWORK (in/out)", lambda m: _io(m.get("network"), "rx_bytes", "tx_bytes")),
         ("NOTE", "note"),
     ], empty="(no instance running)")
     return 0
@@ -89,7 +112,8 @@ def cmd_metrics(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     p = command(sub, "tensorboard", cmd_tensorboard,
-                "TensorBoard for a log directory of a job's volumes; prints its URL",
+                "TensorBoard for a log directory of a job's volumes (jobs submitted with --endpoint "
+                "tensorboard); prints its URL",
                 examples("ti job tensorboard mnist --logdir /mnt/out/tb", "ti job tensorboard mnist",
                          "ti job tensorboard mnist --stop"))
     p.add_argument("job", metavar="JOB", help=JOB_HELP)
@@ -104,8 +128,17 @@ def register(sub: Any) -> None:
     p.add_argument("port", type=int, metavar="PORT")
     add_json(p)
 
+    p = command(sub, "ssh", cmd_ssh, "turn SSH on (or off) for a running job of yours",
+                examples("ti job ssh mnist --on", "ti job ssh mnist --off"))
+    p.add_argument("job", metavar="JOB", help=JOB_HELP)
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--on", action="store_true", help="let your keys in (ssh -p PORT USER+JOB@HUB)")
+    which.add_argument("--off", action="store_true", help="refuse new logins")
+    add_json(p)
+
     p = command(sub, "metrics", cmd_metrics,
-                "a running job's resource use now, per instance: CPU cores busy, memory, GPU utilization and memory",
-                examples("ti job metrics mnist", "ti job metrics ddp --json"))
+                "a running job's resource use now, per instance: CPU cores busy, memory, GPU utilization and memory, "
+                "disk I/O and network (bytes/s now, totals so far)",
+                examples("ti job metrics mnist", "ti job metrics ddp-train --json"))
     p.add_argument("job", metavar="JOB", help=JOB_HELP)
     add_json(p)

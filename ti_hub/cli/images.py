@@ -9,11 +9,13 @@ from typing import Any
 
 from .common import add_json, command, examples, group, resolve_id
 from .config import UsageError, make_client
-from .output import fmt_mib, out, pick, print_json, table
+from .output import fmt_bytes, fmt_time, out, pick, print_json, table
 
+# IMG3: VERSION, SIZE and CREATED are the registry's (REGISTRY says why they are missing when it could not be read)
 IMAGE_COLUMNS = [("ID", "id"), ("NAME", "name"), ("ADDRESS", "address"), ("VERSION", "version"),
-                 ("ACCEL", "accelerator"), ("SIZE", lambda i: fmt_mib(i.get("size_mib"))),
-                 ("DESCRIPTION", "description")]
+                 ("ACCEL", "accelerator"), ("SIZE", lambda i: fmt_bytes(i.get("size_bytes"))),
+                 ("CREATED", lambda i: fmt_time(i.get("image_created"))),
+                 ("REGISTRY", lambda i: str(i.get("registry") or "")), ("DESCRIPTION", "description")]
 CREDENTIAL_COLUMNS = [("ID", "id"), ("NAME", "name"),
                       ("REGISTRY", lambda c: str(pick(c, "registry", "server", default=""))),
                       ("USERNAME", "username"), ("CREATED", "created_at")]
@@ -31,7 +33,7 @@ def cmd_image_list(args: argparse.Namespace) -> int:
 
 def cmd_image_add(args: argparse.Namespace) -> int:
     body: dict[str, Any] = {"name": args.name, "address": args.address}
-    for field in ("version", "accelerator", "description"):
+    for field in ("accelerator", "description"):
         if getattr(args, field) is not None:
             body[field] = getattr(args, field)
     image = make_client(args).post("/images", body)
@@ -103,13 +105,15 @@ def register(root: Any) -> None:
         "ti image list",
         "ti image add pytorch --address pytorch/pytorch:2.3.0-cuda12.1-cudnn8-runtime --accelerator gpu",
     ))
-    p = command(sub, "list", cmd_image_list, "list public images", examples("ti image list", "ti image list --json"))
+    p = command(sub, "list", cmd_image_list, "list public images", examples("ti image list", "ti image list --json")
+                + "\n\nVERSION (the tag), SIZE and CREATED are read from each image's registry, with your saved "
+                  "credential for it (ti credential add); REGISTRY says 'ok', or why they are missing.")
     add_json(p)
     p = command(sub, "add", cmd_image_add, "admin: add a public image (needs vc:manage)", examples(
-        "ti image add pytorch --address docker.io/pytorch/pytorch:2.3.0 --version 2.3.0 --accelerator gpu"))
+        "ti image add pytorch --address docker.io/pytorch/pytorch:2.3.0 --accelerator gpu")
+        + "\n\nThe version, size and creation time are read from the registry, never typed in.")
     p.add_argument("name", metavar="NAME", help="the short name users give to --image")
     p.add_argument("--address", required=True, metavar="IMAGE", help="the image address (registry/repo:tag)")
-    p.add_argument("--version", metavar="V")
     p.add_argument("--accelerator", choices=["cpu", "gpu"], help="what it is built for (default cpu)")
     p.add_argument("--description", metavar="TEXT")
     add_json(p)
@@ -119,14 +123,14 @@ def register(root: Any) -> None:
 
     sub = group(root, "credential", "private registry credentials (passwords are never shown)", examples(
         "ti credential add my-registry --registry registry.example.com --username alice",
-        "echo \"$PASSWORD\" | ti credential add ci --registry ghcr.io --username bot --password-stdin",
+        "echo \"$PASSWORD\" | ti credential add ci-bot --registry ghcr.io --username bot --password-stdin",
         "ti job submit --image registry.example.com/me/train:1 --credential my-registry ...",
     ))
     p = command(sub, "list", cmd_credential_list, "list my registry credentials", examples("ti credential list"))
     add_json(p)
     p = command(sub, "add", cmd_credential_add, "save a registry login", examples(
         "ti credential add my-registry --registry registry.example.com --username alice",
-        "ti credential add ci --registry ghcr.io --username bot --password-stdin < token.txt",
+        "ti credential add ci-bot --registry ghcr.io --username bot --password-stdin < token.txt",
     ) + "\n\nThe password is asked without echo, or read from stdin with --password-stdin; there is no flag for it.")
     p.add_argument("name", metavar="NAME")
     p.add_argument("--registry", required=True, metavar="HOST", help="registry host, e.g. registry.example.com")

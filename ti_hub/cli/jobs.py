@@ -25,6 +25,22 @@ def plan_of(job: Mapping[str, Any]) -> Any:
     return plan
 
 
+def plan_names(client: Any) -> dict[Any, str]:
+    """Plan id -> name, so that listings show the names users pick plans by (jobs keep only the id).
+    Empty when the plans cannot be read: the ids are shown then."""
+    try:
+        page = client.get("/plans", params={"limit": 500}) or {}
+    except Exception:  # a listing must not fail for its decoration
+        return {}
+    items = page.get("items", []) if isinstance(page, Mapping) else page
+    return {p["id"]: p["name"] for p in items if isinstance(p, Mapping) and "id" in p and "name" in p}
+
+
+def with_plan_names(items: list, names: Mapping[Any, str]) -> list:
+    return [{**j, "plan": names[j["plan_id"]]} if isinstance(j, Mapping) and j.get("plan_id") in names
+            and not j.get("plan") else j for j in items]
+
+
 def instances_of(job: Mapping[str, Any]) -> Any:
     if job.get("instances") is not None and not isinstance(job.get("instances"), list):
         return job["instances"]
@@ -74,7 +90,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     if args.json:
         print_json(items)
         return 0
-    table(items, job_columns(bool(args.all or args.owner)), empty="(no jobs)")
+    table(with_plan_names(items, plan_names(client) if items else {}), job_columns(bool(args.all or args.owner)),
+          empty="(no jobs)")
     total = page.get("total") if isinstance(page, Mapping) else None
     offset = args.offset or 0
     if total is not None and offset + len(items) < total:
@@ -127,7 +144,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.json:
         print_json(job)
     else:
-        show_job(job)
+        show_job(with_plan_names([job], plan_names(client))[0])
         links = endpoints.endpoint_lines(client, job)
         if links:
             out("\nendpoints:")
@@ -167,6 +184,22 @@ def cmd_clone(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_delete(args: argparse.Namespace) -> int:
+    make_client(args).delete(f"/jobs/{quote(args.job)}")
+    out(f"{args.job}: draft deleted")
+    return 0
+
+
+def cmd_support(args: argparse.Namespace) -> int:
+    alert = make_client(args).post(f"/jobs/{quote(args.job)}/support", {"message": args.message})
+    if args.json:
+        print_json(alert)
+    else:
+        out(f"support request {alert.get('id', '?')} sent to the admins about job {args.job}, with its state and "
+            f"the last lines of its log; their answer: `ti alert list --all`")
+    return 0
+
+
 def cmd_wait(args: argparse.Namespace) -> int:
     return watch_job(make_client(args), args.job, timeout=args.wait_timeout)
 
@@ -202,7 +235,7 @@ def register(root: Any) -> None:
     add_json(p)
 
     p = command(sub, "logs", cmd_logs, "print a job's log", examples(
-        "ti job logs mnist", "ti job logs mnist -f", "ti job logs ddp --instance 1 --tail 100",
+        "ti job logs mnist", "ti job logs mnist -f", "ti job logs ddp-train --instance 1 --tail 100",
         "ti job logs mnist --raw > mnist.log",
     ), description="print a job's log, without escape sequences and control characters other than newline\n"
                    "and tab: the job's owner wrote them, and they could retitle or clear your terminal\n"
@@ -214,13 +247,27 @@ def register(root: Any) -> None:
     p.add_argument("--raw", action="store_true",
                    help="print the log byte for byte, control sequences included (for piping to a file)")
 
-    for verb, what in (("kill", "stop a job for good"),
+    for verb, what in (("start", "start a draft (ti job submit --draft): checked again, then queued"),
+                       ("kill", "stop a job for good"),
                        ("stop", "stop a job gracefully: SIGTERM, then SIGKILL after the hub's grace (ends stopped)"),
                        ("pause", "pause a running job (frees its devices)"),
                        ("resume", "resume a paused job")):
         p = command(sub, verb, _action(verb), what, examples(f"ti job {verb} mnist", f"ti job {verb} 42"))
         p.add_argument("job", metavar="JOB", help=JOB_HELP)
         add_json(p)
+
+    p = command(sub, "delete", cmd_delete, "delete a draft (its name is free again)",
+                examples("ti job delete mnist-draft"))
+    p.add_argument("job", metavar="JOB", help=JOB_HELP)
+
+    p = command(sub, "support", cmd_support, "ask the admins for help about a finished job of mine", examples(
+        'ti job support mnist -m "it fails with CUDA out of memory on every node"'),
+        description="ask the admins for help about a finished job of mine: the message goes with the job's\n"
+                    "state, exit reason, plan, image and the last 50 lines of its log (secret values\n"
+                    "scrubbed), as an alert the admins answer; the answer shows in `ti alert list --all`")
+    p.add_argument("job", metavar="JOB", help=JOB_HELP)
+    p.add_argument("-m", "--message", required=True, metavar="TEXT", help="what to ask the admins")
+    add_json(p)
 
     p = command(sub, "clone", cmd_clone, "submit a copy of a job under a new name",
                 examples("ti job clone mnist --name mnist-2"))

@@ -7,6 +7,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from ..domain import guidance
 from .client import ApiError, TiClient
 from .common import add_json, command, confirm, examples, group, items_of, resolve_id
 from .config import make_client
@@ -232,17 +233,19 @@ def register(root: Any) -> None:
                 examples("ti volume list", "ti volume list --json"))
     add_json(p)
 
-    p = command(sub, "create", cmd_create, "create a volume", examples(
+    p = command(sub, "create", cmd_create, "create a volume", guidance.table(
+        "which kind of storage (--kind):", guidance.STORAGE_KINDS) + "\n\n" + examples(
         "ti volume create data --kind filesystem --size 100 --description 'ImageNet'",
         "ti volume create data-v1 --kind dataset --size 100 --source data",
         "ti volume create data-v2 --kind dataset --size 100 --source data --no-wait --json",
     ))
     p.add_argument("name", metavar="NAME")
-    p.add_argument("--kind", required=True, help="storage kind: block, filesystem, local, bucket or dataset (those this cluster offers)")
+    p.add_argument("--kind", required=True, help="storage kind: block, filesystem, local, bucket or dataset (those "
+                   "this cluster offers; which suits what: below)")
     p.add_argument("--size", required=True, type=int, metavar="GIB", help="capacity in GiB")
-    p.add_argument("--source", metavar="VOL", help="for a dataset: the volume it is a snapshot of (NAME, OWNER/NAME "
-                   "or id; you need write access to it). The copy runs in the background: this command follows "
-                   "it until the dataset is ready")
+    p.add_argument("--source", metavar="VOL", help="for a dataset (required there): the volume it is a snapshot "
+                   "of (NAME, OWNER/NAME or id; yours or shared with you read-write, ready, not local scratch). The "
+                   "copy runs in the background: this command follows it until the dataset is ready")
     p.add_argument("--no-wait", action="store_true", help="return at once while a dataset is still being copied "
                    "(`ti volume show` then says how far it is)")
     p.add_argument("--description", metavar="TEXT")

@@ -8,6 +8,7 @@ import re
 import shlex
 from typing import Any
 
+from ..domain import guidance
 from .common import add_json, command, examples, read_json_file, wrap
 from .config import UsageError, make_client
 from .output import out, print_json
@@ -82,15 +83,14 @@ def port_list(value: str) -> list[int]:
     return ports
 
 
-ENDPOINTS = ("ssh", "tensorboard")  # as the API takes them (ops/jobspec.py; not imported: the CLI stays light)
+ENDPOINTS = ("ssh", "tensorboard", "jupyter")  # as the API takes them (ops/jobspec.py; not imported: the CLI stays light)
 
 
 def endpoint_list(value: str) -> list[str]:
     names = [v.strip() for v in value.split(",") if v.strip()]
     for n in names:
         if n not in ENDPOINTS:
-            raise argparse.ArgumentTypeError(f"{n!r} is not one of {', '.join(ENDPOINTS)}" +
-                                             (" (Jupyter runs in workspaces, not jobs)" if n == "jupyter" else ""))
+            raise argparse.ArgumentTypeError(f"{n!r} is not one of {', '.join(ENDPOINTS)}")
     return names
 
 
@@ -135,6 +135,8 @@ def build_submission(args: argparse.Namespace) -> dict[str, Any]:
         body["ports"] = _merge_unique(body.get("ports"), [p for group in args.port for p in group])
     if args.endpoint:
         body["endpoints"] = _merge_unique(body.get("endpoints"), [e for group in args.endpoint for e in group])
+    if args.draft:
+        body["draft"] = True
     return body
 
 
@@ -142,6 +144,9 @@ def report_submitted(args: argparse.Namespace, job: dict, body: dict):
     """Say what was submitted (the job as JSON with --json); returns how to refer to the job."""
     if args.json:
         print_json(job)
+    elif body.get("draft"):
+        out(f"saved draft {job.get('id', '?')} {job.get('name', body.get('name', ''))}: start it with "
+            f"`ti job start {job.get('id', '?')}`, or delete it with `ti job delete {job.get('id', '?')}`")
     else:
         out(f"submitted job {job.get('id', '?')} {job.get('name', body.get('name', ''))} "
             f"({job.get('status', 'created')})")
@@ -154,6 +159,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
     body = build_submission(args)
     if not body.get("command") and not body.get("template"):
         raise UsageError("no command: give it after `--` (ti job submit --name N --plan P -- python train.py)")
+    if args.draft and (args.wait or args.follow):
+        raise UsageError("--draft saves the job without starting it: nothing to --wait for or --follow")
     client = make_client(args)
     job = client.post("/jobs", body)
     ref = report_submitted(args, job, body)
@@ -162,15 +169,16 @@ def cmd_submit(args: argparse.Namespace) -> int:
     return watch_job(client, ref, job, follow=args.follow, timeout=args.timeout_wait)
 
 
+JOB_GUIDE = guidance.table("which kind of job (--kind, --strategy):", guidance.JOB_KINDS)  # DEV7
 SUBMIT_EPILOG = wrap("""
     The command comes last, after `--`; several words are joined as a shell command line.
     --from-file reads a submission document (the JSON of POST /jobs); flags given here win.
-    """) + "\n\n" + examples(
+    """) + "\n\n" + JOB_GUIDE + "\n\n" + examples(
     "ti job submit --name mnist --plan demo-gpu-1 --image pytorch-gpu -- python train.py --lr 0.1",
-    "ti job submit --name ddp --kind distributed --workers 2 --plan demo-gpu-1 \\",
+    "ti job submit --name ddp-train --kind distributed --workers 2 --plan demo-gpu-1 --image pytorch-gpu \\",
     "    --volume data:/mnt/data:ro --env EPOCHS=3 --port 40001 --endpoint tensorboard -- torchrun train.py",
     "ti job submit --from-file spec.json --name run-7 --wait",
-    "ti job submit --template my-template --name run-8 -f -- python train.py",
+    "ti job submit --template my-template --name run-8 -f",
     "ti job submit --name long --plan cpu-small --image python-cpu --estimated-duration 2h --preemptible -- ./run.sh",
     "WANDB_API_KEY=... ti job submit --name logged --plan cpu-small --image python-cpu --secret-env WANDB_API_KEY -- python train.py",
 )
@@ -179,7 +187,8 @@ SUBMIT_EPILOG = wrap("""
 def register(sub: Any) -> None:
     p = command(sub, "submit", cmd_submit, "submit a training job", SUBMIT_EPILOG)
     p.add_argument("--name", help="job name: 4-63 of letters, digits, - and _ (unique per user)")
-    p.add_argument("--kind", choices=["single", "distributed"], help="single (default) or distributed")
+    p.add_argument("--kind", choices=["single", "distributed"], help="single (default) or distributed "
+                   "(which suits what: below)")
     p.add_argument("--strategy", choices=["allreduce", "ps"], help="distributed: allreduce (default) or ps")
     p.add_argument("--workers", type=int, metavar="N", help="distributed: number of workers (at most 64)")
     p.add_argument("--ps", type=int, metavar="N", help="strategy ps: number of parameter servers")
@@ -198,7 +207,9 @@ def register(sub: Any) -> None:
     p.add_argument("--port", action="append", type=port_list, metavar="PORT[,PORT]",
                    help="interactive port 40000-49999 (repeatable or a comma list)")
     p.add_argument("--endpoint", action="append", type=endpoint_list, metavar="NAME[,NAME]",
-                   help="ssh or tensorboard (repeatable or a comma list)")
+                   help="ssh, tensorboard or jupyter (repeatable or a comma list); none unless asked: without "
+                        "tensorboard, `ti job tensorboard` refuses the job; jupyter: a Jupyter server beside "
+                        "instance 0's command, at the job's jupyter_url")
     p.add_argument("--credential", metavar="NAME",
                    help="registry credential for a private image (`ti credential list`)")
     p.add_argument("--preemptible", action=argparse.BooleanOptionalAction, default=None,
@@ -212,6 +223,9 @@ def register(sub: Any) -> None:
     p.add_argument("--description", metavar="TEXT", help="free text")
     p.add_argument("--from-file", metavar="SPEC.json",
                    help="read the submission document from a JSON file (- for stdin)")
+    p.add_argument("--draft", action="store_true",
+                   help="save the job without starting it (checked as a submission, no quota used); "
+                        "`ti job start` queues it later")
     p.add_argument("--wait", action="store_true", help="wait until the job ends; exit 0 if completed, 4 otherwise")
     p.add_argument("--wait-timeout", dest="timeout_wait", type=duration, metavar="DURATION",
                    help="with --wait: give up after this long (exit 5)")

@@ -7,7 +7,8 @@ import argparse
 from typing import Any
 from urllib.parse import quote
 
-from .common import add_json, command, examples, group
+from .client import ApiError
+from .common import add_json, command, confirm, examples, group
 from .config import UsageError, make_client
 from .output import out, print_json, table
 
@@ -114,7 +115,21 @@ def cmd_change(args: argparse.Namespace) -> int:
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
-    make_client(args).delete(_path(args.vc))
+    client = make_client(args)
+    try:
+        client.delete(_path(args.vc))
+    except ApiError as e:
+        jobs = e.extra.get("jobs") or []
+        if not args.with_jobs or e.status != 409 or not jobs:
+            raise
+        # the plain delete's 409 names the jobs: list them all, then ask
+        out(f"virtual cluster {args.vc} has {len(jobs)} unfinished job(s):")
+        table(jobs, [("ID", "id"), ("NAME", "name"), ("OWNER", "owner"), ("KIND", "kind"), ("STATUS", "status")])
+        confirm(f"stop these {len(jobs)} job(s) and delete virtual cluster {args.vc}?", args.yes)
+        client.timeout = max(client.timeout, 120.0)  # the service waits for the stops (their grace) first
+        client.delete(_path(args.vc), params={"with_jobs": "true"})
+        out(f"stopped {len(jobs)} job(s) and deleted virtual cluster {args.vc}")
+        return 0
     out(f"deleted virtual cluster {args.vc}")
     return 0
 
@@ -206,9 +221,14 @@ def register(root: Any) -> None:
     p.add_argument("--lend", choices=["yes", "no"], help="no: keep this VC's idle devices to itself (default yes)")
     p.add_argument("--drain", action="store_true", help=drain_help)
     add_json(p)
-    p = command(sub, "delete", cmd_delete, "admin: delete an empty virtual cluster (no machines, jobs or plans)",
-                examples("ti vc delete team-a"), aliases=["rm"])
+    p = command(sub, "delete", cmd_delete, "admin: delete an empty virtual cluster (no machines, jobs or plans), "
+                "or with --with-jobs one whose jobs are stopped first (its plans go too, its machines back to default)",
+                examples("ti vc delete team-a", "ti vc delete team-a --with-jobs   # lists the jobs, asks",
+                         "ti vc delete team-a --with-jobs --yes"), aliases=["rm"])
     p.add_argument("vc", metavar="VC")
+    p.add_argument("--with-jobs", action="store_true", help="stop every unfinished job of the VC (listed, then "
+                   "asked unless --yes), then delete it with its plans")
+    p.add_argument("--yes", action="store_true", help="with --with-jobs: do not ask")
     p = command(sub, "assign", cmd_assign, "admin: give machines to a virtual cluster, or back to default",
                 examples("ti vc assign team-a --node host1 --device-type demo-gpu --devices 0,1",
                          "ti vc assign team-a --node host1 --device-type demo-gpu --devices 1 --remove --drain",

@@ -36,6 +36,8 @@ class AlertRule(Base):
     # the built-in workspace_idle rule's seconds from the warning to the reclaim; None for every other rule
     # (ops/jobrules.py: the built-in job and workspace rules, migration 0016)
     grace: Mapped[int | None] = mapped_column(Integer, nullable=True, default=None)
+    # workspace_idle's CPU threshold, a percent of the plan's CPUs (migration 0020); None for every other rule
+    cpu_threshold: Mapped[float | None] = mapped_column(Float, nullable=True, default=None)
     created_at: Mapped[dt.datetime]
     updated_at: Mapped[dt.datetime]
 

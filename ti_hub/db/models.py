@@ -330,6 +330,11 @@ class UserProfile(Base):
     phone: Mapped[str] = mapped_column(String(32), default="")
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     changed_at: Mapped[dt.datetime]
+    # issue 31: alert notices go only to a verified email (one an admin set, or whose link its owner opened);
+    # email_nonce is the one link that may verify it now ("" none), email_sent_at when that link was mailed
+    email_verified: Mapped[bool] = mapped_column(Boolean, default=False)
+    email_nonce: Mapped[str] = mapped_column(String(64), default="")
+    email_sent_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)
 
 
 class Role(Base):

@@ -44,3 +44,7 @@ class Alert(Base):
     last_notified_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)
     notices: Mapped[int] = mapped_column(Integer, default=0)  # notice rounds sent (first + reminders)
     cleared_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)
+    # JOB4: an admin's answer to a support request (kind "support"), which closes it; the owner reads it there
+    answer: Mapped[str] = mapped_column(Text, default="")
+    answered_by: Mapped[str] = mapped_column(String(255), default="")
+    answered_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)

@@ -96,6 +96,7 @@ class OriginEndpointHandler(EndpointHandler):
             except LookupError as e:
                 raise BadGateway(str(e), field="instance") from None
             self._target = (host, (mapping or {}).get(lab.port, lab.port), rest, None)
+            self._jupyter(target, lab.port, rest)
             return
         job = await self.ti.db(ops.tensorboard_job, actor, str(lab.job), via_cookie, readonly=True)
         rec = await self.ti.tensorboards.find(job["id"], lab.key)

@@ -24,8 +24,10 @@ from ..backends.local import sockets
 from ..domain.actor import Actor
 from ..domain.errors import BadGateway, Forbidden, NotFound
 from ..ops import endpoints as ops
+from ..ops import secretenv
 from .origins import origin_login, port_label, tensorboard_label
-from .pure import (cross_site, parse_endpoint_path, request_headers, response_headers, strip_token_query)
+from .pure import (cross_site, parse_endpoint_path, port_url, request_headers, response_headers,
+                   strip_token_query)
 
 MAX_UPLOAD = 1 << 30  # a request body streamed to a job's server (the hub's own proxy may hold less)
 MAX_DOWNLOAD = 1 << 40  # streamed through, never held: only a bound for the client's parser
@@ -55,6 +57,7 @@ class EndpointHandler(Refusals, HubOAuthenticated, websocket.WebSocketHandler):
         self._status: httputil.ResponseStartLine | None = None
         self._resp: httputil.HTTPHeaders | None = None
         self._headers_set = False
+        self._upstream_token: str | None = None  # the jupyter endpoint's server token (_jupyter)
 
     @property
     def ti(self):
@@ -123,6 +126,7 @@ class EndpointHandler(Refusals, HubOAuthenticated, websocket.WebSocketHandler):
                 return
             self._target = (host, (mapping or {}).get(ep.port, ep.port), ep.rest or "/", ep.base)
             self._job_id = target["id"]
+            self._jupyter(target, ep.port, ep.rest)
         else:
             job = await self.ti.db(ops.tensorboard_job, actor, ep.job, via_cookie, readonly=True)
             rec = await self.ti.tensorboards.find(job["id"], ep.key)
@@ -148,6 +152,30 @@ class EndpointHandler(Refusals, HubOAuthenticated, websocket.WebSocketHandler):
                                        self.request.query))
             return
         self._start_body()
+
+    def _jupyter(self, target: dict[str, Any], port: int, rest: str) -> None:
+        """The jupyter endpoint's server serves under its endpoint's path (its pages link by absolute paths): the
+        path keeps that prefix (by the job's id, however the caller named it), and the request carries the
+        server's token, which the user never sees."""
+        if not target.get("jupyter_token"):
+            return
+        key = self.ti.ops_settings.secret_key
+        try:
+            self._upstream_token = secretenv.unseal(key, {"t": target["jupyter_token"]})["t"]
+        except secretenv.UnsealError as e:
+            raise BadGateway(f"the jupyter endpoint's token cannot be opened: {e}", field="port") from None
+        host, hport, _path, base = self._target
+        root = port_url(self.settings["service_prefix"], target["id"], 0, port).rstrip("/")
+        path = rest if rest.startswith(root + "/") else root + (rest or "/")
+        self._target = (host, hport, path, base)
+
+    def _upstream_headers(self, websocket: bool = False) -> httputil.HTTPHeaders:
+        headers = httputil.HTTPHeaders()
+        for k, v in request_headers(self.request.headers.get_all(), self.own_cookie, websocket=websocket):
+            headers.add(k, v)
+        if self._upstream_token:
+            headers["Authorization"] = f"token {self._upstream_token}"
+        return headers
 
     def _start_body(self) -> None:
         if self._has_body():
@@ -198,9 +226,7 @@ class EndpointHandler(Refusals, HubOAuthenticated, websocket.WebSocketHandler):
 
     async def _forward(self, body: bytes | None = None, body_producer=None) -> None:
         host, port, path, base = self._target
-        headers = httputil.HTTPHeaders()
-        for k, v in request_headers(self.request.headers.get_all(), self.own_cookie):
-            headers.add(k, v)
+        headers = self._upstream_headers()
         if base:
             headers["X-Forwarded-Prefix"] = base
         req = HTTPRequest(self._url("http", host, port, path), method=self.request.method, headers=headers,
@@ -273,9 +299,7 @@ class EndpointHandler(Refusals, HubOAuthenticated, websocket.WebSocketHandler):
         if why:
             raise web.HTTPError(403, f"cross-origin WebSocket refused ({why})")
         host, port, path, _base = self._target
-        headers = httputil.HTTPHeaders()
-        for k, v in request_headers(self.request.headers.get_all(), self.own_cookie, websocket=True):
-            headers.add(k, v)
+        headers = self._upstream_headers(websocket=True)
         protocols = [p.strip() for p in self.request.headers.get("Sec-WebSocket-Protocol", "").split(",")
                      if p.strip()]
         req = HTTPRequest(self._url("ws", host, port, path), headers=headers, connect_timeout=CONNECT_TIMEOUT,

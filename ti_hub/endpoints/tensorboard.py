@@ -38,7 +38,7 @@ from .pure import inside, tensorboard_key
 
 EXTRA_HINT = "pip install 'ti-hub[tensorboard]'"
 NSENTER = shutil.which("nsenter") or "/usr/bin/nsenter"  # util-linux: enters a namespace, then execs
-INHERIT = ("PATH", "LANG", "LC_ALL", "TZ", "LD_LIBRARY_PATH")
+INHERIT = ("LANG", "LC_ALL", "TZ", "LD_LIBRARY_PATH")
 
 
 NO_DIRECTORY = ("this TiHub's volumes have no directory on the service's machine, where its TensorBoards run: run "
@@ -188,7 +188,7 @@ class TensorBoards:
         tb = [self.python, "-m", "tensorboard.main", "--path_prefix", prefix, "--host", "127.0.0.1", "--port",
               str(port), "--load_fast", "false"]
         env = {k: os.environ[k] for k in INHERIT if k in os.environ}
-        env["PATH"] = os.pathsep.join([os.path.dirname(self.python), env.get("PATH", "/usr/bin:/bin")])
+        env["PATH"] = sandbox.user_path([os.path.dirname(self.python), *launcher.bin_dirs()])
         bwrap = sandbox.find_bwrap()
         if not (bwrap and mount) and launcher.privileged():
             raise Unavailable("this TiHub runs as root and runs no user's code, TensorBoard included, without a "

@@ -89,7 +89,8 @@ class TiMagics(Magics):
 
     @line_magic
     def ti_tensorboard(self, line: str) -> None:
-        """TensorBoard for a log directory of a job's volumes (`ti job tensorboard`); prints its URL:
+        """TensorBoard for a log directory of a job's volumes (`ti job tensorboard`; the job was submitted with
+        `--endpoint tensorboard`); prints its URL:
         %ti_tensorboard JOB --logdir /mnt/out/tb, %ti_tensorboard JOB (the running ones), %ti_tensorboard JOB --stop."""
         self._cli("ti_tensorboard", line)
 

@@ -30,7 +30,7 @@ from .common import get_or_404, iso, utcnow
 from .jobrules import MAX_S
 
 FIELDS = ("name", "description", "metric", "op", "threshold", "step", "interval", "percent", "severity", "enabled",
-          "notify_owners", "cordon", "grace")
+          "notify_owners", "cordon", "grace", "cpu_threshold")
 # the values a threshold may take per metric (the rule, said in the 400)
 THRESHOLDS: dict[str, tuple[float, float, str]] = {
     "gpu_ecc": (0, 1e9, "an error count"),
@@ -59,6 +59,9 @@ def parse(data: dict[str, Any], max_interval: float, current: m.alertrules.Alert
         # a machine rule has none: the schema says so for a new rule; a change is refused for what the rule is
         raise (Conflict if current is not None else v.ValidationError)(f"grace: {jobrules.FIXED['grace']}",
                                                                       field="grace")
+    if data.get("cpu_threshold") is not None and (current is None or data["cpu_threshold"] != current.cpu_threshold):
+        raise (Conflict if current is not None else v.ValidationError)(
+            f"cpu_threshold: {jobrules.FIXED['cpu_threshold']}", field="cpu_threshold")
     out: dict[str, Any] = {}
     partial = current is not None
     if not partial or "name" in data:
@@ -113,7 +116,7 @@ def render(r: m.alertrules.AlertRule, where: list[dict[str, Any]] | None = None)
     return {"id": r.id, "name": r.name, "description": r.description, "metric": r.metric, "op": r.op,
             "threshold": r.threshold, "step": r.step, "interval": r.interval, "percent": r.percent,
             "severity": r.severity, "enabled": r.enabled, "notify_owners": r.notify_owners, "cordon": r.cordon,
-            "grace": r.grace, "builtin": jobrules.is_builtin(r.metric),
+            "grace": r.grace, "cpu_threshold": r.cpu_threshold, "builtin": jobrules.is_builtin(r.metric),
             "created_at": iso(r.created_at), "updated_at": iso(r.updated_at), "firing": list(where or [])}
 
 

@@ -19,10 +19,14 @@ from sqlalchemy.orm import Session
 
 from .. import scopes as S
 from ..db import models as m
+from ..domain import validation as v
 from ..domain.actor import Actor
+from ..domain.errors import Conflict, Forbidden, NotFound
 from .common import iso, page, utcnow
 
-KINDS = ("machine", "job", "workspace", "queue")
+KINDS = ("machine", "job", "workspace", "queue", "support")
+# JOB4: a job's owner asking the admins for help (ops/support.py); open until an admin answers it (``answer``)
+SUPPORT = "support"
 SEVERITIES = ("info", "warning", "critical")
 # alerts that tell of something that happened (work stopped because access was taken back, ops/revoke.py)
 # rather than of a condition that holds: one notice, no reminders, closed EVENT_TTL after they fired
@@ -83,7 +87,17 @@ def due(session: Session, now: dt.datetime, reminder_s: float) -> list[m.monitor
     if reminder_s > 0:
         cond = or_(cond, (A.last_notified_at <= now - dt.timedelta(seconds=reminder_s))
                    & A.rule.not_in(sorted(EVENT_RULES)))
-    return list(session.scalars(select(A).where(A.cleared_at.is_(None), cond).order_by(A.id)))
+    # an answer closes its support request and goes out once, to its owner and the admins
+    answered = A.answered_at.is_not(None) & or_(A.last_notified_at.is_(None), A.last_notified_at < A.answered_at)
+    return list(session.scalars(select(A).where(or_(A.cleared_at.is_(None) & cond, answered)).order_by(A.id)))
+
+
+def notice_users(a: m.monitoring.Alert) -> list[str]:
+    """The users a notice of ``a`` goes to besides the admins: a support request's reminders are the admins'
+    alone (its owner had the first notice, and has the answer's)."""
+    if a.kind == SUPPORT and a.notices and a.answered_at is None:
+        return []
+    return list(a.users or [])
 
 
 def expire_events(session: Session, now: dt.datetime) -> int:
@@ -113,7 +127,8 @@ def render(a: m.monitoring.Alert) -> dict[str, Any]:
             "subject": a.subject, "message": a.message, "job_id": a.job_id, "machine": a.machine,
             "users": list(a.users), "figures": a.figures, "fired_at": iso(a.fired_at),
             "last_notified_at": iso(a.last_notified_at), "notices": a.notices, "cleared_at": iso(a.cleared_at),
-            "open": a.cleared_at is None}
+            "open": a.cleared_at is None, "answer": a.answer or "", "answered_by": a.answered_by or "",
+            "answered_at": iso(a.answered_at)}
 
 
 def list_alerts(session: Session, actor: Actor, *, open_only: bool = True, limit: int = 50, offset: int = 0
@@ -131,3 +146,26 @@ def list_alerts(session: Session, actor: Actor, *, open_only: bool = True, limit
         return page(session, stmt.order_by(A.id.desc()), limit, offset, render)
     return {"items": [render(a) for a in rows[offset:offset + limit]], "total": len(rows), "limit": limit,
             "offset": offset}
+
+
+def answer(session: Session, actor: Actor, alert_id: int, text: str) -> dict[str, Any]:
+    """JOB4: an admin answers a support request: the answer is kept on it, which closes it; its owner sees it in
+    their alerts (cleared ones: ``open=false``) and has it by email or webhook with the admins."""
+    if not sees_all(actor):
+        raise Forbidden(f"answering support requests is for admins ({S.MANAGE_ALL_JOBS!r} or {S.MANAGE_USERS!r})",
+                        field="id")
+    text = v.text(text, "answer", v.MAX_TEXT, required=True)
+    a = session.get(m.monitoring.Alert, alert_id)
+    if a is None:
+        raise NotFound(f"alert {alert_id} does not exist", field="id")
+    if a.kind != SUPPORT:
+        raise Conflict(f"alert {alert_id} is a {a.kind} alert: only support requests are answered (it closes when "
+                       "its condition ends)", field="id")
+    if a.answered_at is not None:
+        raise Conflict(f"alert {alert_id} was answered already, by {a.answered_by}; the owner may ask again",
+                       field="id")
+    now = utcnow()
+    a.answer, a.answered_by, a.answered_at = text, actor.name, now
+    if a.cleared_at is None:
+        a.cleared_at = now
+    return render(a)

@@ -22,20 +22,22 @@ from ..domain.actor import Actor
 from ..domain.errors import Conflict, Forbidden, NotFound, ValidationError
 from ..endpoints.pure import map_logdir
 from . import jobs, volumes
+from .jobspec import jupyter_port
 from .common import iso, utcnow
 
 MAX_PORTS = 32  # as at submission (validation.ports)
 
 
-def _job(session: Session, actor: Actor, ref: str, via_cookie: bool) -> m.Job:
-    """The job if this caller may use its endpoints; else 404, the same answer as for a job that does not exist."""
+def _job(session: Session, actor: Actor, ref: str, via_cookie: bool, workspace: bool = False) -> m.Job:
+    """The job if this caller may use its endpoints; else 404, the same answer as for a job that does not exist.
+    ``workspace``: a workspace counts too (its TensorBoards; its ports are Jupyter's, through jupyter-server-proxy)."""
     job = None
     if (job_id := v.id_in(ref)) is not None:
         job = session.get(m.Job, job_id)
     elif v.NAME_RE.match(ref):
         job = session.scalar(select(m.Job).where(m.Job.owner == actor.name, m.Job.name == ref))
     allowed = job is not None and (job.owner == actor.name or (actor.can(S.MANAGE_ALL_JOBS) and not via_cookie))
-    if not allowed or job.kind == "workspace":
+    if not allowed or (job.kind == "workspace" and not workspace):
         raise NotFound(f"job {ref!r} has no such endpoint", field="id")
     return job
 
@@ -78,20 +80,23 @@ def port_target(session: Session, actor: Actor, ref: str, instance: int, port: i
         if holder is not None:
             raise Conflict(f"port {port} is taken by another running job on this machine (jobs of the embedded "
                            "platform share the host's network); use another port", field="port")
-    return {"id": job.id, "owner": job.owner, "backend_state": job.backend_state}
+    out = {"id": job.id, "owner": job.owner, "backend_state": job.backend_state}
+    if instance == 0 and port == jupyter_port(job.spec):
+        out["jupyter_token"] = job.spec["jupyter"]["token"]  # sealed; the proxy opens it and sends it upstream
+    return out
 
 
 def tensorboard_job(session: Session, actor: Actor, ref: str, via_cookie: bool) -> dict[str, Any]:
     """The job behind a TensorBoard URL (any state: its logs stay on its volumes)."""
-    job = _job(session, actor, ref, via_cookie)
+    job = _job(session, actor, ref, via_cookie, workspace=True)
     return {"id": job.id, "owner": job.owner}
 
 
-def _owned(session: Session, actor: Actor, ref: str, what: str) -> m.Job:
+def _owned(session: Session, actor: Actor, ref: str, what: str, workspace: bool = False) -> m.Job:
     job = jobs.find(session, actor, ref)  # 404 for jobs the caller cannot see
     if job.owner != actor.name:
         raise Forbidden(f"only the owner ({job.owner}) can {what} of job {job.id}", field="id")
-    if job.kind == "workspace":
+    if job.kind == "workspace" and not workspace:
         raise Conflict("a workspace reaches its ports through Jupyter (jupyter-server-proxy), not endpoints",
                        field="id")
     return job
@@ -125,7 +130,15 @@ def add_port(session: Session, actor: Actor, ref: str, data: dict[str, Any], *, 
 
 def tensorboard_source(session: Session, actor: Actor, ref: str, logdir: Any) -> dict[str, Any]:
     """Where a TensorBoard for ``logdir`` of the caller's job reads: the volume behind the mount holding it."""
-    job = _owned(session, actor, ref, "start TensorBoard")
+    job = _owned(session, actor, ref, "start TensorBoard", workspace=True)
+    # WS3: every workspace offers TensorBoard; a training job only when it asked for it
+    if job.kind != "workspace" and "tensorboard" not in (job.spec.get("endpoints") or []):
+        # opt-in (SPEC JOB2 endpoints): a job that did not ask for TensorBoard gets none
+        raise Conflict(f"job {job.id} was submitted without the tensorboard endpoint, and TensorBoard starts only "
+                       "for jobs that ask for it: submit it again with endpoints [\"tensorboard\"] (`ti job submit "
+                       "--endpoint tensorboard`, `%%ti_submit --endpoint tensorboard`, or tensorboard under "
+                       "Endpoints in the Jobs panel's form)",
+                       field="endpoints")
     entry, rel = map_logdir(logdir, job.spec.get("volumes") or [])
     vol = session.get(m.Volume, entry["volume_id"])
     # the job's record is old news: the volume must still exist and still be the owner's or shared with them
@@ -138,5 +151,5 @@ def tensorboard_source(session: Session, actor: Actor, ref: str, logdir: Any) ->
 
 
 def owned_job(session: Session, actor: Actor, ref: str) -> dict[str, Any]:
-    job = _owned(session, actor, ref, "manage the TensorBoards")
+    job = _owned(session, actor, ref, "manage the TensorBoards", workspace=True)
     return {"id": job.id, "owner": job.owner}

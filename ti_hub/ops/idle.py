@@ -1,4 +1,4 @@
-"""WS6: the database side of the device-aware idle policy -- warnings, reclaims and lease renewals.
+"""WS6: the database side of the idle policy (devices and CPU) -- warnings, reclaims and lease renewals.
 
 The pure verdict is ti_hub/health/idle.py; the leader's shell that calls it every health sample is
 ti_hub/service/idlepolicy.py. The warning is the alert ``workspace:{id}:idle`` (ops/alerts.py: the notifier
@@ -21,7 +21,7 @@ from ..db import models as m
 from ..domain import states as st
 from ..domain.actor import Actor
 from ..domain.errors import Conflict, NotFound
-from ..health.idle import Device, placement_devices
+from ..health.idle import Device, placement_devices, summary
 from . import alerts, audit
 from .common import iso, utcnow
 from .jobs import STOP_REQUESTED, alert, audit_others, find, record
@@ -36,7 +36,7 @@ def alert_key(job_id: int) -> str:
 
 @dataclass(frozen=True)
 class Held:
-    """A running workspace that holds devices, as the policy needs it."""
+    """A running workspace, as the policy needs it (``devices`` empty: a CPU-only one, judged by its CPU)."""
 
     id: int
     owner: str
@@ -45,13 +45,16 @@ class Held:
     started_at: dt.datetime | None
     renewed_at: dt.datetime | None
     warned_at: dt.datetime | None
+    cpus: float = 0.0  # its plan's CPUs (the CPU threshold is a percent of them)
+    state: dict[str, Any] | None = None  # its backend state (where the backend finds its processes)
 
 
-def holding_devices(session: Session) -> list[Held]:
-    """Running workspaces with devices (those without are the activity culler's), with their renewal and warning."""
+def running_workspaces(session: Session) -> list[Held]:
+    """Running workspaces, with their devices, renewal and warning."""
     J = m.Job
-    rows = session.execute(select(J.id, J.owner, J.name, J.device_type, J.placement, J.started_at).where(
-        J.kind == "workspace", J.status == st.RUNNING, J.devices_per_instance > 0)).all()
+    rows = session.execute(select(J.id, J.owner, J.name, J.device_type, J.placement, J.started_at,
+                                  J.devices_per_instance, J.cpu_per_instance, J.backend_state).where(
+        J.kind == "workspace", J.status == st.RUNNING)).all()
     if not rows:
         return []
     ids = [r.id for r in rows]
@@ -63,10 +66,9 @@ def holding_devices(session: Session) -> list[Held]:
         A.cleared_at.is_(None), A.key.in_([alert_key(i) for i in ids])))}
     out = []
     for r in rows:
-        devices = tuple(placement_devices(r.placement, r.device_type))
-        if devices:
-            out.append(Held(r.id, r.owner, r.name, devices, r.started_at, renewed.get(r.id),
-                            warned.get(alert_key(r.id))))
+        devices = tuple(placement_devices(r.placement, r.device_type)) if r.devices_per_instance > 0 else ()
+        out.append(Held(r.id, r.owner, r.name, devices, r.started_at, renewed.get(r.id), warned.get(alert_key(r.id)),
+                        float(r.cpu_per_instance or 0.0), r.backend_state))
     return out
 
 
@@ -83,19 +85,29 @@ def warn(session: Session, job_id: int, figures: dict[str, Any], now: dt.datetim
     if job is None or job.status != st.RUNNING:
         return False
     figs = _figures(job, figures)
-    devices = ", ".join(figs.get("devices", []))
-    subject = f"workspace {job.owner}/{job.name} is idle: its devices will be reclaimed"
-    message = (f"The devices of workspace {job.name} ({devices}) have been used below "
-               f"{figs.get('threshold_percent')} % since {figs.get('idle_since')} (mean "
-               f"{figs.get('mean_utilization')} %). It will be stopped at {figs.get('reclaim_at')} unless you renew "
-               f"its lease (the Jobs panel, `ti workspace renew {job.name}`, or %ti_renew in a notebook).")
+    said = []
+    if "devices" in figs:
+        said.append(f"its devices ({', '.join(figs['devices'])}) have been used below {figs.get('threshold_percent')} "
+                    f"% (mean {figs.get('mean_utilization')} %)")
+    if "cpu_threshold_percent" in figs:
+        said.append(f"its CPU below {figs.get('cpu_threshold_percent')} % of its {figs.get('cpus'):g} CPU (mean "
+                    f"{figs.get('mean_cpu_percent')} %)")
+    what = "its devices" if "devices" in figs else "its CPU"
+    subject = f"workspace {job.owner}/{job.name} is idle: {what} will be reclaimed"
+    message = (f"In workspace {job.name}, {' and '.join(said)} since {figs.get('idle_since')}. It will be stopped "
+               f"at {figs.get('reclaim_at')} unless you renew its lease (the Jobs panel, `ti workspace renew "
+               f"{job.name}`, or %ti_renew in a notebook).")
+    short = []
+    if "devices" in figs:
+        short.append(f"devices below {figs.get('threshold_percent')} %")
+    if "cpu_threshold_percent" in figs:
+        short.append(f"CPU below {figs.get('cpu_threshold_percent')} %")
     _, opened = alerts.fire(session, alert_key(job.id), "workspace", subject, message, rule="idle",
                             severity=severity, users=[job.owner] if notify_owner else [], job_id=job.id,
                             figures=figs, now=now)
     if opened:
-        alert(session, job.id, f"idle: devices below {figs.get('threshold_percent')} % since "
-                               f"{figs.get('idle_since')}; stopped at {figs.get('reclaim_at')} unless its lease is "
-                               f"renewed", now)
+        alert(session, job.id, f"idle: {' and '.join(short)} since {figs.get('idle_since')}; stopped at "
+                               f"{figs.get('reclaim_at')} unless its lease is renewed", now)
     return opened
 
 
@@ -107,8 +119,7 @@ def reclaim(session: Session, job_id: int, figures: dict[str, Any], now: dt.date
         return False
     figs = _figures(job, figures)
     record(session, job, st.KILLING,
-           f"{STOP_REQUESTED} by {POLICY.name}: its devices were idle (mean {figs.get('mean_utilization')} %, "
-           f"below {figs.get('threshold_percent')} % since {figs.get('idle_since')}); lease not renewed", now)
+           f"{STOP_REQUESTED} by {POLICY.name}: {summary(figs)}; lease not renewed", now)
     audit.record(session, POLICY, "job.reclaim", f"{job.owner}/{job.name}",
                  {"id": job.id, "kind": job.kind, "from": st.RUNNING, "to": job.status, "figures": figs},
                  clock=(lambda: now) if now else utcnow)
@@ -138,10 +149,8 @@ def renew(session: Session, actor: Actor, owner: str, name: str, now: dt.datetim
     if job.status != st.RUNNING:
         raise Conflict(f"workspace {owner}/{name} is {job.status}: only a running workspace has a lease",
                        field="name")
-    devices = placement_devices(job.placement, job.device_type)
-    if not devices:
-        raise Conflict(f"workspace {owner}/{name} holds no device: it has no lease to renew (the activity "
-                       f"culler, if enabled, stops idle workspaces without devices)", field="name")
+    # a workspace without devices has a lease too: the policy judges its CPU (where the backend measures it)
+    devices = placement_devices(job.placement, job.device_type) if job.devices_per_instance > 0 else []
     key = alert_key(job.id)
     open_ = alerts.open_alert(session, key)
     cleared = alerts.render(open_) if open_ is not None else None

@@ -32,9 +32,10 @@ def image_address(value: Any, field: str = "image") -> str:
 
 
 def render(img: m.Image) -> dict[str, Any]:
-    return {"id": img.id, "name": img.name, "address": img.address, "version": img.version,
-            "accelerator": img.accelerator, "size_mib": img.size_mib, "description": img.description,
-            "created_at": iso(img.created_at), "public": True}
+    # IMG3: version, size and creation time are the registry's, added by the API (registry/catalog.py); the
+    # version and size_mib columns, once typed in by hand, are no longer read
+    return {"id": img.id, "name": img.name, "address": img.address, "accelerator": img.accelerator,
+            "description": img.description, "created_at": iso(img.created_at), "public": True}
 
 
 def list_images(session: Session, actor: Actor, limit: int, offset: int) -> dict[str, Any]:
@@ -56,15 +57,12 @@ def resolve(session: Session, ref: Any) -> tuple[str, str | None]:
 
 def add_image(session: Session, actor: Actor, data: dict[str, Any]) -> dict[str, Any]:
     actor.need(S.MANAGE_VC, "adding public images")
-    v.check_fields(data, ("name", "address", "version", "accelerator", "size_mib", "description"))
+    v.check_fields(data, ("name", "address", "accelerator", "description"))  # IMG3: the registry says the rest
     name = v.name(data.get("name"))
     if session.scalar(select(m.Image.id).where(m.Image.name == name)):
         raise Conflict(f"an image named {name!r} exists already", field="name")
     img = m.Image(name=name, address=image_address(data.get("address"), "address"),
-                  version=v.text(data.get("version", ""), "version", 128),
                   accelerator=v.choice(data.get("accelerator", "cpu"), "accelerator", ("cpu", "gpu")),
-                  size_mib=(v.integer(data["size_mib"], "size_mib", 0, 1 << 30) if data.get("size_mib") is not None
-                            else None),
                   description=v.text(data.get("description", ""), "description"), created_at=utcnow())
     session.add(img)
     session.flush()
@@ -134,6 +132,15 @@ def registry_credentials(s: Session, ids: set[int]) -> dict[int, tuple[str, str,
     rows = s.execute(select(m.RegistryCredential.id, m.RegistryCredential.server, m.RegistryCredential.username,
                             m.RegistryCredential.password_encrypted).where(m.RegistryCredential.id.in_(ids)))
     return {r.id: (r.server, r.username, r.password_encrypted) for r in rows}
+
+
+def my_logins(s: Session, actor: Actor) -> list[tuple[int, str, str, bytes]]:
+    """The actor's own registry credentials (id, server, username, encrypted password), oldest first: what an
+    image list reads private registries with (IMG3)."""
+    rows = s.execute(select(m.RegistryCredential.id, m.RegistryCredential.server, m.RegistryCredential.username,
+                            m.RegistryCredential.password_encrypted)
+                     .where(m.RegistryCredential.owner == actor.name).order_by(m.RegistryCredential.id))
+    return [(r.id, r.server, r.username, r.password_encrypted) for r in rows]
 
 
 def opened_login(fernet: Fernet, cred: tuple[str, str, bytes]) -> tuple[str, str, str]:

@@ -30,8 +30,9 @@ OVERRUN, WAIT, IDLE = "job_overrun", "job_wait", "workspace_idle"
 METRICS: dict[str, str] = {
     OVERRUN: "a running job past its declared duration (on_overrun 'alert'): threshold = seconds past it",
     WAIT: "a queued job past its estimated start: threshold = seconds past it",
-    IDLE: "a running workspace's devices below threshold % GPU utilization for interval seconds: warned, then "
-          "stopped grace seconds later unless its lease is renewed",
+    IDLE: "a running workspace's devices (if any) below threshold % GPU utilization and its CPU below "
+          "cpu_threshold % of its plan's CPUs for interval seconds: warned, then stopped grace seconds later unless "
+          "its lease is renewed",
 }
 NAMES = {OVERRUN: "job-overrun", WAIT: "job-wait", IDLE: "workspace-idle"}
 # the ``rule`` of the alerts each opens (ops/jobs.py ALERT_SUBJECTS, ops/idle.py): unchanged from before the rules
@@ -48,7 +49,8 @@ THRESHOLDS: dict[str, tuple[float, float, str]] = {
 CHANGEABLE = {
     OVERRUN: {"description", "threshold", "severity", "enabled", "notify_owners"},
     WAIT: {"description", "threshold", "severity", "enabled", "notify_owners"},
-    IDLE: {"description", "threshold", "interval", "grace", "severity", "enabled", "notify_owners"},
+    IDLE: {"description", "threshold", "interval", "grace", "cpu_threshold", "severity", "enabled",
+           "notify_owners"},
 }
 FIXED = {
     "name": "the built-in rules keep their names (the docs and scripts find them by name)",
@@ -59,6 +61,7 @@ FIXED = {
     "cordon": "it is about jobs and workspaces, not machines",
     "interval": "it has no look-back window (only workspace-idle's interval, the idle time, is set)",
     "grace": "only workspace-idle has a grace (seconds from the warning to the reclaim)",
+    "cpu_threshold": "only workspace-idle has a CPU threshold (a percent of a workspace's CPUs)",
 }
 
 
@@ -72,6 +75,7 @@ class Effective:
     grace: float = 0.0  # workspace_idle: seconds from the warning to the reclaim
     severity: str = "warning"
     notify_owners: bool = True
+    cpu_threshold: float = 5.0  # workspace_idle: a percent of the workspace's plan CPUs
 
 
 # migration 0016's values: used only if a row is missing (it cannot be deleted through TiHub)
@@ -122,6 +126,12 @@ def parse_change(r: m.alertrules.AlertRule, data: dict[str, Any], fields: tuple[
             out["interval"] = v.integer(data["interval"], "interval", 1, MAX_S)
         if data.get("grace") is not None:  # null: unchanged, as for the other rules
             out["grace"] = v.integer(data["grace"], "grace", 0, MAX_S)
+        if data.get("cpu_threshold") is not None:
+            cpu = v.number(data["cpu_threshold"], "cpu_threshold", -1e12, 1e12)
+            if not 0 <= cpu <= 100:
+                raise Conflict(f"cpu_threshold of the rule {r.name} is a percent of a workspace's CPUs: between 0 "
+                               f"and 100", field="cpu_threshold")
+            out["cpu_threshold"] = cpu
     if "severity" in data:
         out["severity"] = v.choice(data["severity"], "severity", alerts.SEVERITIES)
     for flag in ("enabled", "notify_owners"):
@@ -163,7 +173,9 @@ def effective(session: Session) -> dict[str, Effective]:
         idle = r.metric == IDLE  # interval and grace mean something for workspace-idle only
         out[r.metric] = Effective(bool(r.enabled), float(r.threshold), float(r.interval) if idle else 0.0,
                                   float(r.grace if idle and r.grace is not None else DEFAULTS[r.metric].grace),
-                                  r.severity, bool(r.notify_owners))
+                                  r.severity, bool(r.notify_owners),
+                                  float(r.cpu_threshold if idle and r.cpu_threshold is not None
+                                        else DEFAULTS[r.metric].cpu_threshold))
     return out
 
 

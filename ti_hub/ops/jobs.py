@@ -77,6 +77,8 @@ def render(j: m.Job | Any, queue: dict[str, Any] | None = None, view: str = FULL
         for key, empty in SPEC_FIELDS:
             out[key] = spec.get(key) if key in spec else empty()
         out["secret_env_names"] = secretenv.names(spec)  # the values are never shown, not even to the owner
+        if isinstance(spec.get("jupyter"), dict):  # a job's endpoint (a workspace's is a flag): not its token
+            out["jupyter_port"] = spec["jupyter"]["port"]
         for key in TIMES:
             out[key] = iso(d[key])
     out["instances"] = d["workers"] + d["ps"]
@@ -486,7 +488,10 @@ def submission_of(job: m.Job) -> dict[str, Any]:
                            "description": job.description, "env": job.spec.get("env", {}),
                            "volumes": [{"volume": vol["volume_id"], "mount_path": vol["mount_path"],
                                         "read_only": vol["read_only"]} for vol in job.spec.get("volumes", [])],
-                           "ports": job.spec.get("ports", []), "endpoints": job.spec.get("endpoints", []),
+                           # the jupyter endpoint's port is the platform's: a clone gets its own
+                           "ports": [p for p in job.spec.get("ports", [])
+                                     if p != jobspec.jupyter_port(job.spec)],
+                           "endpoints": job.spec.get("endpoints", []),
                            "preemptible": job.preemptible}
     if job.kind == "distributed":
         out.update(strategy=job.strategy, workers=job.workers)

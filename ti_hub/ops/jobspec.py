@@ -5,6 +5,7 @@ Nothing is stored here; every problem is a ValidationError naming the field and 
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 from sqlalchemy import select
@@ -25,10 +26,9 @@ JOB_FIELDS = ("name", "description", "kind", "strategy", "workers", "ps", "plan"
               "template", "priority", "on_overrun")
 WORKSPACE_FIELDS = ("name", "display_name", "description", "plan", "image", "volumes", "env", "jupyter", "ssh",
                     "ports", "credential", "vc")
-ENDPOINTS = ("ssh", "tensorboard")
-# the job endpoint "jupyter" was accepted and did nothing; it is refused now, saying where Jupyter is
-NO_JUPYTER = ("endpoints: jupyter is not a job endpoint (it was removed): Jupyter runs in workspaces; a server of "
-              "the job's own is reached through an interactive port (ports)")
+ENDPOINTS = ("ssh", "tensorboard", "jupyter")
+# spec["jupyter"]: {"port": the platform's choice, "token": sealed} -- a Jupyter server beside instance 0's command
+JUPYTER = "jupyter"
 MAX_DURATION = 366 * 24 * 3600
 # the spec's record of the owner's hub groups when the work was submitted: the shares it mounts through are
 # checked again with them when access is taken back, and at admission and resume (ops/revoke.py)
@@ -198,6 +198,8 @@ def parse_job(session: Session, actor: Actor, raw: dict[str, Any], settings: Ops
     if secret:  # sealed at once: the value is never stored, logged or shown in clear
         spec[secretenv.FIELD] = secretenv.seal(settings.secret_key, secret)
     _with_rdma(spec, plan)
+    if not partial and "jupyter" in spec["endpoints"]:
+        _with_jupyter(spec, settings)
     out["spec"] = spec
     out["preemptible"] = v.boolean(data.get("preemptible", False), "preemptible")
     if data.get("priority") is not None:
@@ -214,10 +216,29 @@ def _given(data: dict[str, Any], field: str) -> Any:
     return None if value in (None, "") else value
 
 
+def _with_jupyter(spec: dict[str, Any], settings: OpsSettings) -> None:
+    """A port of the platform's choosing (one the job did not declare), added to the job's ports so the owner-only
+    endpoint proxy serves it, and a token of the job's own: the proxy sends it upstream, so other processes that
+    reach the job's loopback (jobs sharing the host's network) cannot use the server, nor does the user see it."""
+    declared = spec["ports"]
+    if len(declared) >= 32:  # validation.ports: at most 32 in all
+        raise v.ValidationError("endpoints: jupyter takes a port of its own; declare at most 31 ports with it",
+                                field="endpoints")
+    free = [p for p in range(v.PORT_MIN, v.PORT_MAX + 1) if p not in declared]
+    port = secrets.choice(free)
+    token = secretenv.seal(settings.secret_key, {"token": secrets.token_urlsafe(32)})["token"]
+    spec[JUPYTER] = {"port": port, "token": token}
+    spec["ports"] = [*declared, port]
+
+
+def jupyter_port(spec: dict[str, Any]) -> int | None:
+    """The jupyter endpoint's port; None for a job without it (and for a workspace, whose "jupyter" is a flag)."""
+    rec = spec.get(JUPYTER)
+    return rec.get("port") if isinstance(rec, dict) else None
+
+
 def _endpoints(value: Any) -> list[str]:
     names = _list(value, "endpoints")
-    if "jupyter" in names:
-        raise v.ValidationError(NO_JUPYTER, field="endpoints")
     return sorted({v.choice(e, "endpoints", ENDPOINTS) for e in names})
 
 

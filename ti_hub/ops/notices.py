@@ -3,7 +3,8 @@ service/notifier.py, sends it by email and webhook).
 
 Recipients: the users the alert names (a job's owner), by the email of their profile (ops/people.py), and the
 admins: the configured addresses plus the profile emails of the users whose TiHub roles give them users:manage.
-A user without an email in their profile gets no email (they still see the alert in the product).
+A user without a verified email in their profile gets no email (they still see the alert in the product): an
+address a user set themselves is mailed only once they opened the link sent to it (ops/profile.py).
 """
 
 from __future__ import annotations
@@ -28,12 +29,14 @@ def role_admins(snap: Snapshot, people: People, default_role: str) -> set[str]:
 
 
 def emails(session: Session, names: Iterable[str]) -> dict[str, str]:
-    """user -> the email of their profile, for those who have one (and are not disabled)."""
+    """user -> the email of their profile, for those who have a verified one (an admin set it, or they opened the
+    link mailed to it: issue 31) and are not disabled."""
     names = sorted(set(names))
     if not names:
         return {}
     P = m.UserProfile
-    return {p.name: p.email for p in session.scalars(select(P).where(P.name.in_(names))) if p.email and p.enabled}
+    return {p.name: p.email for p in session.scalars(select(P).where(P.name.in_(names)))
+            if p.email and p.email_verified and p.enabled}
 
 
 def recipients(users: Iterable[str], admins: Iterable[str], user_emails: Mapping[str, str],
@@ -59,7 +62,9 @@ def subject(a: Mapping[str, Any], prefix: str) -> str:
     what = a["subject"]
     if a.get("machine") and a["machine"] not in what:
         what += f" on {a['machine']}"
-    if a.get("notices"):
+    if a.get("answer"):
+        what = f"Answered: {what}"
+    elif a.get("notices"):
         what = f"Reminder: {what}"
     return f"{prefix.strip()} {what}".strip()
 
@@ -67,6 +72,8 @@ def subject(a: Mapping[str, Any], prefix: str) -> str:
 def body(a: Mapping[str, Any], base_url: str, reminder_s: float) -> str:
     """The plain-text email: the message, the figures, when it fired, how to look and how long it repeats."""
     lines = [a["subject"], ""]
+    if a.get("answer"):  # a support request answered (JOB4): the answer first, then the request
+        lines += [f"Answer from {a.get('answered_by') or 'the admins'}:", a["answer"], "", "The request:"]
     if a.get("message"):
         lines += [a["message"], ""]
     where = []
@@ -79,7 +86,9 @@ def body(a: Mapping[str, Any], base_url: str, reminder_s: float) -> str:
     figures = a.get("figures") or {}
     if figures:
         lines.append("Figures:")
-        lines += [f"  {k}: {v}" for k, v in sorted(figures.items())]
+        for k, v in sorted(figures.items()):  # a multi-line figure (a support request's log tail) as a block
+            lines += [f"  {k}:", *(f"    {x}" for x in v.splitlines())] if isinstance(v, str) and "\n" in v \
+                else [f"  {k}: {v}"]
     lines.append(f"Fired at: {a['fired_at']}")
     if a.get("users"):
         lines.append(f"Concerns: {', '.join(a['users'])} (and the admins)")
@@ -87,7 +96,10 @@ def body(a: Mapping[str, Any], base_url: str, reminder_s: float) -> str:
     if a.get("job_id") is not None:
         lines.append(f"Or from a terminal: ti job show {a['job_id']}; every open alert: ti alert list")
     lines.append("")
-    if reminder_s > 0:
+    if a.get("answer") or a.get("kind") == "support":
+        lines.append("Answered support requests: ti alert list --all" if a.get("answer") else
+                     "A reminder goes to the admins until one of them answers (ti alert answer ID -m TEXT).")
+    elif reminder_s > 0:
         lines.append(f"A reminder follows every {fmt_seconds(reminder_s)} until the condition clears"
                      f" (this is notice {int(a.get('notices') or 0) + 1}).")
     else:

@@ -220,8 +220,10 @@ def is_disabled(session: Session, name: str) -> bool:
 
 def render_profile(p: m.UserProfile | None) -> dict[str, Any]:
     if p is None:
-        return {"nickname": "", "email": "", "phone": "", "enabled": True, "changed_at": None}
-    return {"nickname": p.nickname, "email": p.email, "phone": p.phone, "enabled": p.enabled,
+        return {"nickname": "", "email": "", "phone": "", "email_verified": False, "enabled": True,
+                "changed_at": None}
+    return {"nickname": p.nickname, "email": p.email, "phone": p.phone,
+            "email_verified": bool(p.email and p.email_verified), "enabled": p.enabled,
             "changed_at": iso(p.changed_at)}
 
 
@@ -239,7 +241,8 @@ def disabled_names(session: Session) -> set[str]:
 def _profile(session: Session, name: str, clock: Clock) -> m.UserProfile:
     p = session.get(m.UserProfile, name)
     if p is None:
-        p = m.UserProfile(name=name, nickname="", email="", phone="", enabled=True, changed_at=clock())
+        p = m.UserProfile(name=name, nickname="", email="", phone="", enabled=True, changed_at=clock(),
+                          email_verified=False, email_nonce="")
         session.add(p)
     return p
 
@@ -269,16 +272,22 @@ def record_created(session: Session, actor: Actor, users: list[dict[str, Any]], 
         p = _profile(session, u["name"], clock)
         p.nickname, p.email, p.phone, p.enabled, p.changed_at = (u["nickname"], u["email"], u["phone"], True,
                                                                  clock())
+        p.email_verified, p.email_nonce = bool(u["email"]), ""  # an admin's email counts as verified
         audit.record(session, actor, "user.create", u["name"],
                      {k: u[k] for k in (*PROFILE_FIELDS, "groups") if u.get(k)}, clock)
 
 
 def change_profile(session: Session, actor: Actor, name: str, fields: dict[str, str],
                    clock: Clock = utcnow) -> dict[str, Any]:
+    """An admin's change (users:manage): an email they set counts as verified, as the admin vouches for it
+    (issue 31; a user's own change is ops/profile.py's, and is verified by a mailed link)."""
     p = _profile(session, name, clock)
     changed = {k: val for k, val in fields.items() if getattr(p, k) != val}
     for k, val in changed.items():
         setattr(p, k, val)
+    if "email" in fields and bool(p.email) != p.email_verified:
+        p.email_verified, p.email_nonce = bool(p.email), ""
+        changed.setdefault("email_verified", p.email_verified)
     if changed:
         p.changed_at = clock()
         audit.record(session, actor, "user.change", name, changed, clock)

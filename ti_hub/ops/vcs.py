@@ -29,7 +29,7 @@ from ..domain import validation as v
 from ..domain.actor import Actor
 from ..domain.errors import Conflict, Forbidden, NotFound
 from ..domain.placement import placed
-from . import audit
+from . import audit, vccaps
 from .common import ensure_user, utcnow
 
 DEFAULT = "default"
@@ -217,7 +217,8 @@ def vc_name(value: Any, field: str = "name") -> str:
     return name
 
 
-def create(session: Session, actor: Actor, data: dict[str, Any]) -> dict[str, Any]:
+def create(session: Session, actor: Actor, data: dict[str, Any], nodes: Sequence[NodeCapacity] | None = None
+           ) -> dict[str, Any]:
     actor.need(S.MANAGE_VC, "creating virtual clusters")
     v.check_fields(data, ("name", "description", "caps"))
     name = vc_name(data.get("name"), "name")
@@ -226,6 +227,7 @@ def create(session: Session, actor: Actor, data: dict[str, Any]) -> dict[str, An
     get(session, DEFAULT)
     if session.scalar(select(m.VirtualCluster.id).where(m.VirtualCluster.name == name)) is not None:
         raise Conflict(f"a virtual cluster named {name!r} already exists", field="name")
+    vccaps.check_caps(session, name, caps, nodes)
     vc = m.VirtualCluster(name=name, description=desc, caps=caps, draining=False, restricted=False,
                           drained_users=[], created_at=utcnow())
     session.add(vc)
@@ -234,7 +236,8 @@ def create(session: Session, actor: Actor, data: dict[str, Any]) -> dict[str, An
     return render(vc, actor, {})
 
 
-def change(session: Session, actor: Actor, name: str, data: dict[str, Any]) -> dict[str, Any]:
+def change(session: Session, actor: Actor, name: str, data: dict[str, Any],
+           nodes: Sequence[NodeCapacity] | None = None) -> dict[str, Any]:
     """Rename (plans', jobs', volumes' and users' current pool follow), describe, set caps, drain or reopen,
     put it in a cohort (lending) or take it out, let it lend or not."""
     actor.need(S.MANAGE_VC, "changing virtual clusters")
@@ -253,6 +256,7 @@ def change(session: Session, actor: Actor, name: str, data: dict[str, Any]) -> d
                 if holders and not drain:
                     _refuse(f"lowering the cap of {dtype} in {vc.name} to {n} would leave users over it", holders)
             caps[dtype] = n
+        vccaps.check_caps(session, vc.name, {t: n for t, n in caps.items() if t in data["caps"]}, nodes)
         vc.caps = caps
         detail["caps"] = caps
     if "description" in data:
@@ -294,27 +298,11 @@ def change(session: Session, actor: Actor, name: str, data: dict[str, Any]) -> d
 
 
 def delete(session: Session, actor: Actor, name: str) -> None:
-    """Only an empty VC: no machines, no active or paused work, no plans (409 naming what is left)."""
-    actor.need(S.MANAGE_VC, "deleting virtual clusters")
-    vc = get(session, name, lock=True)
-    if vc.name == DEFAULT:
-        raise Conflict("the VC default always exists", field="name")
-    left = []
-    if vc.machines:
-        left.append(f"{len(vc.machines)} machine(s) ({', '.join(_machine_label(x) for x in vc.machines[:5])})")
-    jobs = session.execute(select(m.Job.id, m.Job.owner, m.Job.name, m.Job.kind, m.Job.status).where(
-        m.Job.pool == vc.name, m.Job.status.in_(st.ACTIVE | {st.PAUSED})).order_by(m.Job.id)).all()
-    if jobs:
-        left.append(f"{len(jobs)} active job(s) ({', '.join(_job_label(j) for j in jobs[:5])})")
-    plans = session.scalars(select(m.Plan.name).where(m.Plan.pool == vc.name).order_by(m.Plan.name)).all()
-    if plans:
-        left.append(f"{len(plans)} plan(s) ({', '.join(plans[:5])})")
-    if left:
-        raise Conflict(f"virtual cluster {vc.name!r} is not empty: " + "; ".join(left), field="name")
-    session.execute(update(m.User).where(m.User.current_vc == vc.name).values(current_vc=None))
-    session.delete(vc)
-    session.flush()
-    audit.record(session, actor, "vc.delete", name, {})
+    """Only an empty VC: no machines, no unfinished work, no plans (409 naming what is left, its jobs as data for
+    a confirmation); with its jobs: ``ops/vcdelete.py``."""
+    from . import vcdelete  # it builds on this module
+
+    vcdelete.delete(session, actor, name)
 
 
 def _machine_label(x: m.VCMachine) -> str:
@@ -422,6 +410,9 @@ def assign(session: Session, actor: Actor, name: str, data: dict[str, Any], node
         moved.append({"machine": label, "from": owner, "to": target, "draining": False})
     session.flush()
     session.expire(vc)
+    affected = {vc.name} | {owner for _t, _d, _r, owner in moves}
+    vccaps.check_after_move(session, session.execute(select(m.VirtualCluster.name, m.VirtualCluster.caps).where(
+        m.VirtualCluster.name.in_(affected))).all(), nodes)
     if moved:
         audit.record(session, actor, "vc.machine", vc.name, {"moved": moved, "drain": drain})
     out = render(get(session, vc.name), actor, _held_devices(session))

@@ -7,7 +7,7 @@ narrowed to what the owner's TiHub roles grant (``owner_actor``, ops/grants.py).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from sqlalchemy import select
@@ -17,10 +17,10 @@ from .. import scopes as S
 from ..db import models as m
 from ..domain import states as st
 from ..domain.actor import Actor
-from ..domain.errors import Conflict, NotFound, ValidationError
-from . import grants, jobspec, quotas, unixids, vcs
-from .common import lock_user, utcnow
-from .jobs import _insert, killed, queue_position, record, render
+from ..domain.errors import Conflict, Forbidden, NotFound, ValidationError
+from . import audit, grants, jobspec, quotas, unixids, vcs
+from .common import iso, lock_user, utcnow
+from .jobs import _insert, find, killed, queue_position, record, render
 from .settings import OpsSettings
 
 
@@ -130,6 +130,34 @@ def stop(session: Session, caller: Actor, owner: str, name: str, reason: str) ->
         job.placement = None
         record(session, job, st.STOPPED, reason or "stopped")
     return render(job)
+
+
+def reset(session: Session, actor: Actor, owner: str, name: str, clear: Callable[[str, str], list[str]]
+          ) -> dict[str, Any]:
+    """WS7: the owner resets a stopped workspace to a fresh state: ``clear`` (the backend's
+    ``clear_workspace_state``, blocking) removes what is the workspace's alone, inside this transaction, so no start
+    can begin meanwhile. Its configuration, volumes and the owner's home stay. Audited, and in its history."""
+    job = find(session, actor, f"{owner}/{name}")
+    if job.kind != "workspace":
+        raise NotFound(f"workspace {owner}/{name} does not exist ({name} is a training job)", field="name")
+    if job.owner != actor.name:
+        raise Forbidden(f"only {job.owner} can reset their workspace {name}", field="name")
+    now = utcnow()
+    lock_user(session, job.owner, now)  # as a start does: a start and a reset of one owner never interleave
+    session.refresh(job)
+    if job.status not in st.FINAL:
+        raise Conflict(f"workspace {name} is {job.status}: stop it first (a reset works on a stopped workspace)",
+                       field="name")
+    try:
+        removed = clear(job.owner, job.name)
+    except RuntimeError as e:  # its processes are still ending (wsstate.StillRunning)
+        raise Conflict(str(e), field="name") from None
+    said = "; ".join(removed) if removed else "nothing of its own was left"
+    session.add(m.JobEvent(job_id=job.id, at=now, status=job.status, message=f"reset to a fresh state ({said})"))
+    audit.record(session, actor, "workspace.reset", f"{job.owner}/{job.name}", {"id": job.id, "removed": removed},
+                 clock=lambda: now)
+    return {"id": job.id, "owner": job.owner, "name": job.name, "status": job.status, "removed": removed,
+            "reset_at": iso(now)}
 
 
 def form_options(session: Session, caller: Actor, owner: str, groups: list[str], settings: OpsSettings,

@@ -37,8 +37,10 @@ from ..health.alerting import AlertRules
 from ..health.monitor import HealthMonitor
 from ..ops import uidranges
 from ..ops.rendercache import RenderCache
+from ..ops.profile import link_key
 from ..ops.workspaces import statuses as job_statuses
 from ..ops.settings import OpsSettings
+from ..registry.catalog import ImageRegistries
 from ..secretfile import read_or_create
 from ..storage.base import VolumeDriver
 from . import accesslog, capacity, startup, volumeusage
@@ -326,7 +328,9 @@ class TiService(SettingChecks, Application):
         self.executor = ThreadPoolExecutor(self.db_threads, thread_name_prefix="ti-db")
         # the scheduler's reads and decisions never queue API requests behind them, nor the reverse
         self.loop_executor = ThreadPoolExecutor(1, thread_name_prefix="ti-sched")
-        self.fernet = Fernet(self._secret())
+        secret = self._secret()
+        self.fernet = Fernet(secret)
+        self.link_key = link_key(secret)  # signs email verification links (ops/profile.py)
         self.cookie_secret = self._cookie_secret()
         self.backend = self.backend_class(parent=self, log=self.log)
         startup.claim_uid_range(self)  # as root: no other TiHub on this host gives out our users' uids
@@ -352,6 +356,7 @@ class TiService(SettingChecks, Application):
         self.notifier = Notifier(parent=self, log=self.log)
         self.alert_rules = AlertRules(parent=self, log=self.log)
         self.metrics = MetricsExporter(parent=self, log=self.log)
+        self.image_registries = ImageRegistries(parent=self, log=self.log)  # IMG3: image lists' registry facts
         self._poke_fd: int | None = None
         self.leader_serves_http = True  # serve() says; scheduler_max_share only applies when it does
         startup.seed(self)

@@ -1,12 +1,13 @@
-"""WS6: TiHub's device-aware idle policy, on the leader: at every health sample, each running workspace that holds
-devices is judged from its devices' idle runs (ti_hub/health/idle.py); an idle one is warned (an alert and a history
-line), then reclaimed after the grace unless its owner renews its lease (POST /workspaces/{owner}/{name}/lease).
-Whether it runs, the threshold, the idle time and the grace are the built-in alert rule ``workspace-idle`` that
+"""WS6: TiHub's idle policy, on the leader: at every health sample, each running workspace is judged from its
+devices' idle runs and its CPU's (ti_hub/health/idle.py; the CPU seconds its processes used, read from the backend
+off the event loop); an idle one is warned (an alert and a history line), then reclaimed after the grace unless its
+owner renews its lease (POST /workspaces/{owner}/{name}/lease). Whether it runs, the GPU and CPU thresholds, the
+idle time and the grace are the built-in alert rule ``workspace-idle`` that
 admins manage in the Alerts page (ops/jobrules.py), re-read every few seconds; the exempt users and groups are site
 policy and stay traits here.
 
 Activity-based culling (no browser or kernel activity) is jupyterhub-idle-culler's, a hub service
-(ti_hub/hub_config.py configure_culler); this policy judges the devices, which the culler cannot see.
+(ti_hub/hub_config.py configure_culler); this policy judges the devices and the CPU, which the culler cannot see.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ class IdlePolicy(LoggingConfigurable):
         self.first = True
         self.reclaims = 0
         self.runs: idle.IdleRuns | None = None  # made at the first sample the rule is enabled
+        self.cpu: idle.CpuRuns | None = None  # likewise
         self.enabled = False
 
     def start(self, svc: TiService) -> None:
@@ -71,9 +73,13 @@ class IdlePolicy(LoggingConfigurable):
         if self.runs is None or self.runs.threshold != rule.threshold:
             self.runs = idle.IdleRuns(rule.threshold, keep)
         self.runs.keep = keep
+        if self.cpu is None or self.cpu.threshold != rule.cpu_threshold:
+            self.cpu = idle.CpuRuns(rule.cpu_threshold, keep)
+        self.cpu.keep = keep
         if not self.enabled:
-            self.log.info("idle policy (rule workspace-idle): workspaces with devices below %.1f %% for %.0f s are "
-                          "warned, then reclaimed after %.0f s", rule.threshold, rule.interval, rule.grace)
+            self.log.info("idle policy (rule workspace-idle): workspaces with devices below %.1f %% and CPU below "
+                          "%.1f %% for %.0f s are warned, then reclaimed after %.0f s", rule.threshold,
+                          rule.cpu_threshold, rule.interval, rule.grace)
         self.enabled = True
         return self.runs
 
@@ -100,8 +106,9 @@ class IdlePolicy(LoggingConfigurable):
             await self.disabled()
             return
         runs = self.follow(rule, svc.health.interval)
-        held = await svc.db(ops.holding_devices, readonly=True, scheduler=True)
+        held = await svc.db(ops.running_workspaces, readonly=True, scheduler=True)
         runs.add(snapshot)
+        self.cpu.add(snapshot.at, await self.cpu_sample(held) if held else {})
         members = await self.exempt_groups_members() if held else {}
         warn, reclaim, warned = [], [], set()
         for w in held:
@@ -110,7 +117,8 @@ class IdlePolicy(LoggingConfigurable):
                 continue
             v = idle.decide(runs, w.devices, now=snapshot.at, idle_time=rule.interval,
                             grace=rule.grace, started_at=queueing.epoch(w.started_at),
-                            renewed_at=queueing.epoch(w.renewed_at), warned_at=queueing.epoch(w.warned_at))
+                            renewed_at=queueing.epoch(w.renewed_at), warned_at=queueing.epoch(w.warned_at),
+                            cpu=self.cpu, job=w.id, cpus=w.cpus)
             if v.state == idle.WARN:
                 warned.add(w.id)
                 if v.figures:  # a new warning (one given already stands as it was)
@@ -142,12 +150,25 @@ class IdlePolicy(LoggingConfigurable):
             self.log.info("idle policy: workspaces %s reclaimed (their devices were idle)", [d[0] for d in done])
             svc.poke()  # the loop has the hub stop them now, and their devices go to the queue
 
+    async def cpu_sample(self, held: list[ops.Held]) -> dict[int, tuple[float, float]] | None:
+        """Each workspace's CPU seconds so far and its CPUs; None where the backend cannot tell (the devices alone
+        judge); {} when reading failed (logged: no workspace is idle by its CPU this time)."""
+        try:
+            used = await self.svc.backend.workspace_cpu_seconds({w.id: w.state for w in held if w.state})
+        except NotImplementedError:
+            return None
+        except Exception:
+            self.log.exception("idle policy: reading the workspaces' CPU use")
+            return {}
+        cpus = {w.id: w.cpus for w in held}
+        return {i: (seconds, cpus[i]) for i, seconds in used.items() if i in cpus}
+
     async def disabled(self) -> None:
         """The rule is disabled: nobody is warned nor reclaimed, and the warnings left open close (once)."""
         if self.enabled:
             self.log.info("idle policy: the rule workspace-idle is disabled: no workspace is warned nor reclaimed")
         self.enabled = False
-        self.runs = None  # an idle spell counts from when the rule is enabled again
+        self.runs = self.cpu = None  # an idle spell counts from when the rule is enabled again
         if self.warned or self.first:
             await self.svc.db(ops.clear_others, set(), scheduler=True)
             self.warned, self.first = set(), False

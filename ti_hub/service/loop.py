@@ -7,6 +7,7 @@ backend and writes the outcome back. Database work runs in the service's worker 
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import time
 from collections.abc import Callable, Sequence
@@ -19,8 +20,10 @@ from ..backends.base import InstanceSpec, LaunchSpec, Mount, NodeCapacity
 from ..db import models as m
 from ..domain import states as st
 from ..domain.errors import HubUnavailable
+from ..endpoints.pure import port_url
 from ..metrics import process as metrics
 from ..ops import alerts, images, jobrules, secretenv, unixids
+from ..ops.jobspec import jupyter_port
 from ..ops.jobs import KILL_AT_ONCE, STOP_REQUESTED, alert, killed, record
 from ..scheduler import core, overrun
 from ..scheduler.estimate import typical_durations
@@ -480,7 +483,18 @@ class JobRunner:
                           # a borrowed job runs on the lender's machines (issue 18): its pool selects them
                           tuple(scratch), job.shm_mib, job.device_type,
                           (job.placement or {}).get("lent_by") or job.pool, uid,
-                          rdma=bool(job.spec.get("rdma")), secret_env=secret_env, registry_auth=auth)
+                          rdma=bool(job.spec.get("rdma")), secret_env=secret_env, registry_auth=auth,
+                          jupyter=self._jupyter(job))
+
+    def _jupyter(self, job: m.Job) -> dict[str, Any] | None:
+        """The jupyter endpoint's server: its token opened for this launch; it serves under the path the endpoint
+        proxy forwards to it (endpoints/proxy.py keeps the prefix for this port)."""
+        if jupyter_port(job.spec) is None:
+            return None
+        rec = job.spec["jupyter"]
+        token = secretenv.unseal(self.svc.ops_settings.secret_key, {"t": rec["token"]})["t"]
+        prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/services/ti/")  # as TiService.make_app
+        return {"port": rec["port"], "token": token, "base_url": port_url(prefix, job.id, 0, rec["port"])}
 
     async def launch_all(self, todo: Sequence[tuple[m.Job, Sequence[core.Allocation]]]) -> None:
         """Launch admitted jobs, up to ``launch_concurrency`` at once (a Kubernetes create is mostly waiting

@@ -8,6 +8,8 @@ A scrape reads the database once (a few grouped SELECTs) and renders in a worker
 share one read. The health series (DCGM's and the node exporter's names: most of the text with 200 machines)
 are rendered once per health sample by the leader, which samples, into a file beside the event counters
 (``health.prom``, with the GPUs' utilizations for idleness in ``health.json``); every API process serves that.
+The running jobs' resource use so far (metrics/jobusage.py) is read from the backend with each sample and goes
+into the same file.
 """
 
 from __future__ import annotations
@@ -19,21 +21,32 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sqlalchemy import select
 from traitlets import Float, Unicode
 from traitlets.config import LoggingConfigurable
 
 from ..api.base import APIHandler
+from ..db import models as m
+from ..domain import states as st
 from ..domain.errors import Forbidden
 from ..health.readings import Snapshot
 from ..metrics import process
 from ..metrics.db import read_figures
 from ..metrics.families import render, scores_text
 from ..metrics.health import health_text
+from ..metrics.jobusage import job_usage_text
 
 if TYPE_CHECKING:
     from .app import TiService
 
 READ_METRICS = "read:metrics"  # JupyterHub's scope for /hub/metrics
+
+
+def running_jobs(session) -> dict[int, tuple[str, str, dict]]:
+    """Running jobs (not workspaces) with a backend state: id -> (owner, name, state)."""
+    rows = session.execute(select(m.Job.id, m.Job.owner, m.Job.name, m.Job.backend_state).where(
+        m.Job.status == st.RUNNING, m.Job.kind != "workspace")).all()
+    return {r.id: (r.owner, r.name, r.backend_state) for r in rows if r.backend_state}
 
 
 def write_atomically(path: Path, data: bytes) -> None:
@@ -74,9 +87,28 @@ class MetricsExporter(LoggingConfigurable):
             health.subscribe("metrics", self.sampled)
 
     async def sampled(self, snap: Snapshot) -> None:
-        await asyncio.to_thread(self.write_health, snap)
+        jobs = await self.job_usage()
+        await asyncio.to_thread(self.write_health, snap, jobs)
 
-    def write_health(self, snap: Snapshot) -> None:
+    async def job_usage(self) -> bytes:
+        """The running jobs' resource use so far (metrics/jobusage.py), read from the backend; empty where it
+        cannot tell (Kubernetes: metrics-server keeps no counters) or it fails (logged)."""
+        svc = self.parent
+        if svc is None or not hasattr(svc, "backend"):
+            return b""
+        try:
+            running = await svc.db(running_jobs, readonly=True)
+            if not running:
+                return b""
+            totals = await svc.backend.usage_totals({j: r[2] for j, r in running.items()})
+        except NotImplementedError:
+            return b""
+        except Exception:
+            self.log.exception("reading the running jobs' resource use for the metrics")
+            return b""
+        return job_usage_text((j, running[j][0], running[j][1], t) for j, t in sorted(totals.items())).encode()
+
+    def write_health(self, snap: Snapshot, jobs: bytes = b"") -> None:
         d = Path(self.directory)
         util = [[r.node, r.device_type, r.device, r.utilization_percent] for r in snap.devices
                 if r.utilization_percent is not None]
@@ -84,7 +116,7 @@ class MetricsExporter(LoggingConfigurable):
         # DCGM and node exporter series would be there twice
         source = getattr(getattr(self.parent, "health", None), "source", None)
         again = getattr(source, "reads_prometheus", False)
-        write_atomically(d / "health.prom", b"" if again else health_text(snap).encode())
+        write_atomically(d / "health.prom", (b"" if again else health_text(snap).encode()) + jobs)
         write_atomically(d / "health.json", json.dumps({"at": snap.at, "util": util}).encode())
 
     def _read_health(self) -> tuple:

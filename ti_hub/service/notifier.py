@@ -13,12 +13,13 @@ never logged, audited or shown.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import smtplib
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
 from pathlib import Path
@@ -85,6 +86,15 @@ class Notifier(LoggingConfigurable):
              "subject, message, job_id, machine, users, figures, fired_at, notices, ...) plus recipients, "
              "reminder, text and link.")
     webhook_timeout = Float(10.0, config=True, help="Seconds a webhook may take to answer.")
+    email_link_lifetime = Float(
+        86400.0, config=True,
+        help="Seconds the link that verifies a user's email stays valid (issue 31: alert notices go only to "
+             "verified emails). Sent through the SMTP settings above; without smtp_host no email can be verified "
+             "(an admin's email counts as verified).")
+    email_link_interval = Float(
+        30.0, config=True,
+        help="Seconds a user waits between two verification links mailed to them (TiHub is no way to mail "
+             "anyone at any rate).")
 
     def __init__(self, clock: Callable[[], float] = time.time, **kwargs: Any):
         super().__init__(**kwargs)
@@ -163,7 +173,7 @@ class Notifier(LoggingConfigurable):
         if not rows:
             return []
         emails = notices.emails(session, {u for a in rows for u in a.users} | self.admins)
-        return [(alerts.render(a), notices.recipients(a.users, self.admins, emails, self.admin_emails))
+        return [(alerts.render(a), notices.recipients(alerts.notice_users(a), self.admins, emails, self.admin_emails))
                 for a in rows]
 
     async def refresh_admins(self, svc: TiService) -> None:
@@ -233,6 +243,18 @@ class Notifier(LoggingConfigurable):
         """In a worker thread: one SMTP session, one message per address; returns the addresses accepted (an
         address the server refuses is logged, the others still go)."""
         accepted: set[str] = set()
+        with self.smtp() as smtp:
+            for addr in to:
+                try:
+                    smtp.send_message(self.message(a, addr, base), to_addrs=[addr])
+                    accepted.add(addr)
+                except (smtplib.SMTPRecipientsRefused, smtplib.SMTPDataError, smtplib.SMTPSenderRefused) as e:
+                    self.log.warning("alert %s: the SMTP server refused %s (%s)", a["id"], addr, _why(e))
+        return accepted
+
+    @contextlib.contextmanager
+    def smtp(self) -> Iterator[smtplib.SMTP]:
+        """A logged-in SMTP session with the configured server (blocking: worker threads only)."""
         ctx = ssl.create_default_context(cafile=self.smtp_ca_file or None)
         cls = smtplib.SMTP_SSL if self.smtp_tls == "ssl" else smtplib.SMTP
         kw: dict[str, Any] = {"context": ctx} if self.smtp_tls == "ssl" else {}
@@ -241,13 +263,22 @@ class Notifier(LoggingConfigurable):
                 smtp.starttls(context=ctx)
             if self.smtp_username:
                 smtp.login(self.smtp_username, self.password())
-            for addr in to:
-                try:
-                    smtp.send_message(self.message(a, addr, base), to_addrs=[addr])
-                    accepted.add(addr)
-                except (smtplib.SMTPRecipientsRefused, smtplib.SMTPDataError, smtplib.SMTPSenderRefused) as e:
-                    self.log.warning("alert %s: the SMTP server refused %s (%s)", a["id"], addr, _why(e))
-        return accepted
+            yield smtp
+
+    def send_text(self, to: str, subject: str, text: str, headers: dict[str, str] | None = None) -> None:
+        """In a worker thread: one plain-text email to one address (a verification link); raises if not sent."""
+        self.check()
+        msg = EmailMessage()
+        msg["Subject"] = f"{self.subject_prefix.strip()} {subject}".strip()
+        msg["From"] = self.sender
+        msg["To"] = to
+        msg["Date"] = formatdate(localtime=False)
+        msg["Message-ID"] = make_msgid(domain="tihub")
+        for k, val in (headers or {}).items():
+            msg[k] = val
+        msg.set_content(text)
+        with self.smtp() as smtp:
+            smtp.send_message(msg, to_addrs=[to])
 
     async def post(self, url: str, a: dict[str, Any], to: list[str], base: str) -> None:
         body = json.dumps(notices.webhook_payload(a, to, base, self.subject_prefix))

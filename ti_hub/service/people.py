@@ -107,7 +107,7 @@ class Hub:
 # -- reading ------------------------------------------------------------------------------------------------
 def render_user(u: dict[str, Any], profile: dict[str, Any], admins: set[str]) -> dict[str, Any]:
     """``admin``: a system admin now (both admin permissions through TiHub's roles, not disabled)."""
-    return {"name": u["name"], **{k: profile[k] for k in ("nickname", "email", "phone", "enabled")},
+    return {"name": u["name"], **{k: profile[k] for k in ("nickname", "email", "phone", "email_verified", "enabled")},
             "admin": u["name"] in admins, "hub_admin": bool(u.get("admin")),
             "groups": sorted(u.get("groups") or ()), "roles": sorted(u.get("roles") or ()),
             "last_activity": u.get("last_activity"), "changed_at": profile["changed_at"]}

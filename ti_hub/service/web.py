@@ -6,7 +6,8 @@ from jupyterhub.services.auth import HubOAuthCallbackHandler
 from tornado import web
 
 from .. import __version__
-from ..api import account, admin, alertrules, alerts, endpoints, jobs, people, resources, roles, ssh, vcs, workspaces
+from ..api import (account, admin, alertrules, alerts, endpoints, jobs, people, resources, roles, ssh, support, vcs,
+                   workspaces)
 from ..api.base import APIHandler, MethodsAllowed
 from ..api.contract import Op, Param, Route, route_regex
 from ..api.schemas import account as A
@@ -61,6 +62,8 @@ def origin_handlers() -> list[tuple]:
 # Every route with each method's contract (api/contract.py): the chokepoint checks requests against it and the
 # OpenAPI document is printed from it. tests/e2e/test_authz_matrix.py holds who may call each one.
 J_ACTION = {  # POST /jobs/{id}/ACTION
+    "start": Op("Start my draft (JOB10): checked again as a submission (plan, image, volumes, quota) and queued; "
+                "not a draft: 409 (only its owner)", J.JOB, errors=(404, 409)),
     "kill": Op("Kill a job or a workspace (owner, or custom:ti:jobs:manage-all); audited when not the owner's",
                J.JOB, errors=(404, 409)),
     "stop": Op("Stop a job gracefully (SIGTERM, then SIGKILL after TiService.stop_grace_seconds) or a workspace "
@@ -99,7 +102,10 @@ DISABLED_USER = C.answer(
 ROUTES: list[Route] = [
     Route("/", RootHandler, {"get": Op("The API's name and version", C.answer({"name": C.STR, "version": C.STR,
                                                                                  "api": C.STR}))}),
-    Route("/me", account.MeHandler, {"get": Op("Who I am, my groups and TiHub permissions", A.ME)}),
+    Route("/me", account.MeHandler, {
+        "get": Op("Who I am, my groups, TiHub permissions and profile (nickname, email, phone)", A.ME),
+        "patch": Op("Change my nickname, email or phone; a new email is unverified until I open the link mailed to "
+                    "it (alert notices go only to verified emails)", A.ME_CHANGED, body=A.ME_CHANGE)}),
     Route("/plans", resources.PlansHandler, {
         "get": Op("Plans I can use (custom:ti:vc:view)", R.PLAN_PAGE, query=R.PLAN_QUERY),
         "post": Op("Define a plan (custom:ti:vc:manage)", R.PLAN, 201, body=R.NEW_PLAN, errors=(409,))}),
@@ -116,8 +122,14 @@ ROUTES: list[Route] = [
         "patch": Op("Rename (plans and jobs follow), describe, set caps, drain or reopen a virtual cluster; a cap "
                     "under use is refused unless drain (custom:ti:vc:manage)", V.VC, body=V.VC_CHANGE,
                     errors=(404, 409)),
-        "delete": Op("Delete an empty virtual cluster: no machines, active jobs or plans (custom:ti:vc:manage)",
-                     None, 204, errors=(404, 409))}, {"id": Param(C.NAME, "the virtual cluster's name")}),
+        "delete": Op("Delete an empty virtual cluster: no machines, unfinished jobs or plans, else 409 naming them "
+                     "(its jobs also as `jobs`, `job_count`); with_jobs: stop its jobs, then delete it with its plans, "
+                     "its machines back to default (custom:ti:vc:manage; other users' jobs: custom:ti:jobs:manage-all "
+                     "too)",
+                     None, 204, errors=(404, 409),
+                     query={"with_jobs": C.flag("true: stop every unfinished job of the VC (audited), wait until "
+                                                "they have ended, then delete it and its plans")})},
+        {"id": Param(C.NAME, "the virtual cluster's name")}),
     Route("/vcs/{id}/machines", vcs.VCMachinesHandler, {
         "post": Op("Give machines (devices; Kubernetes: nodes) to a virtual cluster, or back to default; machines "
                    "that run jobs are refused unless drain (custom:ti:vc:manage)", V.VC, body=V.MACHINE_CHANGE,
@@ -140,21 +152,35 @@ ROUTES: list[Route] = [
     Route("/jobs", jobs.JobsHandler, {
         "get": Op("My jobs, newest first; everyone's with custom:ti:jobs:view-all", J.JOB_PAGE,
                   query=J.JOB_FILTERS),
-        "post": Op("Submit a training job", J.JOB, 201, body=J.SUBMISSION, errors=(404, 409))}),
+        "post": Op("Submit a training job (draft true: save it, not queued, to start later)", J.JOB, 201,
+                   body=J.SUBMISSION, errors=(404, 409))}),
     Route("/jobs/{id}", jobs.JobHandler, {
         "get": Op("A job's detail, queue position and history (another user's waiting job: its summary, with "
-                  "custom:ti:jobs:view-all)", J.JOB_SEEN, errors=(404,))}, {"id": C.JOB_REF}),
+                  "custom:ti:jobs:view-all)", J.JOB_SEEN, errors=(404,)),
+        "delete": Op("Delete a draft (its name is free again); not a draft: 409 (the owner, or "
+                     "custom:ti:jobs:manage-all; audited when not the owner's)", None, 204, errors=(404, 409))},
+        {"id": C.JOB_REF}),
+    Route("/jobs/{id}/support", support.JobSupportHandler, {
+        "post": Op("Ask the admins about my finished job (JOB4): an alert of kind support with the job's facts and "
+                   "its last 50 log lines (secret values scrubbed); one open request per job (409)", AL.ALERT, 201,
+                   body=J.SUPPORT, errors=(404, 409))}, {"id": C.JOB_REF}),
     Route("/jobs/{id}/logs", jobs.JobLogsHandler, {
         "get": Op("Log text of one instance", J.LOGS, query=J.LOG_QUERY, errors=(404,))}, {"id": C.JOB_REF}),
     Route("/jobs/{id}/metrics", jobs.JobMetricsHandler, {
         "get": Op("Resource use of a running job's instances now: CPU cores busy, memory, GPU utilization and "
-                  "memory", J.METRICS, errors=(404,))}, {"id": C.JOB_REF}),
+                  "memory, disk I/O and network (totals and bytes/s; network on instance 0 for the job's own "
+                  "network namespace, null where not measured)", J.METRICS, errors=(404,))}, {"id": C.JOB_REF}),
     Route("/jobs/{id}/ports", endpoints.JobPortsHandler, {
         "post": Op("Open one more interactive port on my running job", J.JOB, body=J.ADD_PORT, errors=(404, 409))},
         {"id": C.JOB_REF}),
+    Route("/jobs/{id}/ssh", endpoints.JobSSHHandler, {
+        "post": Op("Turn SSH on or off for my running job (the gateway lets me in from the next login; recorded in "
+                   "its history and audited as job.ssh)", J.JOB, body=J.SET_SSH, errors=(404, 409))},
+        {"id": C.JOB_REF}),
     Route("/jobs/{id}/tensorboard", endpoints.JobTensorBoardHandler, {
         "get": Op("My job's running TensorBoards", J.TENSORBOARDS, errors=(404, 409)),
-        "post": Op("Start (or find) TensorBoard for a logdir inside my job's volume mounts; returns its URL",
+        "post": Op("Start (or find) TensorBoard for a logdir inside my job's volume mounts; returns its URL (409 "
+                   "naming endpoints when the job did not ask for the tensorboard endpoint)",
                    J.TENSORBOARD_STARTED, 201, body=J.LOGDIR, also=(200,), errors=(404, 409, 501, 503)),
         "delete": Op("Stop my job's TensorBoards", J.STOPPED, query=J.LOGDIR_QUERY, errors=(404, 409))},
         {"id": C.JOB_REF}),
@@ -186,7 +212,9 @@ ROUTES: list[Route] = [
     Route("/volumes/{id}/files", resources.VolumeFilesHandler, {
         "get": Op("Browse a volume", R.LISTING, query=R.FILES_QUERY, errors=(404, 409))}, {"id": C.VOLUME_REF}),
     Route("/images", account.ImagesHandler, {
-        "get": Op("Public images", A.IMAGE_PAGE, query=C.PAGE),
+        "get": Op("Public images, each with its version, size and creation time as its registry says them (read "
+                  "with my saved credential for that registry; a registry that cannot be read is named per image)",
+                  A.IMAGE_PAGE, query=C.PAGE),
         "post": Op("Add a public image (custom:ti:vc:manage)", A.IMAGE, 201, body=A.NEW_IMAGE, errors=(409,))}),
     Route("/images/{id}", account.ImageHandler, {
         "delete": Op("Delete a public image (custom:ti:vc:manage)", None, 204, errors=(404,))}, {"id": C.ID_PARAM}),
@@ -211,6 +239,10 @@ ROUTES: list[Route] = [
         "get": Op("Alerts naming me (a job of mine past its duration, waiting past its estimate, ...), newest "
                   "first; every alert for custom:ti:jobs:manage-all or custom:ti:users:manage; user=NAME: that "
                   "user's (the hub's home page, admins)", AL.ALERT_PAGE, query=AL.ALERT_QUERY, errors=(403,))}),
+    Route("/alerts/{id}/answer", support.AlertAnswerHandler, {
+        "post": Op("Answer a support request, which closes it; its owner sees the answer (custom:ti:jobs:manage-all "
+                   "or custom:ti:users:manage)", AL.ALERT, body=AL.ANSWER, errors=(404, 409))},
+        {"id": C.ID_PARAM}),
     Route("/audit", admin.AuditHandler, {
         "get": Op("Changes operators made, newest first (custom:ti:users:manage)",
                   AD.AUDIT_PAGE, query=AD.AUDIT_QUERY)}),
@@ -321,6 +353,11 @@ ROUTES: list[Route] = [
         "post": Op("Renew a running workspace's lease on its devices: the idle policy's clock restarts and its idle "
                    "alert closes (the owner, or custom:ti:jobs:manage-all; audited when not the owner's)", S.LEASE,
                    errors=(404, 409))},
+        {"owner": C.USER_PARAM, "name": Param(C.NAME, "the workspace")}),
+    Route("/workspaces/{owner}/{name}/reset", workspaces.WorkspaceResetHandler, {
+        "post": Op("Reset my stopped workspace to a fresh state, keeping its configuration and volumes: removes the "
+                   "state that is its alone (embedded platform: its /tmp, local scratch volumes, records and log of "
+                   "past runs; never the home); audited", S.RESET, errors=(403, 404, 409))},
         {"owner": C.USER_PARAM, "name": Param(C.NAME, "the workspace")}),
     Route("/workspace-options/{owner}", workspaces.WorkspaceOptionsHandler, {
         "get": Op("Spawn form choices for a user (the spawner)", S.FORM_CHOICES, query=S.GROUPS_QUERY)},

@@ -5,15 +5,14 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from ..domain import validation as v
 from ..domain.errors import ValidationError
+from . import names
 
 
 def name_problem(name: str) -> str | None:
-    """A plain sentence when ``name`` cannot name a workspace (the server name is the workspace's name)."""
-    if v.NAME_RE.match(name):
-        return None
-    return f"{name!r} cannot name a workspace: workspace names are {v.NAME_RULE}."
+    """A plain sentence when ``name`` cannot name a workspace (the server name is the workspace's name; a server
+    the hub stored before the rule was checked up front may still have such a name)."""
+    return names.problem(name)
 
 
 def render_form(options: dict[str, Any], name: str = "default", home_url: str = "/hub/home",

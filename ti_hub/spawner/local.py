@@ -23,12 +23,16 @@ from urllib.parse import urlsplit
 from jupyterhub.spawner import LocalProcessSpawner
 from traitlets import Bool, Float, Unicode, default
 
-from ..backends.local import LocalBackend, jobdir, launcher, limits, netns, procs, sandbox, userdirs
+from ..backends.local import LocalBackend, jobdir, launcher, limits, logfiles, netns, procs, sandbox, userdirs
+from ..backends.outcome import exit_reason
 from ..storage import personal
-from .mixin import TiSpawnerMixin
+from . import messages
+from .mixin import StartFailed, TiSpawnerMixin
 
 _BACKEND: LocalBackend | None = None
 SSH_ONLY = "ti_hub.spawner.sshonly"
+# seconds between two looks at whether a starting workspace's supervisor has ended
+EXIT_POLL = 0.2
 
 
 class TiLocalSpawner(TiSpawnerMixin, LocalProcessSpawner):
@@ -98,7 +102,11 @@ class TiLocalSpawner(TiSpawnerMixin, LocalProcessSpawner):
         backend.require_sandbox(bwrap)
         cgroups = backend.cgroups_usable()
         env = self.get_env()
+        if "PATH" not in self.environment:  # the platform's, not the hub's (an admin's or the user's own wins)
+            env["PATH"] = launcher.user_path()
         env.update(self.ti_env(ws))
+        # hidden from the log lines a failed start shows (kept in memory only)
+        self._ti_secrets = messages.secret_values(env) + [t for t in (self.api_token,) if t]
         # an SSH-only workspace (jupyter: false) runs a one-page placeholder where the hub expects Jupyter
         argv = [*self.cmd, *self.get_args()] if ws.get("jupyter", True) else [sys.executable, "-m", SSH_ONLY]
         self._ti_record = await asyncio.to_thread(self._prepare_and_spawn, ws, bwrap, cgroups, env, argv)
@@ -107,6 +115,47 @@ class TiLocalSpawner(TiSpawnerMixin, LocalProcessSpawner):
         if net:  # its own network: the hub and the proxy reach Jupyter through its portal's host port
             return ("127.0.0.1", await asyncio.to_thread(netns.host_port, net, self.port))
         return (self.ip or "127.0.0.1", self.port)
+
+    async def until_answering(self, url) -> None:
+        """Wait for Jupyter to answer where the hub will look (as the hub's own wait does), while watching the
+        workspace's supervisor: when it ends first, the start fails at once with the exit code and the log."""
+        from jupyterhub.utils import AnyTimeoutError, wait_for_http_server
+
+        popen, server = getattr(self, "_ti_popen", None), getattr(self, "server", None)
+        if popen is None or server is None:
+            return
+        ip, port = url
+        answered = asyncio.ensure_future(wait_for_http_server(
+            f"http://{ip}:{port}{server.base_url}api", timeout=self.http_timeout))
+        try:
+            while not answered.done() and popen.poll() is None:
+                await asyncio.wait([answered], timeout=EXIT_POLL)
+            if answered.done():
+                try:
+                    answered.result()
+                    return
+                except AnyTimeoutError:
+                    raise await self._start_failure(
+                        f"Jupyter did not answer within {self.http_timeout:g} s", None) from None
+        finally:
+            answered.cancel()
+        raise await self._start_failure(None, popen.returncode)
+
+    async def _start_failure(self, what: str | None, supervisor_code: int | None) -> StartFailed:
+        """Why the start failed, with the last lines of the workspace's log (or of its supervisor's, when the
+        workspace never ran)."""
+        rec = getattr(self, "_ti_record", None) or {}
+        status = await asyncio.to_thread(jobdir.read_json, rec.get("status")) or {}
+        if what is None:
+            how = status.get("reason") or exit_reason(status.get("exit_code", supervisor_code))
+            what = f"The workspace's server ended before Jupyter answered: {how}"
+        tail, _ = await asyncio.to_thread(logfiles.read_tail, rec.get("log") or "", messages.TAIL_LINES)
+        if not tail.strip():
+            tail, _ = await asyncio.to_thread(logfiles.read_tail, rec.get("supervisor_log") or "",
+                                              messages.TAIL_LINES)
+        text, html = messages.start_failure(what, tail, getattr(self, "_ti_secrets", ()))
+        self.log.warning("%s/%s did not start: %s", self.user.name, self.ti_name, text)
+        return StartFailed(what, text, html)
 
     @staticmethod
     def _platform_ports(env: dict[str, str]) -> list[tuple[int, int]]:
@@ -157,7 +206,6 @@ class TiLocalSpawner(TiSpawnerMixin, LocalProcessSpawner):
         box = launcher.plan(binds, tmp=str(tmp), shm_mib=int(ws.get("shm_mib") or 0), cwd=ident.home,
                             extra_read_only=self._backend(self).sandbox_read_only, devices=nodes) if bwrap else None
         env.update(HOME=ident.home, USER=ident.name, LOGNAME=ident.name, SHELL="/bin/bash")
-        env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "/usr/bin:/bin")])
         paths = {"log": str(run / "workspace.log"), "status": str(run / "status.json"),
                  "child": str(run / "child.json"), "stop": str(run / "stop.json"),
                  "supervisor_log": str(run / "supervisor.log")}

@@ -20,15 +20,27 @@ from .. import scopes as S
 from ..domain.errors import ValidationError
 from ..magics import AUTOLOAD_FILE
 from ..storage import personal
-from . import form
+from . import form, messages
 from .client import DEFAULT_NAME, TiServiceError, call, ws_path
 
 
-def refusal(status: int, text: str) -> web.HTTPError:
-    """An HTTPError the hub's pages show as ``text`` alone (not "HTTP 400: Bad Request (text)")."""
+def refusal(status: int, text: str, html: str | None = None) -> web.HTTPError:
+    """An HTTPError the hub's pages show as ``text`` alone (not "HTTP 400: Bad Request (text)"); the spawn page's
+    progress shows ``html`` instead when given (escaped by the caller)."""
     err = web.HTTPError(status, text)
     err.jupyterhub_message = text
+    if html:
+        err.jupyterhub_html_message = html
     return err
+
+
+class StartFailed(Exception):
+    """The workspace's server ended (or never answered) during its start: ``what`` in a few words (the
+    workspace's history), ``text``/``html`` with the last lines of its log (the spawn page)."""
+
+    def __init__(self, what: str, text: str, html: str):
+        super().__init__(what)
+        self.what, self.text, self.html = what, text, html
 
 
 # the spawner whose start() the running code is part of (tasks inherit it from the task that made them)
@@ -89,22 +101,42 @@ class TiSpawnerMixin(Configurable):
         except ValidationError as e:
             raise refusal(400, e.detail) from None
 
-    # -- admission ------------------------------------------------------------------------------------------
+    # -- progress -------------------------------------------------------------------------------------------
+    # Every listener gets every event of the start, from its beginning: the spawn page opens its event stream
+    # after the start began, and a reload (or a second tab) opens another one. (One queue shared by all of them
+    # gave each event to one listener only.)
     def _progress_init(self) -> None:
-        self._ti_events: asyncio.Queue = asyncio.Queue()
+        self._ti_events: list[dict[str, Any]] = []
+        self._ti_events_done = False
+        self._ti_events_changed = asyncio.Event()
 
     def _emit(self, progress: int, message: str) -> None:
+        if getattr(self, "_ti_events", None) is not None and not self._ti_events_done:
+            self._ti_events.append({"progress": progress, "message": message})
+            self._ti_events_changed.set()
+
+    def _progress_end(self) -> None:
         if getattr(self, "_ti_events", None) is not None:
-            self._ti_events.put_nowait({"progress": progress, "message": message})
+            self._ti_events_done = True
+            self._ti_events_changed.set()
 
     async def progress(self):
-        if getattr(self, "_ti_events", None) is None:
+        events = getattr(self, "_ti_events", None)
+        if events is None:
             return
+        sent = 0
         while True:
-            ev = await self._ti_events.get()
-            if ev is None:
+            changed = self._ti_events_changed
+            while sent < len(events):
+                sent += 1
+                yield events[sent - 1]
+            if self._ti_events_done:
                 return
-            yield ev
+            await changed.wait()
+            if changed is self._ti_events_changed:  # the first listener to wake arms it for the next event
+                self._ti_events_changed = asyncio.Event()
+
+    # -- admission ------------------------------------------------------------------------------------------
 
     async def admit(self) -> dict[str, Any]:
         """Ask for admission and wait in the queue (with progress messages) until placed."""
@@ -116,7 +148,7 @@ class TiSpawnerMixin(Configurable):
         if options.get("jupyter") is False and not self.runs_without_jupyter:
             raise refusal(400, "jupyter: a workspace without Jupyter (SSH only) runs on the embedded platform "
                                  "only; here every workspace runs Jupyter (SSH reaches it too)")
-        self._emit(5, "asking TiHub for admission (validation, quota, mount rules)")
+        self._emit(5, "Asking TiHub for admission (validation, quota, mount rules)")
         try:
             ws = await self._call("POST", ws_path(self.user.name, self.ti_name),
                                   {"groups": groups, "options": options, "scopes": self.owner_scopes(),
@@ -125,17 +157,16 @@ class TiSpawnerMixin(Configurable):
             field = f" (field: {e.field})" if e.field else ""
             raise refusal(e.status if 400 <= e.status < 500 else 500, f"{e.detail}{field}") from None
         for w in ws.get("warnings", []):
-            self._emit(8, f"warning: {w}")
+            self._emit(8, messages.warning(w))
         last, started = None, time.monotonic()
         while True:
             status = ws["status"]
             if status == "scheduling":
-                self._emit(40, f"admitted: {ws['reason']}")
+                self._emit(40, messages.admitted(ws["reason"]))
                 return ws
             if status != "queued":
                 raise web.HTTPError(500, f"workspace {self.ti_name} could not start: {status}: {ws['reason']}")
-            q = ws.get("queue") or {}
-            msg = f"queued (position {q.get('position', '?')} in {q.get('queue', '?')}): {ws['reason']}"
+            msg = messages.queued(ws)
             if msg != last:
                 waited = int(time.monotonic() - started)
                 self._emit(10 + min(25, waited // 10), msg)
@@ -167,7 +198,7 @@ class TiSpawnerMixin(Configurable):
         starting = _STARTING.set(self)
         try:
             ws = await self.admit()
-            self._emit(60, "starting the workspace")
+            self._emit(60, "Starting the workspace")
             try:
                 url = await self.launch(ws)
             except Exception as e:
@@ -175,7 +206,14 @@ class TiSpawnerMixin(Configurable):
                 raise
             await self._call("POST", ws_path(self.user.name, self.ti_name, "/running"),
                              {"state": self.ti_state()})
-            self._emit(90, "workspace process started; waiting for Jupyter to answer")
+            self._emit(90, "Workspace started; waiting for Jupyter to answer")
+            try:
+                # the start fails at once when the server ends, with its exit code and log (not after the hub's
+                # http_timeout with a generic timeout)
+                await self.until_answering(url)
+            except StartFailed as e:
+                await self._report_stop(f"could not start: {e.what}")
+                raise refusal(500, e.text, e.html) from None
             return url
         except asyncio.CancelledError:
             await self._report_stop("start cancelled")
@@ -185,7 +223,7 @@ class TiSpawnerMixin(Configurable):
             raise
         finally:
             _STARTING.reset(starting)
-            self._ti_events.put_nowait(None)
+            self._progress_end()
 
     async def _report_stop(self, reason: str) -> None:
         try:
@@ -208,6 +246,10 @@ class TiSpawnerMixin(Configurable):
     # -- what a concrete spawner provides ------------------------------------------------------------------------
     async def launch(self, ws: dict[str, Any]):
         raise NotImplementedError
+
+    async def until_answering(self, url) -> None:
+        """Return once the server at ``url`` (what ``launch`` returned) answers HTTP; raise StartFailed when it
+        ends first. By default the hub's own wait (Spawner.http_timeout) is left to notice."""
 
     def ti_state(self) -> dict[str, Any]:
         return {}

@@ -113,7 +113,8 @@ def choose(login: Login, docs: list[dict[str, Any]], hints: Hints) -> dict[str, 
             raise TargetError(f"workspace {doc['name']!r} has one instance: drop the '.{login.instance}'")
         _ssh_enabled(doc)
     elif not doc.get("ssh"):
-        raise TargetError(f"job {doc['name']!r} does not enable SSH: submit it with --endpoint ssh")
+        raise TargetError(f"job {doc['name']!r} does not enable SSH: turn it on with `ti job ssh {doc['name']} --on` "
+                          "(or submit it with --endpoint ssh)")
     if doc["status"] != RUNNING:
         raise _stopped(doc, login, hints)
     instances = int(doc.get("instances") or 1)

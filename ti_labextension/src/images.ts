@@ -1,7 +1,8 @@
-// The Images panel (SPEC IMG1-IMG3): public images, my registry credentials, and a custom address;
+// The Images panel (SPEC IMG1-IMG3): public images (version, size and creation time as their registry says them),
+// my registry credentials, and a custom address;
 // "Use for a job" opens the Jobs panel's form with the image chosen.
 
-import { button, errorText, field, h, message, PollingPanel, table } from './dom';
+import { button, bytes, errorText, field, h, message, PollingPanel, table, when } from './dom';
 import { requestAPI } from './request';
 import { ICredential, IImagePage, IPage } from './tokens';
 
@@ -76,9 +77,14 @@ export class ImagesPanel extends PollingPanel {
         h('h3', {}, 'Public images'),
         images.image_note ? h('p', { id: 'ti-images-note', class: 'ti-message ti-message-info', role: 'note' }, images.image_note) : '',
         images.items.length
-          ? table(['Image', 'Address', 'For', ''], images.items.map(i => [
+          ? table(['Image', 'Address', 'Version', 'Size', 'Created', 'For', ''], images.items.map(i => [
               i.name,
-              h('code', {}, i.address),
+              // what the registry said when it could not be read (unreachable, denied, ...), under the address
+              h('div', {}, h('code', {}, i.address),
+                i.registry && i.registry !== 'ok' ? h('div', { class: 'ti-hint ti-image-registry' }, i.registry) : ''),
+              i.version || '',
+              i.registry === 'ok' ? bytes(i.size_bytes) : '',
+              when(i.image_created),
               [i.accelerator, i.description].filter(Boolean).join(' — '),
               button('Use for a job', () => this.useImage(i.name), { 'aria-label': `Use ${i.name} for a job` })
             ]), { id: 'ti-images-table' })

@@ -2,6 +2,7 @@
 // the API (plans, images, volumes, credentials, templates), and templates saved and applied here.
 
 import { button, errorText, field, h, message, select } from './dom';
+import { guideTable, JOB_KINDS, suits } from './guide';
 import { qs, requestAPI } from './request';
 import { ICredential, IImagePage, IJob, IPage, IPlan, ITemplate, IVolume, NAME_RE, NAME_RULE } from './tokens';
 
@@ -67,7 +68,7 @@ export class JobForm {
   private command = h('textarea', { name: 'command', rows: 3, required: true, placeholder: 'python3 train.py' });
   private env = h('textarea', { name: 'env', rows: 2, placeholder: 'KEY=VALUE, one per line' });
   private ports = h('input', { name: 'ports', placeholder: '40000, 40001' });
-  private endpoints: HTMLInputElement[] = ['ssh', 'tensorboard'].map(e =>
+  private endpoints: HTMLInputElement[] = ['ssh', 'tensorboard', 'jupyter'].map(e =>
     h('input', { type: 'checkbox', name: 'endpoints', value: e })
   );
   private duration = h('input', { name: 'estimated_duration', placeholder: '90m' });
@@ -95,8 +96,9 @@ export class JobForm {
       h('div', { class: 'ti-row' }, field('Template', this.template), button('Apply', () => this.applyTemplate())),
       field('Name', this.name, NAME_RULE),
       field('Description', this.description),
-      field('Kind', this.kind),
+      field('Kind', this.kind, suits(JOB_KINDS, 'single')),
       this.distributedOnly,
+      guideTable('ti-kind-guide', JOB_KINDS),
       field('Plan', this.plan, 'resources for each instance'),
       field('Image', this.image),
       field('Or an image address', this.customImage, 'used instead of the list when filled'),
@@ -110,7 +112,11 @@ export class JobForm {
         'fieldset',
         { class: 'ti-endpoints' },
         h('legend', {}, 'Endpoints'),
-        this.endpoints.map(cb => h('label', {}, cb, ` ${cb.value}`))
+        this.endpoints.map(cb => h('label', {}, cb, ` ${cb.value}`)),
+        h('small', { class: 'ti-hint', id: 'ti-endpoints-hint' },
+          "none unless ticked: ssh lets you ssh into the job's instances; tensorboard lets you open TensorBoard " +
+          "for a log directory in one of its volumes; jupyter runs a Jupyter server beside the job's command " +
+          "(opened from the job's detail)")
       ),
       field('Estimated duration', this.duration, 'helps the queue estimate start times, e.g. 90m or 2h'),
       this.status,
@@ -118,6 +124,8 @@ export class JobForm {
         'div',
         { class: 'ti-row' },
         h('button', { type: 'submit', class: 'ti-button ti-primary' }, 'Submit'),
+        // JOB10: checked as a submission, kept out of the queue until it is started from the list
+        button('Save as draft', () => void this.submit(true), { id: 'ti-save-draft' }),
         button('Cancel', () => opts.onCancel())
       ),
       h('div', { class: 'ti-row' }, this.templateName, button('Save as template', () => void this.saveTemplate()))
@@ -148,6 +156,10 @@ export class JobForm {
     const distributed = this.kind.value === 'distributed';
     this.distributedOnly.hidden = !distributed;
     this.psOnly.hidden = this.strategy.value !== 'ps';
+    const hint = this.node.querySelector(`#${this.kind.id}-hint`);
+    if (hint) {
+      hint.textContent = suits(JOB_KINDS, distributed ? `distributed, ${this.strategy.value}` : 'single');
+    }
     void this.loadPlans();
   }
 
@@ -351,7 +363,7 @@ export class JobForm {
     }
   }
 
-  private async submit(): Promise<void> {
+  private async submit(draft = false): Promise<void> {
     let spec: Record<string, unknown>;
     try {
       spec = this.spec();
@@ -359,13 +371,13 @@ export class JobForm {
       this.setStatus('error', (err as Error).message);
       return;
     }
-    this.setStatus('loading', 'Submitting…');
+    this.setStatus('loading', draft ? 'Saving the draft…' : 'Submitting…');
     try {
-      const job = await requestAPI<IJob>('jobs', { method: 'POST', json: spec });
-      this.setStatus('success', `Job ${job.name} submitted.`);
+      const job = await requestAPI<IJob>('jobs', { method: 'POST', json: draft ? { ...spec, draft: true } : spec });
+      this.setStatus('success', draft ? `Draft ${job.name} saved: start it from the list.` : `Job ${job.name} submitted.`);
       this.opts.onSubmitted(job);
     } catch (err) {
-      this.setStatus('error', `Not submitted: ${errorText(err)}`);
+      this.setStatus('error', `${draft ? 'Draft not saved' : 'Not submitted'}: ${errorText(err)}`);
     }
   }
 }

@@ -4,10 +4,13 @@
 import { AlertsBar } from './alerts';
 import { button, errorText, h, message, PollingPanel, table, when } from './dom';
 import { JobForm } from './jobform';
+import { SSHCopy } from './sshcopy';
+import { workspaceTensorBoard } from './wstensorboard';
 import { qs, requestAPI } from './request';
 import { IJob, ILogChunk, IPage } from './tokens';
 import { VCBar } from './vcbar';
 
+const FINISHED = new Set(['killed', 'completed', 'failed', 'error', 'stopped']);
 const ACTIVE = new Set(['created', 'queued', 'scheduling', 'running', 'pausing', 'paused', 'killing']);
 
 function devices(j: IJob): string {
@@ -44,6 +47,8 @@ export class JobsPanel extends PollingPanel {
   private vcBar = new VCBar(() => this.vcChanged());
   // kept across the detail's redraws (every 2 s), so what the user types in it survives them
   private tbForm: HTMLFormElement | null = null;
+  // WS3: the copy-the-SSH-command box, kept across redraws too (it asks for the command once)
+  private ssh = new SSHCopy();
   // my open alerts (MON2-3): a badge and a list above the jobs, whatever the view
   private alerts: AlertsBar;
 
@@ -65,9 +70,9 @@ export class JobsPanel extends PollingPanel {
       h('h2', {}, 'Jobs'),
       button('New job', () => this.openForm(), { id: 'ti-new-job' }),
       button('Refresh', () => void this.tick()),
-      h('label', { for: 'ti-jobs-all' }, filter, ' include finished')
+      h('label', { for: 'ti-jobs-all' }, filter, ' include older finished')
     );
-    this.node.append(this.header, this.alerts.node, this.vcBar.node, this.main);
+    this.node.append(this.header, this.alerts.node, this.vcBar.node, workspaceTensorBoard() || '', this.main);
     this.alerts.start();
     this.main.append(this.listArea);
     this.listArea.append(message('loading', 'Loading your jobs…'));
@@ -112,6 +117,7 @@ export class JobsPanel extends PollingPanel {
     this.logInstance = 0;
     this.logDone = false;
     this.tbForm = this.tensorBoardForm(id);
+    this.ssh = new SSHCopy();
     this.main.replaceChildren(message('loading', 'Loading the job…'));
     void this.tick();
   }
@@ -141,7 +147,7 @@ export class JobsPanel extends PollingPanel {
     const items = jobs.filter(j => this.showAll || ACTIVE.has(j.status) || isRecent(j));
     if (!items.length) {
       this.listArea.replaceChildren(
-        message('empty', jobs.length ? 'No active jobs. Tick "include finished" to see the others.' :
+        message('empty', jobs.length ? 'No active jobs and none finished in the last hour. Tick "include older finished" to see the others.' :
           'You have no training jobs yet. Press "New job" to submit one.')
       );
       return;
@@ -161,6 +167,9 @@ export class JobsPanel extends PollingPanel {
     const act = (action: string, label: string) =>
       button(label, () => void this.act(j, action), { 'data-action': action, 'aria-label': `${label} ${j.name}` });
     const out: HTMLElement[] = [];
+    if (j.status === 'created') {  // a draft (JOB10): started, or deleted to free its name
+      out.push(act('start', 'Start'), act('delete', 'Delete'));
+    }
     if (j.status === 'queued') {
       out.push(act('cancel', 'Cancel'));
     }
@@ -171,6 +180,9 @@ export class JobsPanel extends PollingPanel {
       out.push(act('resume', 'Resume'), act('kill', 'Kill'));
     }
     out.push(act('clone', 'Clone'));
+    if (detail && FINISHED.has(j.status) && j.kind !== 'workspace') {
+      out.push(act('support', 'Ask support'));  // JOB4: a message to the admins with the job's facts
+    }
     if (detail) {
       out.push(button('Edit and resubmit', () => this.openForm(undefined, { ...j, name: `${j.name}-2` } as any)));
     }
@@ -181,7 +193,27 @@ export class JobsPanel extends PollingPanel {
     if (action === 'kill' && !window.confirm(`Kill ${j.name}? Its processes are stopped and it cannot be resumed.`)) {
       return;
     }
+    if (action === 'delete' && !window.confirm(`Delete the draft ${j.name}?`)) {
+      return;
+    }
+    let question: string | null = null;
+    if (action === 'support') {
+      question = window.prompt(`Ask the admins about ${j.name}: its state, reason, plan, image and last 50 log lines go with your message.`);
+      if (!question || !question.trim()) {
+        return;
+      }
+    }
     try {
+      if (action === 'delete') {
+        await requestAPI<void>(`jobs/${j.id}`, { method: 'DELETE' });
+        this.openList();
+        return;
+      }
+      if (action === 'support') {
+        const alert = await requestAPI<{ id: number }>(`jobs/${j.id}/support`, { method: 'POST', json: { message: question } });
+        this.main.prepend(message('success', `Support request ${alert.id} sent; the admins' answer shows among your alerts.`));
+        return;
+      }
       const out = await requestAPI<IJob>(`jobs/${j.id}/${action}`, { method: 'POST', json: {} });
       if (action === 'clone') {
         this.openDetail(out.id);
@@ -257,6 +289,7 @@ export class JobsPanel extends PollingPanel {
       h('dl', { class: 'ti-brief', id: 'ti-job-brief' }, brief.flatMap(([k, v]) => [h('dt', {}, k), h('dd', {}, v)])),
       (job.warnings || []).length ? message('info', (job.warnings || []).join(' ')) : '',
       ahead ? h('section', {}, h('h4', {}, 'Jobs ahead of it'), ahead) : '',
+      h('section', {}, h('h4', {}, 'SSH'), this.ssh.update(job)),
       h('section', {}, h('h4', {}, 'Endpoints'), endpoints),
       h('section', {}, h('h4', {}, 'History'),
         events.length ? table(['When', 'Status', 'Message'], events, { id: 'ti-job-history' }) : message('empty', 'No events yet.')),
@@ -265,12 +298,17 @@ export class JobsPanel extends PollingPanel {
     await this.pollLogs(job, logs);
   }
 
-  /** The TensorBoard form where TensorBoard can work: a log directory in one of the job's volumes that outlives
-   *  the job (not a `local` scratch volume); otherwise a line that says what it needs. */
+  /** The TensorBoard form where TensorBoard can work: a job that asked for it (the tensorboard endpoint), with a
+   *  log directory in one of its volumes that outlives it (not a `local` scratch volume); otherwise a line that
+   *  says what it needs. */
   private tensorBoardOffer(job: IJob): HTMLElement | string {
+    if (!(job.endpoints || []).includes('tensorboard')) {
+      return h('p', { class: 'ti-hint', id: 'ti-tensorboard-hint' },
+        'This job did not ask for TensorBoard: Edit and resubmit it with tensorboard ticked under Endpoints to use it.');
+    }
     const mounts = (job.volumes || []).filter(v => v.kind !== 'local').map(v => v.mount_path);
     if (!mounts.length || !this.tbForm) {
-      return h('p', { class: 'ti-hint' },
+      return h('p', { class: 'ti-hint', id: 'ti-tensorboard-hint' },
         "TensorBoard reads a log directory in one of the job's volumes; this job has none (submit it with a filesystem volume to use it).");
     }
     const logdir = this.tbForm.querySelector('input[name=logdir]') as HTMLInputElement;

@@ -2,6 +2,7 @@
 // create / expand / share / delete, browse a volume, and which workspace or job holds each mount.
 
 import { button, bytes, errorText, field, h, message, PollingPanel, select, table } from './dom';
+import { guideTable, STORAGE_KINDS, suits } from './guide';
 import { requestAPI } from './request';
 import { IEntry, IPage, IQuota, IVolume } from './tokens';
 
@@ -41,10 +42,20 @@ export class StoragePanel extends PollingPanel {
     const kind = select('kind', KINDS, 'filesystem');
     const size = h('input', { name: 'capacity_gib', type: 'number', min: 1, value: 10, required: true });
     const desc = h('input', { name: 'description' });
-    // a dataset is a snapshot of a volume I may write: name it (NAME, OWNER/NAME or id)
+    // a dataset is a snapshot of a volume I may write: name it (NAME, OWNER/NAME or id); the API's rule
+    // (ops/volumes.py create) said before the user meets it as a refusal
     const source = h('input', { name: 'source', placeholder: 'volume to snapshot', autocomplete: 'off' });
-    const sourceField = field('Snapshot of', source);
-    const showSource = (): void => { sourceField.style.display = kind.value === 'dataset' ? '' : 'none'; };
+    const sourceField = field('Snapshot of', source,
+      'the volume whose files the dataset copies: its name, OWNER/NAME or id; yours or shared with you ' +
+      'read-write, ready, not local scratch. The copy runs in the background.');
+    const kindField = field('Kind', kind, suits(STORAGE_KINDS, kind.value));
+    const showSource = (): void => {
+      sourceField.style.display = kind.value === 'dataset' ? '' : 'none';
+      const hint = kindField.querySelector('.ti-hint');
+      if (hint) {
+        hint.textContent = suits(STORAGE_KINDS, kind.value);
+      }
+    };
     kind.addEventListener('change', showSource);
     showSource();
     const form = h(
@@ -52,7 +63,8 @@ export class StoragePanel extends PollingPanel {
       { class: 'ti-form ti-inline', id: 'ti-volume-form', 'aria-label': 'Create a volume' },
       h('h3', {}, 'New volume'),
       field('Name', name),
-      field('Kind', kind),
+      kindField,
+      guideTable('ti-storage-guide', STORAGE_KINDS),
       sourceField,
       field('Size (GiB)', size),
       field('Description', desc),

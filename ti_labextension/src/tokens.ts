@@ -143,6 +143,11 @@ export interface IImage {
   version?: string;
   accelerator?: string;
   description?: string;
+  // IMG3: read from the image's registry; `registry` is 'ok', 'pending: ...' or why they are missing
+  size_bytes?: number | null;
+  image_created?: string | null;
+  digest?: string | null;
+  registry?: string;
 }
 
 export interface ICredential {
@@ -182,7 +187,7 @@ export interface IMyQuota {
 export interface IAlert {
   id: number;
   key: string;
-  kind: 'machine' | 'job' | 'workspace' | 'queue';
+  kind: 'machine' | 'job' | 'workspace' | 'queue' | 'support';
   rule: string;
   severity: 'info' | 'warning' | 'critical';
   subject: string;
@@ -196,4 +201,8 @@ export interface IAlert {
   notices: number;
   cleared_at: string | null;
   open: boolean;
+  /** a support request's answer (JOB4); empty until an admin answers */
+  answer: string;
+  answered_by: string;
+  answered_at: string | null;
 }

@@ -128,6 +128,9 @@ def _merge_roles(existing, ours):
 def configure_hub(c):
     from ti_hub import scopes as S
     from ti_hub.hub_config import TEMPLATE_VARS, TEMPLATES, preset_roles, ssh_role
+    from ti_hub.spawner import names
+
+    names.install()  # workspace names are checked before the hub stores a server
 
     pod_ip = os.environ.get("TI_HUB_POD_IP", "")
     if not pod_ip:

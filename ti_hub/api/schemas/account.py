@@ -1,23 +1,56 @@
-"""Schemas of /me, images (IMG1-IMG3), registry credentials, SSH keys (ACC6) and templates (JOB7)."""
+"""Schemas of /me (with my profile, issue 31), images (IMG1-IMG3), registry credentials, SSH keys (ACC6) and
+templates (JOB7)."""
 
 from __future__ import annotations
 
 from ...ops.images import HOST_PATTERN, IMAGE_PATTERN
 from ...ops.keys import KEY_TYPES
-from .common import (BOOL, ID, NAME, STR, TEXT, TIME, answer, array, enum, integer, nullable, obj, page_of,
-                     string, text)
+from .common import (BOOL, ID, NAME, STR, TEXT, TIME, answer, array, enum, integer, nullable, number, obj,
+                     page_of, string, text)
+from . import people as PE
 from .jobs import SHAPE_RULES, SPEC_FIELDS
 
 # permissions: the effective ones (the token's scopes narrowed by the TiHub roles held: ops/grants.py)
-ME = answer({"name": STR, "kind": enum(("user", "service")), "admin": BOOL, "groups": array(STR),
-             "permissions": array(STR), "roles": array(STR)}, title="Me")
+_WHO = {"name": STR, "kind": enum(("user", "service")), "admin": BOOL, "groups": array(STR),
+        "permissions": array(STR), "roles": array(STR)}
+# my profile (issue 31): what I set myself, or an admin set for me; a service has none (empty, unverified)
+_PROFILE = {"nickname": STR, "email": STR, "phone": STR, "email_verified": PE.EMAIL_VERIFIED}
+ME = answer({**_WHO, **_PROFILE}, title="Me")
+ME_CHANGE = obj({"nickname": PE.NICKNAME, "email": PE.EMAIL, "phone": PE.PHONE}, title="MyProfileChange",
+                minProperties=1, description="what to change of my profile (an empty string clears a field); a "
+                                             "new email is unverified until the link mailed to it is opened")
+VERIFICATION = answer(
+    {"status": enum(("sent", "failed", "not_configured", "too_soon")), "detail": STR}, title="EmailVerification",
+    description="what became of the verification link: sent; failed (the mail server did not take it: set the "
+                "email again to retry); not_configured (this TiHub sends no email, so the address cannot be "
+                "verified here); too_soon (a link went to me less than Notifier.email_link_interval ago)")
+ME_CHANGED = answer({**_WHO, **_PROFILE, "verification": {
+    "anyOf": [VERIFICATION, {"type": "null"}],
+    "description": "null when no link was asked for (no email given, the email cleared or already verified)"}},
+    title="MeChanged")
 
 IMAGE_ADDRESS = string(512, 1, "an image address like registry/name:tag (lowercase)", pattern=IMAGE_PATTERN)
-NEW_IMAGE = obj({"name": NAME, "address": IMAGE_ADDRESS, "version": text(128),
-                 "accelerator": enum(("cpu", "gpu")), "size_mib": nullable(integer(0, 1 << 30)),
+# IMG3: version, size and creation time are read from the registry (ti_hub/registry), never typed in
+NEW_IMAGE = obj({"name": NAME, "address": IMAGE_ADDRESS, "accelerator": enum(("cpu", "gpu")),
                  "description": TEXT}, ["name", "address"], title="NewImage")
-IMAGE = answer({"id": ID, "name": STR, "address": STR, "version": STR, "accelerator": STR,
-                "size_mib": nullable(integer(0)), "description": STR, "created_at": TIME, "public": BOOL},
+REGISTRY_STATE = string(description="what the image's registry said: 'ok', 'pending: ...' (still being read: list "
+                                    "again), or 'unreachable: ...', 'denied: ...', 'not found: ...', "
+                                    "'unreadable: ...' with the reason, or 'not read: ...' where "
+                                    "ImageRegistries.reach leaves that registry out")
+_STORED_IMAGE = {"id": ID, "name": STR, "address": STR, "accelerator": STR, "description": STR, "created_at": TIME,
+                 "public": BOOL}
+# the spawn form's choices: what is stored, without reading registries (a spawn must not wait for them)
+FORM_IMAGE = answer(_STORED_IMAGE, title="FormImage")
+IMAGE = answer({"id": ID, "name": STR, "address": STR,
+                "version": string(description="the address's tag (or the start of its digest)"),
+                "accelerator": STR, "description": STR, "created_at": TIME, "public": BOOL,
+                "size_bytes": nullable(integer(0, description="the config's and layers' sizes, as the registry "
+                                                              "lists them (compressed: what a pull downloads)")),
+                "size_mib": nullable(number(0)),
+                "image_created": nullable(string(description="when the image was built (its config's created), "
+                                                             "ISO 8601 UTC")),
+                "digest": nullable(string(description="the manifest (or index) digest the tag names now")),
+                "registry": REGISTRY_STATE},
                title="Image")
 # image_note: what this platform does with the image picked (the embedded one runs none); shown by the pickers
 IMAGE_NOTE = nullable(string(description="what this platform does with the image you pick (null: it runs it)"))

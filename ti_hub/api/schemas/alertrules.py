@@ -29,12 +29,15 @@ RULE_FIELDS = {
     "severity": enum(SEVERITIES), "enabled": BOOL,
     "notify_owners": BOOL, "cordon": BOOL,
     "grace": nullable(integer(0, MAX_S, "workspace-idle only: seconds from the warning to the reclaim")),
+    "cpu_threshold": nullable(number(0, 100, "workspace-idle only: a workspace is idle when it also uses under this "
+                                             "percent of its plan's CPUs")),
 }
 # a machine metric bounds its threshold: said when the metric is given (a change without one: the rule's, 409)
 THRESHOLD_RULES = [{"if": {"properties": {"metric": {"const": metric}}, "required": ["metric"]},
                     "then": {"properties": {"threshold": number(lo, hi, f"{what}, for a {metric} rule")}}}
                    for metric, (lo, hi, what) in THRESHOLDS.items()]
-NEW_RULE = obj({**RULE_FIELDS, "grace": {"type": "null", "description": "machine rules have none"}},
+NEW_RULE = obj({**RULE_FIELDS, "grace": {"type": "null", "description": "machine rules have none"},
+                "cpu_threshold": {"type": "null", "description": "machine rules have none"}},
                ["name", "metric", "op", "threshold"], title="NewAlertRule", allOf=THRESHOLD_RULES,
                description="a machine rule (a built-in metric has its one rule already: 409)")
 RULE_CHANGE = obj({**RULE_FIELDS, "interval": integer(1, MAX_S, "seconds looked back: at most HealthMonitor.window "
@@ -50,6 +53,8 @@ RULE = answer({"id": ID, "name": STR, "description": STR, "metric": STR, "op": S
                "notify_owners": BOOL, "cordon": BOOL,
                "grace": nullable(integer(0, None, "workspace-idle: seconds from the warning to the reclaim; null "
                                          "for the other rules")),
+               "cpu_threshold": nullable(number(0, 100, "workspace-idle: the percent of a workspace's CPUs under "
+                                                        "which its CPU is idle; null for the other rules")),
                "builtin": {**BOOL, "description": "a built-in rule about jobs or workspaces (job-overrun, "
                            "job-wait, workspace-idle): one each, never created nor deleted; op, percent, step "
                            "and cordon fixed"},

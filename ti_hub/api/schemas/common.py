@@ -159,6 +159,10 @@ ERROR = obj({"error": string(description="a machine-readable code"),
              # quota refusals name the resource, the request, the use and the limit (RES3)
              "resource": STR, "requested": NUM, "used": NUM, "limit": NUM,
              "holders": array(STR),
+             # a per-user cap over the VC's devices (RES2): the cap asked, and "limit" the devices there
+             "cap": NUM,
+             # a VC that is not empty (RES2): what is left in it, so that a page can name the jobs it would stop
+             "jobs": array(ANY_OBJECT), "job_count": NUM, "machines": array(STR), "plans": array(STR),
              # a refused CSV import: every row's outcome (api/schemas/people.py IMPORT_ROW)
              "rows": array(ANY_OBJECT)},
             ["error", "detail", "field"], title="Error",

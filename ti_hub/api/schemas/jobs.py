@@ -92,18 +92,25 @@ SUBMISSION = obj({"name": NAME, **SPEC_FIELDS,
                   "secret_env": nullable({**ENV, "description": "secret environment variables NAME: value, sealed "
                                                                 "at once and never shown again (not in env too)"}),
                   "template": nullable(ref("template")),
-                  "priority": nullable(integer(1, 1000, "1-1000 (admins only; default 100)"))},
+                  "priority": nullable(integer(1, 1000, "1-1000 (admins only; default 100)")),
+                  "draft": {**BOOL, "description": "true: save the job as a draft (state created): checked as a "
+                                                   "submission, not queued, no quota used; POST /jobs/{id}/start "
+                                                   "queues it"}},
                  ["name"], title="Submission",
                  description="A training job to run. plan, image and command are required unless a template gives "
                              "them; the submission's own fields win over the template's.",
                  allOf=[SHAPE_RULES, {"if": {"properties": {"template": {"type": "null"}}},
                                       "then": {"required": ["plan", "image", "command"]}}])
+SUPPORT = obj({"message": text(v.MAX_TEXT, filled=True, description="what to ask the admins")}, ["message"],
+              description="a message to the admins; the job's facts and the last lines of its log (secret "
+                          "environment values scrubbed) go with it")
 CLONE = obj({"name": nullable(string(63))}, description="the clone's name (default: the job's, numbered)")
 PRIORITY = obj({"priority": integer(1, 1000)}, ["priority"])
 MOVE = obj({"to": nullable(enum(("top", "bottom"))), "before": nullable(ID), "after": nullable(ID)},
            description="exactly one of: to, before (a queued job of mine), after",
            oneOf=exactly_one("to", "before", "after"))
 ADD_PORT = obj({"port": PORT}, ["port"])
+SET_SSH = obj({"enabled": BOOL}, ["enabled"])
 # an absolute, normalized path (endpoints/pure.check_logdir): no '.' or '..' component, no '//', no NUL or newline
 _LOGDIR_PART = r"([^/\x00\n]*[^/.\x00\n][^/\x00\n]*|\.{3,})"
 LOGDIR_PATH = string(4096, 1, "a directory inside one of the job's volume mounts: an absolute path without '.', "
@@ -133,8 +140,10 @@ JOB_FIELDS = {
     "queue": QUEUE_PLACE,
     # the detail adds the history; for the owner, the endpoint URLs and TensorBoards (JOB6)
     "events": array(EVENT), "endpoint_urls": obj({}, extra=STR), "tensorboards": array(TENSORBOARD),
+    # the jupyter endpoint (JOB2): its port (a job that asked for it), its URL for the owner (null until it runs)
+    "jupyter_port": INT, "jupyter_url": nullable(STR),
 }
-DETAIL_ONLY = ("queue", "events", "endpoint_urls", "tensorboards")
+DETAIL_ONLY = ("queue", "events", "endpoint_urls", "tensorboards", "jupyter_port", "jupyter_url")
 JOB = answer(JOB_FIELDS, DETAIL_ONLY, title="Job",
              description="A training job or a workspace (kind workspace) and where it stands")
 # another user's waiting job, as those with custom:ti:jobs:view-all see it (JOB5): ops/jobs.SUMMARY_PLAIN
@@ -152,9 +161,14 @@ LOGS = answer({"text": STR, "offset": COUNT, "instance": COUNT, "instances": COU
                "finished": BOOL}, title="Logs")
 GPU = answer({"index": INT, "utilization_percent": nullable(INT), "memory_used_mib": nullable(INT),
               "memory_total_mib": nullable(INT)})
+DISK_IO = answer({"read_bytes": INT, "write_bytes": INT, "read_bytes_per_s": NUM, "write_bytes_per_s": NUM},
+                 title="DiskIO")  # what the instance's processes made the kernel read from or send to storage
+NETWORK_IO = answer({"rx_bytes": INT, "tx_bytes": INT, "rx_bytes_per_s": NUM, "tx_bytes_per_s": NUM},
+                    title="NetworkIO")  # the job's network namespace, loopback excepted
 METRICS = answer({"job": ID, "status": STATUS, "note": STR, "at": TIME,
                   "instances": array(answer({"instance": COUNT, "cpu_cores": nullable(NUM),
                                              "memory_bytes": nullable(INT), "gpus": nullable(array(GPU)),
+                                             "disk": nullable(DISK_IO), "network": nullable(NETWORK_IO),
                                              "note": STR}))}, title="Metrics")
 TENSORBOARDS = answer({"items": array(TENSORBOARD), "total": COUNT})
 TENSORBOARD_STARTED = answer({**TENSORBOARD["properties"], "job": ID, "started": BOOL})

@@ -13,12 +13,15 @@ NICKNAME = string(P.NICKNAME_MAX, description=f"at most {P.NICKNAME_MAX} charact
                   pattern=NO_CONTROL)
 EMAIL = string(254, description=P.EMAIL_RULE + ", or empty", pattern=P.EMAIL_PATTERN)
 PHONE = string(32, description=P.PHONE_RULE + ", or empty", pattern=P.PHONE_PATTERN)
+EMAIL_VERIFIED = {**BOOL, "description": "alert notices reach the email only when true: an admin set it, or its "
+                                         "owner opened the link mailed to it (issue 31)"}
 PASSWORD = string(P.PASSWORD_MAX, P.PASSWORD_MIN, P.PASSWORD_RULE, pattern=P.PASSWORD_PATTERN)
 DESCRIPTION = string(P.DESCRIPTION_MAX, description=f"at most {P.DESCRIPTION_MAX} characters, no control "
                                                     "characters", pattern=NO_CONTROL)
 MEMBERS = array(string(255, 1, "a hub user name"), minItems=1, maxItems=P.MAX_MEMBERS)
 
-USER = answer({"name": STR, "nickname": STR, "email": STR, "phone": STR, "enabled": BOOL,
+USER = answer({"name": STR, "nickname": STR, "email": STR, "phone": STR, "email_verified": EMAIL_VERIFIED,
+               "enabled": BOOL,
                "admin": {**BOOL, "description": "a system admin: in group ti-admins, or a hub admin"},
                "hub_admin": BOOL, "groups": array(STR), "roles": array(STR), "last_activity": nullable(STR),
                "changed_at": MAYBE_TIME},

@@ -4,7 +4,7 @@ gateway's look-ups (DEV4), and the ssh command users copy."""
 from __future__ import annotations
 
 from ..contract import Param
-from .account import IMAGE, IMAGE_NOTE
+from .account import FORM_IMAGE, IMAGE_NOTE
 from .common import (BOOL, COUNT, ID, INT, NAME, STR, TEXT, answer, array, integer, items_of, nullable, obj,
                      string, text)
 from .jobs import ENV, IMAGE_REF, JOB_FIELDS, PORTS, SPEC_FIELDS, VOLUMES
@@ -38,9 +38,12 @@ WORKSPACE = answer({**JOB_FIELDS, "jupyter": BOOL, "rdma": BOOL, "unix_uid": nul
 LEASE = answer({"id": ID, "owner": STR, "name": STR, "status": STR, "renewed_at": STR, "devices": array(STR),
                 "cleared_alert": nullable({"type": "object", "description": "the idle alert this renewal closed"})},
                title="Lease")
+RESET = answer({"id": ID, "owner": STR, "name": STR, "status": STR, "reset_at": STR,
+                "removed": array(STR, description="what was removed, in words (empty: nothing of the workspace's "
+                                 "own was left)")}, title="WorkspaceReset")
 # the owner's registry credentials, to pull the image with: no username, never a password
 FORM_CREDENTIAL = answer({"id": ID, "name": STR, "registry": STR}, title="FormCredential")
-FORM_CHOICES = answer({"plans": array(PLAN), "images": array(IMAGE), "volumes": array(VOLUME),
+FORM_CHOICES = answer({"plans": array(PLAN), "images": array(FORM_IMAGE), "volumes": array(VOLUME),
                        "credentials": array(FORM_CREDENTIAL), "image_note": IMAGE_NOTE,
                        "vc": answer({"vc": STR, "usable": array(STR)})}, title="FormChoices")
 GROUPS_QUERY = {"groups": Param(string(4096), "the owner's groups, comma-separated"),

@@ -29,7 +29,7 @@ from ..base import ExecutionBackend, InstanceStatus, JobObservation, LaunchSpec,
 from ..outcome import LOST_REASON
 from ...storage import personal
 from . import devices as devices_mod
-from . import jobdir, launcher, limits, logfiles, netns, outbound, procs, sandbox, slices, sockets, userdirs
+from . import jobdir, launcher, limits, logfiles, netns, outbound, procs, sandbox, slices, sockets, userdirs, wsstate
 from .runner import write_json_atomic
 
 
@@ -70,9 +70,11 @@ class LocalBackend(ExecutionBackend):
     extra_env = Dict(value_trait=Unicode(), help="Environment added to every job, before the job's own "
                                                  "environment (which may override it).").tag(config=True)
     inherit_env = List(
-        Unicode(), ["PATH", "LANG", "LC_ALL", "TZ", "LD_LIBRARY_PATH"],
+        Unicode(), ["LANG", "LC_ALL", "TZ", "LD_LIBRARY_PATH"],
         help="Variables copied from the service's environment into jobs; nothing else is inherited, "
-             "so the service's secrets never reach a job (HOME, USER and LOGNAME are the owner's).").tag(config=True)
+             "so the service's secrets never reach a job (HOME, USER and LOGNAME are the owner's). PATH is "
+             "the platform's (this installation's bin directory with python and ti, then the system's) unless "
+             "listed here.").tag(config=True)
     use_bubblewrap = Bool(True, help="Run users' code in bubblewrap: a private, mostly read-only view of the "
                                      "machine (sandbox.py). Run as root, TiHub runs no user code without it. "
                                      "Unprivileged, when bwrap cannot run here, a warning is logged and jobs "
@@ -279,6 +281,10 @@ class LocalBackend(ExecutionBackend):
     def home_of(self, owner: str) -> str:
         return os.path.join(self.home_root, owner)
 
+    def clear_workspace_state(self, owner: str, name: str) -> list[str]:
+        # the local spawner's root_dir holds the homes (home_root) beside each workspace's own directories
+        return wsstate.clear(os.path.dirname(os.path.abspath(self.home_root)), owner, name)
+
     def _prepare(self, spec: LaunchSpec, bwrap: str | None, cgroups: bool) -> tuple[dict, list[tuple]]:
         """Blocking: directories, mounts and the supervisors' configs. Returns (state, spawn list)."""
         jd = self.job_dir(spec.job_id)
@@ -305,7 +311,8 @@ class LocalBackend(ExecutionBackend):
             # the job's secret entries too (opened for this launch); the config holding them stays in the job's
             # records, which only the platform can read (the SSH gateway's sessions into the job read them there)
             env = jobdir.job_env(self.inherit_env, self.extra_env, {**spec.env, **spec.secret_env}, inst.env,
-                                 inst.devices, spec.job_id, home=ident.home, user=ident.name)
+                                 inst.devices, spec.job_id, home=ident.home, user=ident.name,
+                                 path=launcher.user_path())
             if not bwrap:  # no sandbox: the personal directories are where they are on this machine
                 env.update({personal.ENV[m.kind]: m.source for m in spec.mounts if m.kind in personal.KINDS})
             nodes, env["CUDA_VISIBLE_DEVICES"] = self.gpu_binding(list(inst.devices))
@@ -325,6 +332,10 @@ class LocalBackend(ExecutionBackend):
                 cfg["cpus"] = limits.pick_cores(inst.cpu, available, spec.job_id + inst.index)
             if net_dir is not None:
                 cfg["netns"] = netns.paths(net_dir)["netns"]  # pinned by the portal, started below
+            if spec.jupyter and inst.index == 0:  # the supervisor starts it beside the command (runner.py)
+                cfg["user"]["env"][jobdir.JUPYTER_TOKEN_ENV] = spec.jupyter["token"]
+                cfg["jupyter"] = {"port": spec.jupyter["port"], "base_url": spec.jupyter["base_url"],
+                                  "log": os.path.join(jd, "logs", "instance-0.jupyter.log")}
             write_json_atomic(p["config"], cfg)
             record = {"job_id": spec.job_id, "index": inst.index, "role": inst.role,
                       "role_index": inst.role_index, "pid": None, "start_time": None,
@@ -538,7 +549,20 @@ class LocalBackend(ExecutionBackend):
         return await asyncio.to_thread(self._metrics_sync, state or {}, {} if self.devices else devices)
 
     def _metrics_sync(self, state: dict, devices: dict[int, list[int]]) -> list[Any]:
-        return procs.instance_usage(state.get("instances", []), self._targets, METRICS_WINDOW, devices)
+        net = (state.get("net") or {}).get("netns")  # the job's own network (none: it shares the host's)
+        return procs.instance_usage(state.get("instances", []), self._targets, METRICS_WINDOW, devices, net)
+
+    async def usage_totals(self, states: dict[int, dict[str, Any]]) -> dict[int, list[Any]]:
+        return await asyncio.to_thread(procs.instance_totals, states, self._targets)
+
+    async def workspace_cpu_seconds(self, states: dict[int, dict[str, Any]]) -> dict[int, float]:
+        # a workspace's state is its spawner's record (spawner/local.py ti_state): one instance, read as a job's
+        wrapped = {i: {"instances": [{**s, "index": 0}]} for i, s in states.items()
+                   if (s or {}).get("backend") == "local" and s.get("pid")}
+        if not wrapped:
+            return {}
+        totals = await asyncio.to_thread(procs.instance_totals, wrapped, self._targets)
+        return {i: sum(t.cpu_seconds for t in ts) for i, ts in totals.items() if ts}
 
     async def cleanup(self, job_id: int, state: dict[str, Any]) -> None:
         await asyncio.to_thread(jobdir.remove_scratch, state or {})

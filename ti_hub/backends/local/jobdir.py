@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 from collections.abc import Mapping, Sequence
 
@@ -52,11 +53,13 @@ ACCOUNT_ENV = ("HOME", "USER", "LOGNAME")
 
 def job_env(inherit: Sequence[str], extra_env: Mapping[str, str], spec_env: Mapping[str, str],
             instance_env: Mapping[str, str], devices: Sequence[int], job_id: int,
-            environ: Mapping[str, str] = os.environ, *, home: str = "", user: str = "") -> dict[str, str]:
-    """A minimal base (``inherit`` from the service, so none of its secrets; the owner's home and name, not
-    the service's), the admin's extra environment, the job's, the instance's, then what the platform decides
-    and nobody overrides."""
-    env = {k: environ[k] for k in inherit if k in environ and not (k in ACCOUNT_ENV and user)}
+            environ: Mapping[str, str] = os.environ, *, home: str = "", user: str = "", path: str = ""
+            ) -> dict[str, str]:
+    """A minimal base (``path``: the platform's PATH; ``inherit`` from the service, so none of its secrets; the
+    owner's home and name, not the service's), the admin's extra environment, the job's, the instance's, then
+    what the platform decides and nobody overrides."""
+    env = {"PATH": path} if path else {}
+    env.update({k: environ[k] for k in inherit if k in environ and not (k in ACCOUNT_ENV and user)})
     if user:
         env.update(HOME=home, USER=user, LOGNAME=user)
     env.setdefault("LANG", "C.UTF-8")
@@ -68,6 +71,35 @@ def job_env(inherit: Sequence[str], extra_env: Mapping[str, str], spec_env: Mapp
     env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in devices)  # empty: no GPU
     env["TI_JOB_ID"] = str(job_id)
     return env
+
+
+JUPYTER_TOKEN_ENV = "TI_JUPYTER_TOKEN"
+# the jupyter endpoint (JOB2): $1 the user's command, $2 the fd of the server's log. The token goes by the
+# environment (a command line is readable by every user of the machine); the server is started in the background
+# in the command's process group, so stopping the job ends both; without jupyter the command still runs.
+JUPYTER_WRAP = """\
+if command -v jupyter >/dev/null 2>&1; then
+  JUPYTER_TOKEN="$TI_JUPYTER_TOKEN" jupyter server --no-browser --ip=127.0.0.1 --port={port} \\
+    --ServerApp.base_url={base_url} --ServerApp.root_dir={root_dir} \\
+    --ServerApp.port_retries=0 --ServerApp.allow_root=True >&{fd} 2>&1 {fd}>&- </dev/null &
+else
+  echo "[ti] jupyter endpoint: no jupyter command in this job's environment (install jupyter_server in its \
+image); the endpoint answers 502" >&2
+fi
+exec {fd}>&-
+unset TI_JUPYTER_TOKEN
+exec {shell} -c "$1"
+"""
+
+
+def jupyter_argv(shell: str, command: str, port: int, base_url: str, root_dir: str, fd: int) -> list[str]:
+    """The argv that starts the jupyter endpoint's server and then ``exec``s the user's command. ``fd``: the
+    server's log, opened by the supervisor (a single digit: POSIX sh redirects no others)."""
+    if not 0 <= fd <= 9:
+        raise ValueError(f"the jupyter log's fd must be 0-9, not {fd}")
+    script = JUPYTER_WRAP.format(port=int(port), base_url=shlex.quote(base_url), root_dir=shlex.quote(root_dir),
+                                 fd=fd, shell=shell)
+    return [shell, "-c", script, "ti-jupyter", command]
 
 
 def tmp_dir(ud: str, index: int) -> str:

@@ -53,13 +53,33 @@ def read_only_paths(extra: tuple[str, ...] = ()) -> tuple[str, ...]:
     return tuple(p for p in found if os.path.exists(p))
 
 
+@lru_cache(maxsize=1)
+def bin_dirs() -> tuple[str, ...]:
+    """Where this installation's ``python`` and ``ti`` are: the interpreter's directory as it was started (a
+    virtual environment's ``bin``, not where its symlink leads) and its scheme's scripts directory."""
+    import sysconfig
+
+    out: list[str] = []
+    for d in (os.path.dirname(os.path.abspath(sys.executable)), sysconfig.get_path("scripts")):
+        if d and os.path.isdir(d) and d not in out:
+            out.append(d)
+    return tuple(out)
+
+
+def user_path() -> str:
+    """The PATH user code starts with (jobs, workspaces, TensorBoards): this installation's bin directories,
+    then the system's. Never the service's own PATH: its entries (the platform account's tools, pyenv's shims)
+    either do not exist in the sandbox or lead outside what the user was meant to run."""
+    return sandbox.user_path(bin_dirs())
+
+
 def plan(binds: Sequence[sandbox.Bind], *, tmp: str, shm_mib: int, cwd: str, extra_read_only: Sequence[str] = (),
          devices: Sequence[tuple[str, str]] = ()) -> sandbox.Plan:
     """``devices``: (host path, path inside) of the device nodes of the GPUs the work holds
     (``devices.binding``); no other device node of the machine is in the sandbox."""
     return sandbox.Plan(binds=tuple(binds), read_only=read_only_paths(tuple(extra_read_only)),
                         entries=sandbox.root_entries(), devices=tuple((str(a), str(b)) for a, b in devices),
-                        tmp=tmp, shm_mib=int(shm_mib or 0), cwd=cwd)
+                        tmp=tmp, shm_mib=int(shm_mib or 0), cwd=cwd, bin_dirs=bin_dirs())
 
 
 def config(*, ident: sandbox.Identity, argv: Sequence[str], env: dict[str, str], cwd: str, box: sandbox.Plan | None,
@@ -116,8 +136,8 @@ def probe(bwrap: str, python: str, timeout: float = 30.0) -> str:
         argv = sandbox.bwrap_argv(bwrap, box, privileged=privileged(), python=python, spec_fd=spec)
         r = subprocess.run(argv, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL, env={},
                            pass_fds=[spec])
-    except (OSError, subprocess.SubprocessError) as e:
-        return str(e)
+    except (OSError, subprocess.SubprocessError, sandbox.SandboxError) as e:
+        return str(e)  # SandboxError: TiHub is installed where no sandbox can show it
     finally:
         os.close(spec)
     return "" if r.returncode == 0 else (r.stderr.decode(errors="replace").strip() or f"exit {r.returncode}")

@@ -1,4 +1,4 @@
-"""Small /proc helpers (Linux): process identity, trees, groups, memory, and signals.
+"""Small /proc helpers (Linux): process identity, trees, groups, memory, disk I/O, network, and signals.
 
 A pid alone does not identify a process (pids are recycled), so every liveness check compares the
 process start time (field 22 of /proc/<pid>/stat, clock ticks since boot) recorded at launch.
@@ -185,31 +185,90 @@ def mem_total_mib() -> int:
 
 
 
-def instance_usage(records: list[dict], targets: Callable[[dict], tuple], window: float,
-                   devices: dict[int, list[int]]) -> list[Any]:
-    """Blocking: two /proc samples ``window`` seconds apart, one ``InstanceMetrics`` per instance record: CPU as
-    cores busy between them, memory as summed RSS. ``targets(record)``: (supervisor, its start, the child's
-    process group, the child's start, ...) as the backend reads a record."""
-    def sample() -> dict[int, tuple[set[int], int, int]]:
-        snap = snapshot()
-        out = {}
-        for rec in records:
-            sup, sup_start, pgid, child_start, _ = targets(rec)
-            pids = job_processes(sup, sup_start, pgid, child_start, snap)
-            out[rec["index"]] = (pids, cpu_ticks(pids, snap), rss_bytes(pids, snap))
-        return out
+def io_bytes(pids: set[int]) -> tuple[int, int]:
+    """Summed (read_bytes, write_bytes) of /proc/PID/io; a process that went away meanwhile counts nothing."""
+    read = write = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/io", encoding="ascii") as f:
+                r, w = metrics_mod.parse_proc_io(f.read())
+        except (OSError, ValueError):
+            continue
+        read, write = read + r, write + w
+    return read, write
 
+
+def netns_bytes(pids: set[int], netns: str) -> tuple[int, int] | None:
+    """(received, sent) of the network namespace pinned at ``netns``, read through one of ``pids`` that is
+    in it (its inode is compared: a pid recycled meanwhile, or a process that left, is not read)."""
+    try:
+        want = os.stat(netns).st_ino
+    except OSError:
+        return None
+    for pid in sorted(pids):
+        try:
+            if os.stat(f"/proc/{pid}/ns/net").st_ino != want:
+                continue
+            with open(f"/proc/{pid}/net/dev", encoding="ascii") as f:
+                text = f.read()
+            if os.stat(f"/proc/{pid}/ns/net").st_ino == want:  # still the same process in the same namespace
+                return metrics_mod.parse_net_dev(text)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+Sample = tuple[set[int], int, int, tuple[int, int], "tuple[int, int] | None"]  # pids, ticks, rss, disk, network
+
+
+def sample_instances(records: list[dict], targets: Callable[[dict], tuple], netns: str | None,
+                     snap: dict[int, ProcStat] | None = None) -> dict[int, Sample]:
+    """Each instance record's processes now, with their CPU ticks, summed RSS, disk bytes (/proc/PID/io) and,
+    with ``netns`` (the job's own network namespace, which its instances share), the namespace's traffic on
+    instance 0. ``targets(record)``: (supervisor, its start, the child's process group, the child's start, ...)
+    as the backend reads a record."""
+    snap = snapshot() if snap is None else snap
+    out = {}
+    for rec in records:
+        sup, sup_start, pgid, child_start, _ = targets(rec)
+        pids = job_processes(sup, sup_start, pgid, child_start, snap)
+        net = netns_bytes(pids, netns) if netns and rec["index"] == 0 and pids else None
+        out[rec["index"]] = (pids, cpu_ticks(pids, snap), rss_bytes(pids, snap), io_bytes(pids), net)
+    return out
+
+
+def instance_usage(records: list[dict], targets: Callable[[dict], tuple], window: float,
+                   devices: dict[int, list[int]], netns: str | None = None) -> list[Any]:
+    """Blocking: two samples ``window`` seconds apart (``sample_instances``), one ``InstanceMetrics`` per
+    instance record: CPU as cores busy between them, memory as summed RSS, disk and network as totals and rates."""
     started = time.monotonic()
-    first = sample()
+    first = sample_instances(records, targets, netns)
     time.sleep(window)
     elapsed = time.monotonic() - started
-    second = sample()
+    second = sample_instances(records, targets, netns)
     usage = []
     for index in sorted(second):
-        pids, ticks, rss = second[index]
+        pids, ticks, rss, disk, net = second[index]
         if not pids:
             usage.append(metrics_mod.InstanceMetrics(index, note="not running"))
             continue
-        cores = metrics_mod.cpu_cores(first.get(index, (set(), ticks, 0))[1], ticks, elapsed)
-        usage.append(metrics_mod.InstanceMetrics(index, cores, rss, metrics_mod.nvml_samples(devices.get(index, []))))
+        before = first.get(index)
+        cores = metrics_mod.cpu_cores(before[1] if before else ticks, ticks, elapsed)
+        usage.append(metrics_mod.InstanceMetrics(
+            index, cores, rss, metrics_mod.nvml_samples(devices.get(index, [])),
+            disk=metrics_mod.traffic(before[3] if before else None, disk, elapsed),
+            network=None if net is None else metrics_mod.traffic(before[4] if before else None, net, elapsed)))
     return usage
+
+
+def instance_totals(states: dict[int, dict], targets: Callable[[dict], tuple]) -> dict[int, list[Any]]:
+    """Blocking: what each job (id -> its backend state) has used so far, per running instance
+    (``InstanceTotals``), from one /proc snapshot for all."""
+    snap = snapshot()
+    out = {}
+    for job_id, state in states.items():
+        net = ((state or {}).get("net") or {}).get("netns")
+        got = sample_instances((state or {}).get("instances", []), targets, net, snap)
+        out[job_id] = [metrics_mod.InstanceTotals(i, ticks / metrics_mod.CLK_TCK, rss, disk, net_bytes)
+                       for i, (pids, ticks, rss, disk, net_bytes) in sorted(got.items()) if pids]
+    return out

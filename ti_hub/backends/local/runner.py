@@ -25,7 +25,7 @@ import sys
 import time
 from datetime import datetime, timezone
 
-from ti_hub.backends.local import limits, netns, procs, sandbox
+from ti_hub.backends.local import jobdir, limits, netns, procs, sandbox
 from ti_hub.backends.outcome import exit_reason
 
 PR_SET_PDEATHSIG = 1
@@ -98,6 +98,9 @@ class Supervisor:
         self.stop_requested = False
         self.limit_reason = ""  # set when the platform stops the instance for passing a limit
         self.log = open(cfg["log"], "ab", buffering=0)
+        # the jupyter endpoint's server log (jobdir.jupyter_argv): opened first, so its fd is a single digit
+        self.jupyter_fd = os.open(cfg["jupyter"]["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640) \
+            if cfg.get("jupyter") else None
         self.prctl = _prctl()
         self.cgroup: limits.Cgroup | None = None
         self.memory_peak: int | None = None  # bytes, from the cgroup when the kernel tells
@@ -185,29 +188,43 @@ class Supervisor:
         cfg, box = self.cfg, self.cfg["sandbox"]
         ident = sandbox.Identity(**cfg["identity"])
         user = cfg["user"]
-        spec = sandbox.user_spec(ident, user["argv"], user["env"], user["cwd"])
+        argv, extra_fds = list(user["argv"]), []
+        jup = cfg.get("jupyter")
+        if jup and self.jupyter_fd is not None:
+            os.set_inheritable(self.jupyter_fd, True)
+            root = sandbox.JOB_DIR if box.get("bwrap") else user["cwd"]
+            argv = jobdir.jupyter_argv(argv[0], argv[-1], jup["port"], jup["base_url"], root, self.jupyter_fd)
+            extra_fds.append(self.jupyter_fd)
+            self.note(f"jupyter endpoint: starting a Jupyter server on port {jup['port']} (its output: "
+                      f"logs/{os.path.basename(jup['log'])} in the job's directory)")
+        spec = sandbox.user_spec(ident, argv, user["env"], user["cwd"])
         spec_fd = memfd("ti-spec", json.dumps(spec).encode())
         python = box["python"]
         if not box.get("bwrap"):
-            return sandbox.plain_argv(python, spec_fd), [spec_fd]
+            return sandbox.plain_argv(python, spec_fd), [spec_fd, *extra_fds]
         plan = box["plan"]
         plan = sandbox.Plan(binds=tuple(sandbox.Bind(**b) for b in plan["binds"]),
                             read_only=tuple(plan["read_only"]), entries=tuple(tuple(e) for e in plan["entries"]),
                             devices=tuple((d, d) if isinstance(d, str) else tuple(d)  # str: a config before pairs
                                           for d in plan["devices"]), tmp=plan["tmp"], shm_mib=plan["shm_mib"],
-                            cwd=plan["cwd"], extra=tuple(plan.get("extra", ())))
-        fds = [spec_fd]
-        passwd_fd = group_fd = None
+                            cwd=plan["cwd"], extra=tuple(plan.get("extra", ())),
+                            bin_dirs=tuple(plan.get("bin_dirs", ())))  # none in a config from before
+        fds = [spec_fd, *extra_fds]
+        passwd_fd = group_fd = profile_fd = None
         if box.get("privileged"):
             passwd_fd = memfd("ti-passwd", sandbox.passwd_text(_read("/etc/passwd"), ident).encode())
             group_fd = memfd("ti-group", sandbox.group_text(_read("/etc/group"), ident).encode())
             fds += [passwd_fd, group_fd]
+        if plan.bin_dirs and os.path.isfile(sandbox.PROFILE):  # none: nothing resets PATH in login shells
+            profile_fd = memfd("ti-profile", sandbox.profile_text(_read(sandbox.PROFILE), plan.bin_dirs).encode())
+            fds.append(profile_fd)
         self.info_r, info_w = os.pipe()
         os.set_inheritable(info_w, True)
         fds.append(info_w)
         self.info_w = info_w
         argv = sandbox.bwrap_argv(box["bwrap"], plan, privileged=bool(box.get("privileged")), python=python,
-                                  spec_fd=spec_fd, passwd_fd=passwd_fd, group_fd=group_fd, info_fd=info_w)
+                                  spec_fd=spec_fd, passwd_fd=passwd_fd, group_fd=group_fd, info_fd=info_w,
+                                  profile_fd=profile_fd)
         return argv, fds
 
     def run(self) -> int:

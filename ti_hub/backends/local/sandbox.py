@@ -23,6 +23,7 @@ the final ``execve`` after the switch, through a memfd that ``dropexec`` reads.
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -33,6 +34,13 @@ SYSTEM_ENTRIES = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc"
 DROPEXEC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dropexec.py")
 PASSWD_SHELL = "/bin/bash"
 JOB_DIR = "/job"  # a job's work directory, inside its sandbox
+TMP_DIRS = ("/tmp", "/var/tmp")  # the instance's own, mounted over whatever the host has there
+# mounted before the read-only paths: one of those at or above them would show the host's there instead
+OWN_PLACES = (*TMP_DIRS, "/dev", "/proc", "/sys")
+# what follows the platform's own bin directories in user code's PATH: the standard system directories only,
+# never the service's PATH (the platform account's Go, Cargo, pyenv shims ... mean nothing inside)
+SYSTEM_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+PROFILE = "/etc/profile"
 
 
 def home_path(name: str) -> str:
@@ -69,6 +77,7 @@ class Plan:
     shm_mib: int = 64
     cwd: str = "/"
     extra: tuple[str, ...] = field(default=())  # more bubblewrap options (tests, admins)
+    bin_dirs: tuple[str, ...] = ()  # the platform's python and ``ti``: first in login shells' PATH (``profile_text``)
 
 
 class SandboxError(ValueError):
@@ -133,6 +142,50 @@ def parents_to_make(targets: Iterable[str], system: Iterable[str]) -> list[str]:
     return sorted(out, key=lambda p: (_depth(p), p))
 
 
+def tmp_parents(targets: Iterable[str]) -> list[str]:
+    """Ancestor directories of ``targets`` below the sandbox's own /tmp or /var/tmp (a Python environment or
+    checkout under the host's /tmp): made after those are mounted, shallowest first."""
+    out: set[str] = set()
+    for t in (os.path.normpath(t) for t in targets):
+        parts = [p for p in t.split("/") if p]
+        for i in range(1, len(parts)):
+            parent = "/" + "/".join(parts[:i])
+            if parent not in TMP_DIRS and _under(parent, TMP_DIRS):
+                out.add(parent)
+    return sorted(out, key=lambda p: (_depth(p), p))
+
+
+def hidden_by(paths: Iterable[str]) -> str:
+    """Why a host path cannot be shown read-only at its own place ('' when all can): at or above a place the
+    sandbox makes its own (its /tmp, /dev ...), it would show the host's there instead."""
+    for p in (os.path.normpath(p) for p in paths):
+        clash = [own for own in OWN_PLACES if own == p or _under(own, [p])]
+        if clash:
+            return (f"{p} (the platform's Python environment, TiHub's package or LocalBackend.sandbox_read_only) "
+                    f"cannot be shown in the sandbox: it is at or above {clash[0]}, which the sandbox makes its "
+                    "own; install TiHub in a directory below it or elsewhere")
+    return ""
+
+
+def user_path(bin_dirs: Iterable[str]) -> str:
+    """User code's PATH: the platform's bin directories (its ``python`` and ``ti``), then the system's."""
+    out: list[str] = []
+    for d in (*bin_dirs, *SYSTEM_PATH):
+        if d and d not in out:
+            out.append(d)
+    return ":".join(out)
+
+
+def profile_text(host: str, bin_dirs: Sequence[str]) -> str:
+    """The sandbox's /etc/profile: the host's, then the platform's bin directories put first again. Login shells
+    (JupyterLab's terminal, SSH logins) read it, and Debian's resets PATH to the system's, losing ``ti``."""
+    if not bin_dirs:
+        return host
+    first = ":".join(bin_dirs)
+    return (host.rstrip("\n") + "\n\n# TiHub: this installation's python and ti come first (added by the sandbox)\n"
+            f"PATH={shlex.quote(first)}\"${{PATH:+:$PATH}}\"\nexport PATH\n")
+
+
 def runtime_paths(prefixes: Iterable[str], packages: Iterable[str], entries: Sequence[tuple[str, str | None]]
                   ) -> tuple[str, ...]:
     """The host paths user code needs to run TiHub's Python (``python``, ``ti``, the magics): the interpreter's
@@ -149,14 +202,21 @@ def runtime_paths(prefixes: Iterable[str], packages: Iterable[str], entries: Seq
 
 
 def bwrap_argv(bwrap: str, plan: Plan, *, privileged: bool, python: str, spec_fd: int,
-               passwd_fd: int | None = None, group_fd: int | None = None, info_fd: int | None = None) -> list[str]:
+               passwd_fd: int | None = None, group_fd: int | None = None, info_fd: int | None = None,
+               profile_fd: int | None = None) -> list[str]:
     """bubblewrap's argv for ``plan``, ending in ``python -I -S dropexec.py SPEC_FD``.
 
     ``privileged``: the platform is root; bubblewrap then keeps only what ``dropexec`` needs to become the
     user (CAP_SETUID, CAP_SETGID), which it loses with the switch. ``passwd_fd``/``group_fd``: memfds holding
     an /etc/passwd and /etc/group that name the user (``passwd_text``). ``info_fd``: bubblewrap writes the
     sandbox's pid there (the supervisor records it; the SSH gateway enters that process's namespaces).
+    ``profile_fd``: a memfd holding the sandbox's /etc/profile (``profile_text``).
+
+    Raises SandboxError when a read-only path would hide a place the sandbox makes its own (``hidden_by``).
     """
+    why = hidden_by(plan.read_only)
+    if why:
+        raise SandboxError(why)
     argv = [bwrap, "--unshare-pid", "--unshare-ipc", "--die-with-parent"]
     system = []
     for name, link in plan.entries:
@@ -176,9 +236,15 @@ def bwrap_argv(bwrap: str, plan: Plan, *, privileged: bool, python: str, spec_fd
         argv += ["--size", str(int(plan.shm_mib) * 1024 * 1024)]
     argv += ["--perms", "1777", "--tmpfs", "/dev/shm"]
     if plan.tmp:
-        argv += ["--bind", plan.tmp, "/tmp", "--bind", plan.tmp, "/var/tmp"]
+        # 1777 like any /tmp: bubblewrap and dropexec run as root without CAP_DAC_* before the switch, and must
+        # pass through it to a Python environment or checkout under /tmp (a 0700 /tmp of the user's: EACCES)
+        argv += ["--bind", plan.tmp, "/tmp", "--bind", plan.tmp, "/var/tmp", "--chmod", "1777", "/tmp"]
     else:
         argv += ["--perms", "1777", "--tmpfs", "/tmp", "--perms", "1777", "--tmpfs", "/var/tmp"]
+    # on the way to what is shown below /tmp: made here, traversable (bubblewrap would copy the host's modes,
+    # and ``mktemp -d`` makes 0700 directories)
+    for parent in tmp_parents([*plan.read_only, *(b.target for b in plan.binds)]):
+        argv += ["--perms", "0755", "--dir", parent]
     for path in plan.read_only:
         argv += ["--ro-bind", path, path]
     for b in sorted(plan.binds, key=lambda b: _depth(b.target)):  # parents first, or they would hide children
@@ -187,6 +253,8 @@ def bwrap_argv(bwrap: str, plan: Plan, *, privileged: bool, python: str, spec_fd
         argv += ["--perms", "0644", "--ro-bind-data", str(passwd_fd), "/etc/passwd"]
     if group_fd is not None:
         argv += ["--perms", "0644", "--ro-bind-data", str(group_fd), "/etc/group"]
+    if profile_fd is not None:
+        argv += ["--perms", "0644", "--ro-bind-data", str(profile_fd), PROFILE]
     if privileged:
         # bubblewrap started by root keeps all of root's capabilities for its command unless told otherwise;
         # dropexec needs exactly these two to become the user, and the switch clears them

@@ -7,7 +7,7 @@ and ``charts`` are the pure builders (escaping, SVG).
 
 from __future__ import annotations
 
-from .account import AccountPageHandler
+from .account import AccountPageHandler, VerifyEmailPageHandler
 from .alerts import AlertsPageHandler
 from .audit import AuditPageHandler
 from .admin import PlansPageHandler, QuotasPageHandler
@@ -33,6 +33,7 @@ def page_routes(service_prefix: str) -> list[tuple[str, type[PageHandler]]]:
     """Routes /services/ti/<name> (the home page also answers without its trailing slash)."""
     routes: list[tuple[str, type[PageHandler]]] = [(service_prefix.rstrip("/") + "/?", HomeHandler)]
     routes += [(service_prefix + name, handler) for name, handler in HANDLERS.items() if name]
+    routes.append((service_prefix + VerifyEmailPageHandler.page.name, VerifyEmailPageHandler))  # not in the nav
     return routes
 
 

@@ -103,7 +103,9 @@ class AlertsPageHandler(PageHandler):
                         value=f"{r['threshold']:g}", step="any", min=0, form_id=fid)]
         if idle:
             fields += [field("Idle time (s)", "interval", type="number", value=r["interval"], min=1, form_id=fid),
-                       field("Grace (s)", "grace", type="number", value=r["grace"] or 0, min=0, form_id=fid)]
+                       field("Grace (s)", "grace", type="number", value=r["grace"] or 0, min=0, form_id=fid),
+                       field("CPU threshold (% of the plan's CPUs)", "cpu_threshold", type="number",
+                             value=f"{r['cpu_threshold'] or 0:g}", step="any", min=0, max=100, form_id=fid)]
         fields += [select("Severity", "severity", [(s, s) for s in SEVERITIES], selected=r["severity"],
                           form_id=fid),
                    checkbox("Alert owners", "notify_owners", checked=r["notify_owners"], form_id=fid)]
@@ -115,7 +117,8 @@ class AlertsPageHandler(PageHandler):
                            label=f"{'disable' if r['enabled'] else 'enable'} rule {r['name']}")
         firing = [el("li", f["fired_at"], ": ", f["subject"]) for f in r["firing"]]
         return [el("span", r["name"], title=r["description"]), jobrules.METRICS[r["metric"]],
-                f"{r['threshold']:g} {unit}", f"{r['interval']} s" if idle else "-",
+                f"{r['threshold']:g} {unit}" + (f", CPU {r['cpu_threshold']:g} %" if idle and r["cpu_threshold"]
+                                                  is not None else ""), f"{r['interval']} s" if idle else "-",
                 f"{r['grace']} s" if idle and r["grace"] is not None else "-", r["severity"],
                 "yes" if r["enabled"] else "no", "yes" if r["notify_owners"] else "no",
                 el("ul", *firing, class_="firing") if firing else "nowhere", join([change, toggle])]
@@ -146,7 +149,7 @@ class AlertsPageHandler(PageHandler):
             field("Reason", "reason", form_id=f),
         ], "Cordon", form_id=f, label="cordon a machine")
 
-    def _numbers(self, data: dict, ints=("step", "interval", "grace"), floats=("threshold", "percent")) -> dict:
+    def _numbers(self, data: dict, ints=("step", "interval", "grace"), floats=("threshold", "percent", "cpu_threshold")) -> dict:
         for k in ints:
             val = self.form_int(k, False)
             if val is not None:

@@ -11,8 +11,9 @@ from tornado import web
 from ... import scopes as S
 from ...backends.base import machine_of
 from ...domain import validation as v
-from ...ops import vcs
-from ...api.vcs import grantee_check, kubernetes
+from ...domain.errors import Conflict
+from ...ops import vcdelete, vcs
+from ...api.vcs import delete_with_jobs, grantee_check, kubernetes
 from .admin import PoolsPageHandler
 from .html import Safe, checkbox, el, field, join, post_form, select, table
 
@@ -79,8 +80,9 @@ class VCPageHandler(PoolsPageHandler):
                 "Use", form_id="vc-use", inline=True, label="use a virtual cluster"),
         ]
         if self.actor.can(S.MANAGE_VC):
+            jobs = await self.ti.db(vcdelete.unfinished_by_pool, self.actor, readonly=True)
             body += [el("h2", "Create a virtual cluster"), self.create_form()]
-            body += [self.manage(x) for x in listed["items"]]
+            body += [self.manage(x, jobs.get(x["name"], [])) for x in listed["items"]]
         body += [el("h2", "Pools: capacity and queues"), *await self.body()]
         self.show(join(body))
 
@@ -101,7 +103,21 @@ class VCPageHandler(PoolsPageHandler):
                                                           "here at once, e.g. demo-gpu=2")],
             "Create", form_id=f, label="create a virtual cluster")
 
-    def manage(self, x: dict[str, Any]) -> Safe:
+    def delete_form(self, name: str, jobs: list[dict[str, Any]]) -> Safe:
+        """Empty: a plain delete. With jobs: they are named, and deleting with them takes ticking the box (the
+        confirmation); the ids shown travel with it, so a job that came since is not stopped unseen."""
+        if not jobs:
+            return self._form("delete", name, [], "Delete (only when empty)", "delete")
+        fid = f"vc-{name}-delete"
+        items = [el("li", f"{'workspace' if j['kind'] == 'workspace' else 'job'} {j['id']} {j['name']} of "
+                          f"{j['owner']} ({j['status']})") for j in jobs]
+        return self._form("delete", name, [
+            el("p", f"{name} has {len(jobs)} unfinished job(s):"), el("ul", *items, class_="vc-delete-jobs"),
+            el("input", type="hidden", name="jobs", value=",".join(str(j["id"]) for j in jobs)),
+            checkbox(f"stop these {len(jobs)} job(s) and delete {name} with them (its plans too; its machines "
+                     "go back to default)", "with_jobs", form_id=fid)], "Delete", "delete")
+
+    def manage(self, x: dict[str, Any], jobs: list[dict[str, Any]] | None = None) -> Safe:
         name = x["name"]
 
         def drain(form: str) -> Safe:
@@ -142,7 +158,7 @@ class VCPageHandler(PoolsPageHandler):
                 checkbox("revoke", "remove", form_id=f"vc-{name}-access"), drain("access")], "Apply", "access to"))
             parts.append(self._form("rename", name, [
                 field("New name", "name", required=True, form_id=f"vc-{name}-rename")], "Rename", "rename"))
-            parts.append(self._form("delete", name, [], "Delete (only when empty)", "delete"))
+            parts.append(self.delete_form(name, jobs or []))
         return el("section", *parts, id=f"vc-{name}", class_="vc")
 
     # -- actions ----------------------------------------------------------------------------------------
@@ -154,7 +170,7 @@ class VCPageHandler(PoolsPageHandler):
         caps = {k: n for k, n in parse_caps(self.form_text("caps")).items() if n is not None}
         if caps:
             data["caps"] = caps
-        out = await self.ti.db(vcs.create, self.actor, data)
+        out = await self.ti.db(vcs.create, self.actor, data, self.ti.ops_settings.nodes)
         return f"Virtual cluster {out['name']} created."
 
     async def do_change(self) -> str:
@@ -174,7 +190,7 @@ class VCPageHandler(PoolsPageHandler):
             data["cohort"] = cohort
         if self.get_body_argument("lend", "") and (self.form_text("lend") == "yes") != shown.get("lend", True):
             data["lend"] = self.form_text("lend") == "yes"
-        await self.ti.db(vcs.change, self.actor, name, data)
+        await self.ti.db(vcs.change, self.actor, name, data, self.ti.ops_settings.nodes)
         self.poke()
         return f"Virtual cluster {name} changed."
 
@@ -186,8 +202,16 @@ class VCPageHandler(PoolsPageHandler):
 
     async def do_delete(self) -> str:
         name = self.form_text("vc")
-        await self.ti.db(vcs.delete, self.actor, name)
-        return f"Virtual cluster {name} deleted."
+        if not self._flag("with_jobs"):
+            await self.ti.db(vcs.delete, self.actor, name)
+            return f"Virtual cluster {name} deleted."
+        confirmed = {v.parse_int(i, "jobs", 0, v.MAX_ID) for i in self.form_text("jobs").split(",") if i.strip()}
+        now = (await self.ti.db(vcdelete.unfinished_by_pool, self.actor, readonly=True)).get(name, [])
+        if {j["id"] for j in now} != confirmed:
+            raise Conflict(f"the jobs of {name} changed since this page was shown: it has "
+                           f"{vcdelete.jobs_text(now)}; confirm again", field="jobs")
+        out = await delete_with_jobs(self.ti, self.actor, name)
+        return f"Virtual cluster {name} deleted with its {len(out['jobs'])} job(s) stopped."
 
     async def do_machines(self) -> str:
         name = self.form_text("vc")
