@@ -7,7 +7,7 @@ from ..contract import Param
 from .account import FORM_IMAGE, IMAGE_NOTE
 from .common import (BOOL, COUNT, ID, INT, NAME, STR, TEXT, answer, array, integer, items_of, nullable, obj,
                      string, text)
-from .jobs import ENV, IMAGE_REF, JOB_FIELDS, PORTS, SPEC_FIELDS, VOLUMES
+from .jobs import DETAIL_ONLY, ENV, IMAGE_REF, JOB_FIELDS, PORTS, SPEC_FIELDS, VOLUMES
 from .resources import PLAN, VOLUME
 
 IMAGE_OR_NONE = {**IMAGE_REF, "minLength": 0, "pattern": IMAGE_REF["pattern"][:-1] + "?$",
@@ -33,7 +33,7 @@ STOPPED = obj({"reason": nullable(string(500))})
 MOUNT_SOURCE = answer({"source": STR, "kind": STR, "mount_path": STR, "read_only": BOOL, "claim": STR})
 WORKSPACE = answer({**JOB_FIELDS, "jupyter": BOOL, "rdma": BOOL, "unix_uid": nullable(INT),
                     "mounts": array(MOUNT_SOURCE)},
-                   ["queue", "events", "endpoint_urls", "tensorboards"], title="Workspace")
+                   DETAIL_ONLY, title="Workspace")
 # WS6: a renewed lease, with the idle alert it closed (ops/idle.py renew; ops/alerts.py render)
 LEASE = answer({"id": ID, "owner": STR, "name": STR, "status": STR, "renewed_at": STR, "devices": array(STR),
                 "cleared_alert": nullable({"type": "object", "description": "the idle alert this renewal closed"})},
