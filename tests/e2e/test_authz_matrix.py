@@ -100,6 +100,9 @@ EXPECT: dict[tuple[str, str], Case] = {
     ("/jobs/{id}/metrics", "get"): Case(OK, DENY, OK, "job"),
     # a job's endpoints are its owner's alone, not even an admin's (docs/security.md "Job endpoints")
     ("/jobs/{id}/ports", "post"): Case(PASS, DENY, DENY, "job", body=lambda: {"port": 40123}),
+    # SSH logs in as the owner: only they turn it on for their running job (issue 31; "job" has ended: 409 for
+    # the owner, tests/e2e/test_job_ssh_toggle.py turns it on), not even an admin
+    ("/jobs/{id}/ssh", "post"): Case(PASS, DENY, DENY, "job", body=lambda: {"enabled": True}),
     ("/jobs/{id}/tensorboard", "get"): Case(OK, DENY, DENY, "job"),
     ("/jobs/{id}/tensorboard", "post"): Case(PASS, DENY, DENY, "job", body=lambda: {"logdir": "/mnt/nowhere"}),
     ("/jobs/{id}/tensorboard", "delete"): Case(OK, DENY, DENY, "job"),
