@@ -20,7 +20,7 @@ import sys
 import pytest
 import yaml
 
-from ti_hub.domain.validation import NAME_RULE
+from ti_hub.spawner.names import RULE as WORKSPACE_NAME_RULE
 
 from .helmkit import BUILTIN, CHART, NS, RELEASE, ROOT, WITH_MAP, by_kind, one, render, run, values_file
 
@@ -363,7 +363,8 @@ def test_hub_config_wires_services_spawner_and_backend(helm, own_chart, tmp_path
     assert ti["command"][1:3] == ["-m", "ti_hub.service"] and ti["command"][3].endswith("/ti_hub_config.py")
     assert ti["environment"]["KUBERNETES_SERVICE_HOST"] == "10.96.0.1"
     assert services["ti-spawner"]["api_token"] == "spawner-token-value"
-    assert c.JupyterHub.template_vars["ti_name_rule"] == NAME_RULE  # home.html checks server names as typed
+    # home.html checks server names as typed, by the workspace-name rule (JupyterHub's and TiHub's together)
+    assert c.JupyterHub.template_vars["ti_name_rule"] == WORKSPACE_NAME_RULE
     assert c.TiSpawnerMixin.ti_api_url == "http://10.1.2.3:10101/services/ti/api/v1"
     assert c.TiSpawnerMixin.ti_public_api_url == "http://hub.tihub.svc:10101/services/ti/api/v1"
     assert c.KubeSpawner.namespace == "users" and c.KubernetesBackend.namespace == "users"
