@@ -130,7 +130,8 @@ def test_preemption_requeues_the_most_recent_preemptible_job(qhub):
     try:
         high.wait_job(boss, states=("running",), timeout=30)
         victim = low.wait_job(second, states=("queued",), timeout=30)
-        assert "preempted by job" in victim["reason"], victim
+        # its reason says "preempted by job N" until the next scheduling cycle words why it waits now (a slow
+        # poll may see only that): the history keeps the preemption
         events = [e["message"] for e in low.ok("GET", f"/jobs/{second}")["events"]]
         assert any(f"preempted by job {boss}" in m for m in events)
         assert victim["started_at"] is None and victim["placement"] is None
