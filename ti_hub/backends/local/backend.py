@@ -556,30 +556,13 @@ class LocalBackend(ExecutionBackend):
         return await asyncio.to_thread(procs.instance_totals, states, self._targets)
 
     async def workspace_cpu_seconds(self, states: dict[int, dict[str, Any]]) -> dict[int, float]:
-        # a workspace's state is its spawner's record (spawner/local.py ti_state): one instance, read as a job's
-        wrapped = {i: {"instances": [{**s, "index": 0}]} for i, s in states.items()
-                   if (s or {}).get("backend") == "local" and s.get("pid")}
-        if not wrapped:
-            return {}
-        totals = await asyncio.to_thread(procs.instance_totals, wrapped, self._targets)
-        return {i: sum(t.cpu_seconds for t in ts) for i, ts in totals.items() if ts}
+        return await asyncio.to_thread(procs.workspace_cpu_seconds, states, self._targets)
 
     async def cleanup(self, job_id: int, state: dict[str, Any]) -> None:
         await asyncio.to_thread(jobdir.remove_scratch, state or {})
-        await asyncio.to_thread(self._remove_cgroups, state or {})
+        await asyncio.to_thread(jobdir.remove_leftover_cgroups, state or {})
         if (state or {}).get("net"):
             await asyncio.to_thread(netns.stop, state["net"])
-
-    def _remove_cgroups(self, state: dict) -> None:
-        """The cgroups of instances whose supervisor died before removing them (killed, crashed), and what is
-        left in them."""
-        for rec in state.get("instances", []):
-            if not state.get("job_dir") or procs.is_alive(rec.get("pid"), rec.get("start_time")):
-                continue
-            cfg = jobdir.read_json(jobdir.instance_paths(state["job_dir"], rec["index"])["config"]) or {}
-            cg = limits.Cgroup.from_config(cfg.get("cgroup"))
-            if cg is not None:
-                cg.remove()
 
     def _alive_records(self, record_files: list[str]) -> list[dict]:
         snap = procs.snapshot()  # one for all: there may be thousands of finished jobs on disk

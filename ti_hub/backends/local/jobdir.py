@@ -25,7 +25,7 @@ import shutil
 from collections.abc import Mapping, Sequence
 
 from ...storage import personal
-from . import sandbox, userdirs
+from . import limits, procs, sandbox, userdirs
 
 
 def job_dir(root_dir: str, job_id: int) -> str:
@@ -165,3 +165,15 @@ def remove_scratch(state: Mapping) -> None:
             os.unlink(link)  # the link only, never what it points to
     for d in [*state.get("scratch", []), *state.get("tmp", [])]:
         shutil.rmtree(d, ignore_errors=True)  # rmtree works through file descriptors: links are never followed
+
+
+def remove_leftover_cgroups(state: Mapping) -> None:
+    """Blocking: the cgroups of instances whose supervisor died before removing them (killed, crashed), and what
+    is left in them."""
+    for rec in state.get("instances", []):
+        if not state.get("job_dir") or procs.is_alive(rec.get("pid"), rec.get("start_time")):
+            continue
+        cfg = read_json(instance_paths(state["job_dir"], rec["index"])["config"]) or {}
+        cg = limits.Cgroup.from_config(cfg.get("cgroup"))
+        if cg is not None:
+            cg.remove()

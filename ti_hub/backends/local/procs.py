@@ -272,3 +272,13 @@ def instance_totals(states: dict[int, dict], targets: Callable[[dict], tuple]) -
         out[job_id] = [metrics_mod.InstanceTotals(i, ticks / metrics_mod.CLK_TCK, rss, disk, net_bytes)
                        for i, (pids, ticks, rss, disk, net_bytes) in sorted(got.items()) if pids]
     return out
+
+
+def workspace_cpu_seconds(states: dict[int, dict], targets: Callable[[dict], tuple]) -> dict[int, float]:
+    """Blocking: CPU seconds each workspace's processes used so far. A workspace's state is its spawner's record
+    (spawner/local.py ti_state): one instance, read as a job's."""
+    wrapped = {i: {"instances": [{**s, "index": 0}]} for i, s in states.items()
+               if (s or {}).get("backend") == "local" and s.get("pid")}
+    if not wrapped:
+        return {}
+    return {i: sum(t.cpu_seconds for t in ts) for i, ts in instance_totals(wrapped, targets).items() if ts}
