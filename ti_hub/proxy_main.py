@@ -215,6 +215,9 @@ def main() -> None:
     forward_every_known_method()
     stream_responses()
     answer_while_starting()
+    from .proxy_websockets import pass_websockets
+
+    pass_websockets()  # subprotocols, binary frames and closes reach the other side (issue 31)
     from configurable_http_proxy.cli import main as chp
 
     sys.argv[0] = "configurable-http-proxy"

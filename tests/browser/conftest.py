@@ -41,8 +41,9 @@ def page_for(browser):
     """A browser page logged in to the hub as ``who`` (a tihub_client.Session) through the real login form."""
     contexts = []
 
-    def make(hub, who):
-        ctx = browser.new_context(viewport={"width": 1400, "height": 900})
+    def make(hub, who, **options):
+        """``options``: more of Playwright's new_context options (permissions, java_script_enabled...)."""
+        ctx = browser.new_context(viewport={"width": 1400, "height": 900}, **options)
         ctx.set_default_timeout(30_000)
         contexts.append(ctx)
         page = ctx.new_page()

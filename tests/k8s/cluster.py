@@ -94,7 +94,8 @@ class LocalCluster:
     """Start with ``start()``, stop with ``stop()``; ``kubeconfig`` is an admin's."""
 
     def __init__(self, workdir: Path | None = None, bin_path: Path | None = None, api_qps: int = 500,
-                 terminated_pod_gc_threshold: int = 12500, exec_namespaces: tuple[str, ...] = EXEC_NAMESPACES):
+                 terminated_pod_gc_threshold: int = 12500, exec_namespaces: tuple[str, ...] = EXEC_NAMESPACES,
+                 kwok_docs: list[dict] | None = None):
         self.dir = Path(workdir or tempfile.mkdtemp(prefix="ti-hub-k8s-"))
         self.bin = bin_path
         self.api_qps = api_qps
@@ -105,6 +106,8 @@ class LocalCluster:
         self.server = ""
         self.forward_port = _port()  # where FORWARDED_POD_PORT of pods in exec_namespaces leads
         self.exec_namespaces = tuple(exec_namespaces)
+        # more KWOK configuration (kubeletfake.py's Metric resources; they make KWOK cache every pod: off for benchmarks)
+        self.kwok_docs = list(kwok_docs or ())
         # a token for a user with no rights of its own (RBAC tests grant it roles)
         self.user_token = secrets.token_hex(16)
 
@@ -246,6 +249,7 @@ class LocalCluster:
                                     "select( .name == \"TI_FAKE_WAITING_REASON\" ) | .value'\n"
                                     "      operator: 'DoesNotExist'\n", 1)
             docs.append(text)
+        docs += [json.dumps(d) for d in self.kwok_docs]
         (self.dir / "kwok.yaml").write_text("\n---\n".join(docs))
 
     # -- nodes and namespaces --------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from . import kubeletfake
 from .cluster import FakeNode, LocalCluster, bin_dir
 
 BASE_NODES = ([FakeNode(f"a100-{i}", devices=8, device_type="A100") for i in range(4)]
@@ -58,7 +59,7 @@ def k8s_cluster(tmp_path_factory):
     if os.environ.get("TI_TEST_KUBECONFIG"):
         yield ExistingCluster(os.environ["TI_TEST_KUBECONFIG"])
         return
-    c = LocalCluster(tmp_path_factory.mktemp("k8s"))
+    c = LocalCluster(tmp_path_factory.mktemp("k8s"), kwok_docs=kubeletfake.kwok_docs())
     try:
         c.start()
         c.add_nodes(BASE_NODES)

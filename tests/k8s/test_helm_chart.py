@@ -210,6 +210,10 @@ def test_rbac_is_least_privilege(helm, own_chart, tmp_path):
     f = values_file(tmp_path, {"sshGateway": {"enabled": False}})
     rules = rules_of(one(render(helm, own_chart, "-f", f), "Role"))
     assert ("", "pods/exec") not in rules and ("", "pods/portforward") not in rules
+    # the kubelets' figures are opt-in: get on nodes/proxy reaches a kubelet's whole API
+    f = values_file(tmp_path, {"tiService": {"kubeletStats": True}})
+    assert rules_of(one(render(helm, own_chart, "-f", f), "ClusterRole")) == {**CLUSTER_RULES,
+                                                                             ("", "nodes/proxy"): {"get"}}
     f = values_file(tmp_path, {"rbac": {"create": False}})
     assert not [d for d in render(helm, own_chart, "-f", f) if "Role" in d["kind"]]
 

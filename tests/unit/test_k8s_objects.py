@@ -344,3 +344,56 @@ def test_a_one_pod_job_becomes_the_pod_its_job_would_make_pinned_in_its_own_spec
     gang = [o for o in ob.job_objects(s, launch("allreduce", 2)) if o["kind"] == "Job"][0]
     with pytest.raises(ValueError):
         ob.bare_pod(gang)
+
+
+def test_the_jupyter_endpoint_runs_beside_instance_0_only_with_its_token_by_reference(tmp_path):
+    """JOB2 on Kubernetes: instance 0's role gets the wrapper, the port and the token's Secret reference; the other
+    role none of it; index 1 of the same pod template starts no server; the command never sees the token."""
+    import dataclasses
+    import os
+    import subprocess
+    import time
+
+    from ti_hub.backends.k8s import jupyterep
+
+    s = ob.KubeSettings(namespace="users")
+    jup = {"port": 41234, "token": "tok-s3cret", "base_url": "/services/ti/endpoints/7/0/41234/"}
+    spec = dataclasses.replace(launch("ps", 2, 1), jupyter=jup, secret_env={"WANDB_API_KEY": "w"},
+                               command="echo \"it's $TI_JUPYTER_TOKEN.\" > \"$OUT\"")
+    objs = ob.job_objects(s, spec)
+    (secret,) = [o for o in objs if o["kind"] == "Secret"]
+    assert secret["stringData"] == {"WANDB_API_KEY": "w", jupyterep.TOKEN_KEY: "tok-s3cret"}
+    ps_job, worker_job = [o for o in objs if o["kind"] == "Job"]
+    assert "tok-s3cret" not in repr([o for o in objs if o is not secret]) and "tok-s3cret" not in str(spec.to_json())
+    main = ps_job["spec"]["template"]["spec"]["containers"][0]
+    assert main["ports"] == [{"name": "jupyter", "containerPort": 41234, "protocol": "TCP"}]
+    assert jupyterep.token_env(ob.env_secret_name(spec)) in main["env"]
+    other = worker_job["spec"]["template"]["spec"]["containers"][0]
+    assert "ports" not in other and "ti-jupyter" not in other["command"]
+    assert jupyterep.TOKEN_ENV not in [e["name"] for e in other["env"]]
+
+    # the wrapper itself, with a stand-in for `jupyter` that records how it was started
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "jupyter").write_text('#!/bin/sh\necho "$JUPYTER_TOKEN $*" > "$TMPDIR/started"\n')
+    (bin_dir / "jupyter").chmod(0o755)
+    for index in (0, 1):
+        out, tmp = tmp_path / f"out-{index}", tmp_path / f"tmp-{index}"
+        tmp.mkdir()
+        env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "TMPDIR": str(tmp), "OUT": str(out),
+               "JOB_COMPLETION_INDEX": str(index), jupyterep.TOKEN_ENV: "tok-s3cret"}
+        # the prelude exports the index's own values; only the command's output matters here
+        r = subprocess.run(main["command"], env=env, capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        assert out.read_text() == "it's .\n"  # the command intact (quotes, $), the token unset before it
+        started = tmp / "started"
+        for _ in range(50):  # the server starts in the background
+            if started.exists() or index:
+                break
+            time.sleep(0.1)
+        if index == 0:
+            line = started.read_text()
+            assert line.startswith("tok-s3cret server --no-browser --ip=0.0.0.0 --port=41234 ")
+            assert "--ServerApp.base_url=/services/ti/endpoints/7/0/41234/" in line
+        else:
+            assert not started.exists()

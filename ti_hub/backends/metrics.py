@@ -6,7 +6,8 @@ busy), measured over a short window; memory as resident bytes (the local backend
 counting shared pages more than once; Kubernetes gives the containers' working set). Disk I/O and network as
 totals (bytes so far) and rates (bytes/s over the same window): disk as the kernel's per-process storage
 accounting (``/proc/PID/io``), network as the counters of the job's own network namespace (the embedded
-platform; its instances share one, so instance 0 carries it).
+platform; its instances share one, so instance 0 carries it); on Kubernetes both are each pod's, from its kubelet's
+cAdvisor (backends/k8s/usage.py).
 """
 
 from __future__ import annotations
@@ -69,10 +70,10 @@ class InstanceTotals:
     """What a running instance has used so far, for Prometheus counters (its rates are PromQL's ``rate()``)."""
 
     instance: int
-    cpu_seconds: float
-    memory_bytes: int
-    disk: tuple[int, int]  # read, written
-    network: tuple[int, int] | None  # received, sent (None: not measured)
+    cpu_seconds: float | None  # None (here and below): not measured (a kubelet that did not report it)
+    memory_bytes: int | None
+    disk: tuple[int, int] | None  # read, written
+    network: tuple[int, int] | None  # received, sent
 
 
 def traffic(before: tuple[int, int] | None, after: tuple[int, int], seconds: float) -> Traffic:

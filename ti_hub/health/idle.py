@@ -12,8 +12,8 @@ workspaces; figures are computed only for a new warning or a reclaim).
 CPU counts too: ``CpuRuns`` keeps each workspace's trailing run of samples in which it used less than
 ``cpu_threshold`` % of its plan's CPUs (from the CPU seconds its processes used between two samples). A workspace
 is idle when its devices, if any, are idle and its CPU is idle; a workspace without devices is judged by its CPU
-alone. Where the backend cannot measure CPU (``CpuRuns.measured`` False: Kubernetes), the devices alone judge,
-and a workspace without devices is not judged (the activity culler's).
+alone. Where the backend cannot measure CPU (``CpuRuns.measured`` False: Kubernetes with kubelet_stats off), the
+devices alone judge, and a workspace without devices is not judged (the activity culler's).
 
 Everything here takes the time as an argument (no clock of its own), so that the tests need no sleeping.
 """

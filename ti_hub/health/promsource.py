@@ -24,6 +24,7 @@ from urllib.parse import urlencode
 from traitlets import Float, Unicode
 
 from ..backends.base import NodeCapacity, machine_of
+from ..backends.metrics import GpuSample
 from .readings import DeviceReading, FsReading, HostReading, NetReading, Snapshot
 from .sources import HealthSource
 
@@ -33,6 +34,7 @@ NODE_QUERY = ('{__name__=~"node_(cpu_seconds_total|memory_MemTotal_bytes|memory_
               'filesystem_size_bytes|filesystem_avail_bytes|network_receive_bytes_total|'
               'network_transmit_bytes_total|load1)"}')
 IDLE_MODES = ("idle", "iowait")
+POD_GPU_NAMES = "DCGM_FI_DEV_(GPU_UTIL|FB_USED|FB_FREE)"
 
 
 def host_name(labels: dict[str, str], label: str) -> str:
@@ -131,6 +133,36 @@ def hosts_from(result: Iterable[dict[str, Any]], machines: Iterable[str], host_l
     return out
 
 
+def pod_gpu_query(namespace: str, pods: Iterable[str], pod_label: str, namespace_label: str) -> str:
+    """DCGM's utilization and framebuffer series of these pods (dcgm-exporter in Kubernetes mode labels a device's
+    series with the pod that holds it). Pod names are DNS labels: only ``.`` needs escaping in the regex."""
+    alt = "|".join(sorted(p.replace(".", "\\\\.") for p in pods))
+    return (f'{{__name__=~"{POD_GPU_NAMES}",{namespace_label}={json.dumps(namespace)},'
+            f'{pod_label}=~"{alt}"}}')
+
+
+def pod_gpus_from(result: Iterable[dict[str, Any]], pod_label: str, namespace_label: str,
+                  gpu_label: str) -> dict[tuple[str, str], list[GpuSample]]:
+    """Pure: DCGM series with pod labels -> per (namespace, pod) its devices' samples, by DCGM's device index."""
+    found: dict[tuple[str, str], dict[int, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
+    for s in result:
+        labels = s["metric"]
+        try:
+            key, gpu, value = (labels[namespace_label], labels[pod_label]), int(labels[gpu_label]), float(s["value"][1])
+        except (KeyError, ValueError):
+            continue
+        found[key][gpu][labels.get("__name__", "")] = value
+    out = {}
+    for key, devs in found.items():
+        samples = []
+        for i, f in sorted(devs.items()):
+            util, used, free = (f.get(f"DCGM_FI_DEV_{n}") for n in ("GPU_UTIL", "FB_USED", "FB_FREE"))
+            samples.append(GpuSample(i, None if util is None else int(util), None if used is None else int(used),
+                                     None if used is None or free is None else int(used + free)))
+        out[key] = samples
+    return out
+
+
 class PrometheusHealthSource(HealthSource):
     """Readings of DCGM's and the node exporter's series through Prometheus's HTTP API (Kubernetes)."""
 
@@ -144,6 +176,13 @@ class PrometheusHealthSource(HealthSource):
                              help="The label of DCGM's series that names the machine (DCGM: Hostname; a site's "
                                   "relabeling may set another, e.g. node).")
     gpu_index_label = Unicode("gpu", config=True, help="The label of DCGM's series with the GPU's index.")
+    gpu_pod_label = Unicode("pod", config=True,
+                            help="The label of DCGM's series naming the pod that holds the device (dcgm-exporter "
+                                 "in Kubernetes mode); 'exported_pod' where Prometheus's scrape renamed it (its "
+                                 "own pod label won: honor_labels off).")
+    gpu_namespace_label = Unicode("namespace", config=True,
+                                  help="The label of DCGM's series with that pod's namespace ('exported_namespace' "
+                                       "where the scrape renamed it).")
     host_label = Unicode("instance", config=True,
                          help="The label of the node exporter's series that names the machine; 'instance' drops "
                               "its :port. Often 'node' where relabeling sets it.")
@@ -165,6 +204,15 @@ class PrometheusHealthSource(HealthSource):
         if doc.get("status") != "success":
             raise RuntimeError(f"Prometheus answered {doc.get('status')}: {doc.get('error')}")
         return doc["data"]["result"]
+
+    async def pod_gpus(self, namespace: str, pods: Iterable[str]) -> dict[tuple[str, str], list[GpuSample]]:
+        """Per pod of ``namespace`` (of ``pods``), its devices' use now, from DCGM's series with pod labels; a pod
+        Prometheus has no series of is absent. Raises when Prometheus cannot be read."""
+        pods = set(pods)
+        if not pods:
+            return {}
+        result = await self.query(pod_gpu_query(namespace, pods, self.gpu_pod_label, self.gpu_namespace_label))
+        return pod_gpus_from(result, self.gpu_pod_label, self.gpu_namespace_label, self.gpu_index_label)
 
     async def read(self, nodes: list[NodeCapacity], now: float) -> Snapshot:
         try:

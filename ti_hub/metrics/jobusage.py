@@ -2,7 +2,8 @@
 (CPU seconds, disk bytes read and written, network bytes received and sent) and its memory now. Rates are
 PromQL's ``rate()`` of the counters, as for the node exporter's. Sampled by the leader with each health sample
 (``service/metrics.py``); a counter can fall back (a process that ended with no parent in the job to inherit
-its counts), which Prometheus takes as a reset. Network: the job's own namespace, on instance 0 only."""
+its counts), which Prometheus takes as a reset. Network: the job's own namespace, on instance 0 only (the
+embedded platform; on Kubernetes each pod's). A figure the backend could not measure is left out."""
 
 from __future__ import annotations
 
@@ -31,10 +32,13 @@ def job_usage_text(rows: Iterable[tuple[int, str, str, Sequence[Any]]]) -> str:
     for job_id, owner, name, instances in rows:
         for t in instances:
             labels = [str(job_id), owner, name, str(t.instance)]
-            cpu.add(labels, float(t.cpu_seconds))
-            mem.add(labels, int(t.memory_bytes))
-            read.add(labels, int(t.disk[0]))
-            written.add(labels, int(t.disk[1]))
+            if t.cpu_seconds is not None:  # not measured (Kubernetes: a kubelet that did not say): absent, never 0
+                cpu.add(labels, float(t.cpu_seconds))
+            if t.memory_bytes is not None:
+                mem.add(labels, int(t.memory_bytes))
+            if t.disk is not None:
+                read.add(labels, int(t.disk[0]))
+                written.add(labels, int(t.disk[1]))
             if t.network is not None:
                 rx.add(labels, int(t.network[0]))
                 tx.add(labels, int(t.network[1]))

@@ -15,6 +15,7 @@ from .. import scopes as S
 from ..db import models as m
 from ..domain import validation as v
 from ..domain.actor import Actor
+from . import jobs
 
 
 def keys_of(session: Session, caller: Actor, user: str) -> dict[str, Any]:
@@ -24,10 +25,21 @@ def keys_of(session: Session, caller: Actor, user: str) -> dict[str, Any]:
     return {"items": items, "total": len(items)}
 
 
+def takes_ssh(kind: str, spec: dict[str, Any] | None) -> bool:
+    """Whether the gateway lets logins in: a workspace unless started with SSH turned off (WS3); a job only with
+    the ssh endpoint (JOB6)."""
+    spec = spec or {}
+    return bool(spec.get("ssh", True)) if kind == "workspace" else "ssh" in (spec.get("endpoints") or [])
+
+
+def ssh_on(session: Session, caller: Actor, ref: Any) -> bool:
+    """takes_ssh for a job the caller sees in full (jobs.find's rule: 404/403 otherwise)."""
+    job = jobs.find(session, caller, ref)
+    return takes_ssh(job.kind, job.spec)
+
+
 def _target(j: m.Job) -> dict[str, Any]:
-    spec = j.spec or {}
-    # workspaces: SSH unless started with it turned off (WS3); jobs: only with the ssh endpoint
-    ssh = bool(spec.get("ssh", True)) if j.kind == "workspace" else "ssh" in (spec.get("endpoints") or [])
+    ssh = takes_ssh(j.kind, j.spec)
     return {"id": j.id, "owner": j.owner, "name": j.name, "kind": j.kind, "status": j.status, "reason": j.reason,
             "ssh": ssh, "instances": j.workers + j.ps, "backend_state": j.backend_state}
 

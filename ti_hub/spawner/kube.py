@@ -6,10 +6,15 @@ before KubeSpawner creates the pod. The pod pieces (security contexts, resources
 the same pure builders as training jobs (``ti_hub.backends.k8s.objects``), so a workspace pod is exactly as
 restricted as a job pod: non-root, no privilege escalation, all capabilities dropped, seccomp RuntimeDefault, no
 service-account token, volumes only as TiHub's own claims, scratch and /dev/shm.
+
+A workspace started with ``jupyter: false`` (SSH only, WS7) is the same pod with another command: the one-page
+placeholder of ``sshonly.py`` in place of jupyterhub-singleuser. It answers the hub's readiness check and tells
+a browser to use SSH; the SSH gateway execs its sessions into the same container (ti_hub/ssh/kube.py).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from kubespawner import KubeSpawner
@@ -20,7 +25,14 @@ from ..backends.k8s import devicetypes
 from ..backends.k8s import objects as ob
 from ..backends.k8s.names import safe_name
 from ..storage import personal
+from . import sshonly
 from .mixin import TiSpawnerMixin
+
+# an SSH-only workspace's container command: the placeholder given as source text to the image's python3 (a
+# workspace image has Python for jupyterhub-singleuser, not necessarily TiHub). It replaces the image's entrypoint
+# too: the placeholder is a well-behaved first process (sshonly.main), and an entrypoint that starts Jupyter itself
+# would not run it
+SSH_ONLY_COMMAND = ["python3", "-c", Path(sshonly.__file__).read_text()]
 
 
 class TiKubeSpawner(TiSpawnerMixin, KubeSpawner):
@@ -37,6 +49,9 @@ class TiKubeSpawner(TiSpawnerMixin, KubeSpawner):
     rdma_resource = Unicode("rdma/hca_shared_devices_a", config=True,
                             help="Extended resource a workspace whose plan has rdma asks one of (the same as "
                                  "KubernetesBackend.rdma_resource: the RDMA shared device plugin's).")
+
+    runs_without_jupyter = True
+    _ti_ssh_only = False  # this start is an SSH-only workspace's (apply_admission)
 
     @validate("device_types")
     def _check_device_types(self, proposal):
@@ -59,6 +74,7 @@ class TiKubeSpawner(TiSpawnerMixin, KubeSpawner):
         if self.run_as_uid == 0:
             raise ValueError("TiKubeSpawner.run_as_uid must not be 0: workspaces never run as root")
         self.pod_name = safe_name("ti-ws", self.user.name, self.ti_name)
+        self._ti_ssh_only = ws.get("jupyter", True) is False
         self.dns_name = self.dns_name_template.format(namespace=self.namespace, name=self.pod_name)
         if ws.get("image"):
             self.image = ws["image"]
@@ -113,6 +129,14 @@ class TiKubeSpawner(TiSpawnerMixin, KubeSpawner):
         env = self.ti_env(ws)
         env.pop("CUDA_VISIBLE_DEVICES", None)  # the device plugin numbers a pod's devices itself
         self.environment = {**self.environment, **env}
+
+    async def get_pod_manifest(self):
+        pod = await super().get_pod_manifest()
+        if self._ti_ssh_only:
+            # the rest of the pod (security contexts, resources, volumes, env) stays KubeSpawner's, as for Jupyter
+            main = next(c for c in pod.spec.containers if c.name == "notebook")
+            main.command, main.args = list(SSH_ONLY_COMMAND), []
+        return pod
 
     async def launch(self, ws: dict[str, Any]):
         self.apply_admission(ws)

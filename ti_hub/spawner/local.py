@@ -26,6 +26,7 @@ from traitlets import Bool, Float, Unicode, default
 from ..backends.local import LocalBackend, jobdir, launcher, limits, logfiles, netns, procs, sandbox, userdirs
 from ..backends.outcome import exit_reason
 from ..storage import personal
+from ..workspace import vscode
 from . import messages
 from .mixin import StartFailed, TiSpawnerMixin
 
@@ -43,6 +44,12 @@ class TiLocalSpawner(TiSpawnerMixin, LocalProcessSpawner):
     stop_grace = Float(10.0, config=True, help="Seconds a stopping workspace gets between SIGTERM and SIGKILL.")
     disk_limit_gib = Float(20.0, config=True, help="Most GiB a workspace's /tmp and scratch volumes may hold; "
                                                    "past it the workspace is stopped. 0: no limit.")
+    code_server = Unicode("", config=True,
+                          help="A code-server executable for VS Code in the browser: workspaces with Jupyter then "
+                               "show VS Code in JupyterLab's launcher, served at /user/NAME/WORKSPACE/vscode/ to "
+                               "the owner only. Its install root (the folder above its bin/) is shown read-only "
+                               "in workspaces. scripts/install-code-server.sh installs one and prints this path. "
+                               "Empty: no VS Code.")
 
     runs_without_jupyter = True
 
@@ -84,6 +91,13 @@ class TiLocalSpawner(TiSpawnerMixin, LocalProcessSpawner):
     def _run_dir(self) -> Path:
         return self._base / "run" / self.user.name / self.ti_name
 
+    def _code_server_root(self) -> tuple[str, ...]:
+        """The folder to show for code_server: its install root (bin/'s parent), unless a system folder."""
+        if not self.code_server:
+            return ()
+        root = os.path.dirname(os.path.dirname(os.path.realpath(self.code_server)))
+        return () if root in ("/", "/usr", "/bin") else (root,)
+
     @staticmethod
     def _backend(parent) -> LocalBackend:
         global _BACKEND
@@ -105,6 +119,8 @@ class TiLocalSpawner(TiSpawnerMixin, LocalProcessSpawner):
         if "PATH" not in self.environment:  # the platform's, not the hub's (an admin's or the user's own wins)
             env["PATH"] = launcher.user_path()
         env.update(self.ti_env(ws))
+        if self.code_server:
+            env[vscode.ENV] = self.code_server
         # hidden from the log lines a failed start shows (kept in memory only)
         self._ti_secrets = messages.secret_values(env) + [t for t in (self.api_token,) if t]
         # an SSH-only workspace (jupyter: false) runs a one-page placeholder where the hub expects Jupyter
@@ -204,7 +220,8 @@ class TiLocalSpawner(TiSpawnerMixin, LocalProcessSpawner):
         held = [d for inst in (ws.get("placement") or {}).get("instances", []) for d in inst["devices"]]
         nodes, env["CUDA_VISIBLE_DEVICES"] = self._backend(self).gpu_binding(held)
         box = launcher.plan(binds, tmp=str(tmp), shm_mib=int(ws.get("shm_mib") or 0), cwd=ident.home,
-                            extra_read_only=self._backend(self).sandbox_read_only, devices=nodes) if bwrap else None
+                            extra_read_only=(*self._backend(self).sandbox_read_only, *self._code_server_root()),
+                            devices=nodes) if bwrap else None
         env.update(HOME=ident.home, USER=ident.name, LOGNAME=ident.name, SHELL="/bin/bash")
         paths = {"log": str(run / "workspace.log"), "status": str(run / "status.json"),
                  "child": str(run / "child.json"), "stop": str(run / "stop.json"),

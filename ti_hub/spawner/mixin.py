@@ -146,8 +146,8 @@ class TiSpawnerMixin(Configurable):
         groups = [g.name for g in self.user.groups]
         options = dict(self.user_options or {})
         if options.get("jupyter") is False and not self.runs_without_jupyter:
-            raise refusal(400, "jupyter: a workspace without Jupyter (SSH only) runs on the embedded platform "
-                                 "only; here every workspace runs Jupyter (SSH reaches it too)")
+            raise refusal(400, "jupyter: this spawner cannot start a workspace without Jupyter (SSH only); "
+                                 "start it with Jupyter (SSH reaches it too)")
         self._emit(5, "Asking TiHub for admission (validation, quota, mount rules)")
         try:
             ws = await self._call("POST", ws_path(self.user.name, self.ti_name),
@@ -206,7 +206,8 @@ class TiSpawnerMixin(Configurable):
                 raise
             await self._call("POST", ws_path(self.user.name, self.ti_name, "/running"),
                              {"state": self.ti_state()})
-            self._emit(90, "Workspace started; waiting for Jupyter to answer")
+            self._emit(90, "Workspace started; waiting for Jupyter to answer" if ws.get("jupyter", True) is not False
+                       else "Workspace started (SSH only); waiting for it to answer")
             try:
                 # the start fails at once when the server ends, with its exit code and log (not after the hub's
                 # http_timeout with a generic timeout)

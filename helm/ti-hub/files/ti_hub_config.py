@@ -91,6 +91,7 @@ for _trait, _value in _kube.items():
     setattr(c.KubernetesBackend, _trait, _value)
 # the chart's policy closes user pods; each distributed job's own policy lets its pods (its ranks) talk
 c.KubernetesBackend.network_policy_per_job = bool(SETTINGS["networkPolicyPerJob"])
+c.KubernetesBackend.kubelet_stats = bool(SETTINGS["kubeletStats"])
 # StorageClass per volume kind with a claim (ti_hub/storage/k8s.py); empty: the cluster's default
 c.KubernetesVolumeDriver.storage_classes = {kind: sc for kind, sc in SETTINGS["storageClasses"].items() if sc}
 

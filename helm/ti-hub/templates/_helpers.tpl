@@ -100,6 +100,7 @@ imagePullSecrets: {{ .Values.imagePullSecrets | toJson }}
 extraConfig: {{ .Values.tiService.extraConfig | quote }}
 tensorBoardImage: {{ .Values.tiService.tensorBoardImage | quote }}
 networkPolicyPerJob: {{ and .Values.networkPolicy.enabled .Values.networkPolicy.perJob }}
+kubeletStats: {{ .Values.tiService.kubeletStats }}
 sshGateway:
   enabled: {{ .Values.sshGateway.enabled }}
   port: {{ .Values.sshGateway.port }}

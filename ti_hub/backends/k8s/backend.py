@@ -22,7 +22,6 @@ from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio.client.exceptions import ApiException
 from traitlets import Bool, Dict, Float, Integer, List, Unicode, validate
 
-from .. import metrics as metrics_mod
 from ..base import ExecutionBackend, InstanceStatus, JobObservation, NodeCapacity
 from . import devicetypes
 from . import objects as ob
@@ -31,12 +30,13 @@ from .capacity import capacity
 from .client import checked, json_of, new_api_client
 from .launch import ENDED, Launching, is_bare, is_live
 from .reflector import Reflector
+from .usage import KubeletUsage
 
 FINISHED = ("Complete", "Failed", "SuccessCriteriaMet", "FailureTarget")
 POD_WARNINGS = "type=Warning,involvedObject.kind=Pod"
 
 
-class KubernetesBackend(Launching, ExecutionBackend):
+class KubernetesBackend(KubeletUsage, Launching, ExecutionBackend):
     vc_whole_nodes = True  # RES2: a VC owns nodes, labelled with the pool label
     reports_start = True  # a launched job is starting until its pods run (observe_job says why they wait)
 
@@ -299,6 +299,9 @@ class KubernetesBackend(Launching, ExecutionBackend):
         for r in (self.nodes, self.pods, self.jobs, self.events):
             if r:
                 await r.stop()
+        if getattr(self, "_kubelet_reader", None) is not None:
+            self._kubelet_reader.forget()
+            self._kubelet_reader = None
         if self._api:
             await self._api.close()
             self._api = None
@@ -398,32 +401,6 @@ class KubernetesBackend(Launching, ExecutionBackend):
                 return status["podIP"], None
         raise LookupError(f"job {job_id} has no instance {instance}")
 
-    async def metrics(self, job_id: int, state: dict[str, Any], devices: dict[int, list[int]]) -> list[Any]:
-        """From metrics-server (metrics.k8s.io PodMetrics: the main container's CPU and working set); devices'
-        use would need NVIDIA's DCGM exporter, which TiHub does not read."""
-        await self.start_watches(jobs=False)
-        custom = k8s.CustomObjectsApi(await self.api())
-        try:
-            listing = await custom.list_namespaced_custom_object(
-                "metrics.k8s.io", "v1beta1", self.namespace, "pods", label_selector=ob.job_selector(self.settings,
-                                                                                                    job_id))
-        except ApiException as e:
-            why = ("this cluster serves no metrics.k8s.io (install metrics-server)" if e.status == 404
-                   else f"metrics.k8s.io refused ({e.status} {e.reason})")
-            return [metrics_mod.InstanceMetrics(i, note=why) for i in _instances(state)]
-        by_pod = {item["metadata"]["name"]: item for item in listing.get("items") or []}
-        out = []
-        for role in state.get("roles", []):
-            pods = self._pods_of(job_id, role["job"])
-            for k in range(int(role["count"])):
-                index = int(role["offset"]) + k
-                pod = pods.get(k) or {}
-                if (pod.get("status") or {}).get("phase") != "Running":
-                    out.append(metrics_mod.InstanceMetrics(index, note="not running"))
-                    continue
-                out.append(metrics_mod.kube_instance_metrics(index, by_pod.get(pod["metadata"]["name"]), "main"))
-        return out
-
     async def cleanup(self, job_id: int, state: dict[str, Any]) -> None:
         return None  # nothing outlives the Jobs: scratch is emptyDir, claims belong to volumes
 
@@ -482,6 +459,3 @@ class KubernetesBackend(Launching, ExecutionBackend):
 def job_finished(job: dict[str, Any]) -> bool:
     return any(podstate.job_condition(job, k) for k in FINISHED)
 
-
-def _instances(state: dict[str, Any]) -> list[int]:
-    return [int(r["offset"]) + k for r in state.get("roles", []) for k in range(int(r["count"]))]

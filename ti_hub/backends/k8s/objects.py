@@ -16,7 +16,8 @@ No I/O here (kubespawner's ``objects.py`` habit), so every rule is tested withou
   names: values shared by a role are plain env entries, the per-index ones (RANK, TF_CONFIG, ...) are set by
   a short shell prelude from the completion index Kubernetes gives every pod of an Indexed Job;
 * a job's secret environment entries live in one Secret of the job's own (``env_secret``), which the pods
-  reference by key: the values never appear in a Job or pod spec that anyone listing pods can read.
+  reference by key: the values never appear in a Job or pod spec that anyone listing pods can read; so does the
+  jupyter endpoint's token (``jupyterep``: the server beside instance 0's command).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any
 from ..base import LaunchSpec, Mount
 from ...storage import personal
 from ..envs import instance_envs
+from . import jupyterep
 from .devicetypes import DeviceType, resource_of
 from .names import label_value, safe_name
 
@@ -264,15 +266,18 @@ def env_secret_name(spec: LaunchSpec) -> str:
 
 
 def env_secret(s: KubeSettings, spec: LaunchSpec) -> dict[str, Any] | None:
-    """The job's secret environment entries as a Secret (None without any); the backend makes the job's first
-    Job its owner, so that it goes with the job like the Service does."""
-    if not spec.secret_env:
+    """The job's secret environment entries, and its jupyter endpoint's token, as a Secret (None without any);
+    the backend makes the job's first Job its owner, so that it goes with the job like the Service does."""
+    data = dict(spec.secret_env)
+    if spec.jupyter:
+        data[jupyterep.TOKEN_KEY] = spec.jupyter["token"]
+    if not data:
         return None
     return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
             "metadata": {"name": env_secret_name(spec), "namespace": s.namespace,
                          "labels": labels(s, spec.job_id, spec.owner),
                          "annotations": {ANN_OWNER: spec.owner, ANN_NAME: spec.name}},
-            "stringData": dict(spec.secret_env)}
+            "stringData": data}
 
 
 def pull_secret_name(job_id: int, owner: str, name: str) -> str:
@@ -360,6 +365,8 @@ def job_objects(s: KubeSettings, spec: LaunchSpec, extra_env: dict[str, str] | N
             "volumes": vols,
             **placement(s, spec.device_type, spec.pool, len(head.devices), [i.node for i in insts]),
         }
+        if spec.jupyter and first == 0:  # JOB2: instance 0's server, its token from the Secret by reference
+            jupyterep.add_to_container(pod_spec["containers"][0], spec.jupyter, env_secret_name(spec))
         if gang:
             pod_spec["subdomain"] = base
         own = [pull_secret_name(spec.job_id, spec.owner, spec.name)] if spec.registry_auth else []

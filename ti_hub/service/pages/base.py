@@ -10,6 +10,7 @@ operation as the REST API, then redirects back (303) with a notice in a signed c
 from __future__ import annotations
 
 import json
+import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -51,7 +52,16 @@ PAGES: tuple[Page, ...] = (
 )
 PAGE = {p.name: p for p in PAGES}
 FLASH = "ti-flash"
-CSP = "default-src 'self'; script-src 'none'; style-src 'self'; img-src 'self' data:; frame-ancestors 'self'"
+CSP_TEMPLATE = "default-src 'self'; script-src {script}; style-src 'self'; img-src 'self' data:; frame-ancestors 'self'"
+
+
+def csp(nonce: str | None = None) -> str:
+    """The pages' policy: no script at all, or only the inline script carrying this response's nonce. Never
+    'self' or 'unsafe-inline': user servers share this origin, so either would let their files run here."""
+    return CSP_TEMPLATE.format(script=f"'nonce-{nonce}'" if nonce else "'none'")
+
+
+CSP = csp()
 
 
 def short(scope: str) -> str:
@@ -90,9 +100,13 @@ class PageHandler(HubOAuthenticated, web.RequestHandler):
         from ...api.base import actor_of
 
         self._actor = await actor_of(self.ti, model)
-        if self.page.scope and not self.actor.can(self.page.scope):
+        if self.page.scope and self.needs_page_scope() and not self.actor.can(self.page.scope):
             raise Forbidden(f"this page needs the permission {self.page.scope!r}: "
                             f"{S.PERMISSIONS.get(self.page.scope, '')}", field="scope")
+
+    def needs_page_scope(self) -> bool:
+        """Whether this request needs the page's scope; a handler whose view checks its own access may say no."""
+        return True
 
     @property
     def actor(self) -> Actor:
@@ -122,6 +136,17 @@ class PageHandler(HubOAuthenticated, web.RequestHandler):
         self.set_header("Cache-Control", "no-store")
         self.set_header("X-Content-Type-Options", "nosniff")
         self.set_header("Content-Security-Policy", CSP)
+        self._nonce: str | None = None  # called again on an error page, which carries no script
+
+    def inline_script(self, source: str) -> Safe:
+        """``<script>`` with our own source (never user data), allowed by a nonce fresh to this response: the CSP
+        of this response alone names it; every other page keeps script-src 'none'."""
+        if "</" in source:
+            raise ValueError("an inline script cannot contain '</'")
+        if self._nonce is None:
+            self._nonce = secrets.token_urlsafe(18)
+            self.set_header("Content-Security-Policy", csp(self._nonce))
+        return Safe(f'<script nonce="{self._nonce}">{source}</script>')
 
     def compute_etag(self) -> None:
         return None

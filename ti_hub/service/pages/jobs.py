@@ -3,6 +3,10 @@
 A filter form (user, pool, state, kind, device type), the table, a detail view (``?job=ID``: placement, pods on
 Kubernetes, the last log lines, the history) and the operators' actions as POST forms: kill, stop, requeue and
 reset -- the same operations as POST /jobs/{id}/ACTION, audited when the job is another user's.
+
+The detail view is also its owner's (alert notices link to it): whoever the API shows the job in full sees it,
+with the SSH command to copy while it runs with SSH on (WS3, ``sshcopy``); the list and the actions stay the
+operators'.
 """
 
 from __future__ import annotations
@@ -13,9 +17,13 @@ from urllib.parse import urlencode
 
 from tornado import web
 
+from ... import scopes as S
 from ...domain import states as st
 from ...domain.errors import TiError
-from ...ops import jobadmin, jobs
+from ...api.ssh import request_host
+from ...ops import jobadmin, jobs, sshaccess
+from ...ssh.settings import TiSSHGateway
+from . import sshcopy
 from .base import PAGE, PageHandler
 from .html import Safe, el, field, hidden, join, post_form, select, table
 
@@ -49,6 +57,10 @@ def devices_of(j: dict[str, Any]) -> str:
 class JobsPageHandler(PageHandler):
     page = PAGE["jobs"]
     actions = {a: "do_action" for a in ("kill", "stop", "requeue", "reset")}
+
+    def needs_page_scope(self) -> bool:
+        # a job's detail checks its own access (the API's: the owner and manage-all see a job in full)
+        return not (self.request.method == "GET" and self.get_query_argument("job", "").strip())
 
     @web.authenticated
     async def get(self):
@@ -106,8 +118,9 @@ class JobsPageHandler(PageHandler):
         return el("div", *out, class_="actions")
 
     async def detail(self, ref: str) -> None:
-        job = await self.ti.db(jobs.show, self.actor, ref, readonly=True)
-        src = await self.ti.db(jobs.log_source, self.actor, job["id"], readonly=True)
+        # log_source first: it refuses a job seen only in summary (another user's queued job, for view-all)
+        src = await self.ti.db(jobs.log_source, self.actor, ref, readonly=True)
+        job = await self.ti.db(jobs.show, self.actor, src["id"], readonly=True)
         state = src["backend_state"]
         log = ""
         if state:
@@ -122,6 +135,7 @@ class JobsPageHandler(PageHandler):
                       "Not placed (it holds no node).")
         pods = self.ti.backend.job_pods(job["id"])
         back = "?" + urlencode({"job": job["id"]})
+        operator = self.actor.can(S.MANAGE_ALL_JOBS)
         facts = [("owner", job["owner"]), ("kind", job["kind"]), ("state", job["status"]), ("reason", job["reason"]),
                  ("pool", job["pool"] + (f" (running on lent devices of VC {lent}: preemptible, back in its queue "
                                          f"when {lent}'s own jobs need them)"
@@ -130,10 +144,11 @@ class JobsPageHandler(PageHandler):
                  ("command", job["command"]), ("created", job["created_at"]), ("started", job["started_at"]),
                  ("finished", job["finished_at"]), ("exit code", job["exit_code"])]
         body = [
-            el("p", el("a", "All jobs", href=self.url("jobs"))),
+            el("p", el("a", "All jobs", href=self.url("jobs"))) if operator else "",
             el("dl", *[Safe(el("dt", k) + el("dd", "" if val is None else val)) for k, val in facts],
                id="job-facts", class_="facts"),
-            el("div", self.buttons(job, back), id="job-actions"),
+            el("div", self.buttons(job, back), id="job-actions") if operator else "",
+            await self.ssh_section(job),
             el("h2", "Placement"), place,
         ]
         if pods:
@@ -145,6 +160,17 @@ class JobsPageHandler(PageHandler):
                  table("job-history", ["when (UTC)", "state", "message"],
                        [[e["at"], e["status"], e["message"]] for e in job.get("events", [])], "No history.")]
         self.show(join(body), title=f"{job['owner']}/{job['name']} ({job['kind']} {job['id']})")
+
+    async def ssh_section(self, job: dict[str, Any]) -> Safe:
+        """The command GET /ssh/command gives its owner, to copy; nothing for anyone else or when SSH is off."""
+        gw = TiSSHGateway(config=self.ti.config)
+        if not sshcopy.wants_command(self.actor.name, job, bool(gw.port)):
+            return Safe("")
+        if not await self.ti.db(sshaccess.ssh_on, self.actor, job["id"], readonly=True):
+            return Safe("")
+        host = gw.shown_host(seen=request_host(self.request.host))
+        command = sshcopy.command_for(job, host, gw.shown_port())
+        return sshcopy.block(command, job["kind"], self.inline_script(sshcopy.SCRIPT))
 
     @web.authenticated
     async def post(self) -> None:
