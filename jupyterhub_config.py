@@ -2,9 +2,9 @@
 #
 #   ti-hub start --config jupyterhub_config.py
 #
-# `configure(c)` applies TiHub's defaults (ti_hub/hub_config.py); everything after it overrides them.
+# `configure(c)` applies TiHub's defaults (ti_hub/hub/config.py); everything after it overrides them.
 # Every option below is a traitlet: `ti-hub help-config` prints them all with their help strings.
-from ti_hub.hub_config import configure
+from ti_hub.hub.config import configure
 
 configure(c)  # noqa: F821
 
@@ -29,7 +29,7 @@ configure(c)  # noqa: F821
 
 # --- Login (SPEC ACC1-2): sign-up + admin approval at /hub/authorize by default. Or an OAuth provider with ---
 # the same approval (docs/admin-guide.md, "Logins"): pick ONE class; never set allow_all (no approval then).
-# c.JupyterHub.authenticator_class = "ti_hub.oauth.TiGitLabOAuthenticator"   # or TiGitHubOAuthenticator,
+# c.JupyterHub.authenticator_class = "ti_hub.hub.oauth.TiGitLabOAuthenticator"   # or TiGitHubOAuthenticator,
 #                                             TiAzureAdOAuthenticator, TiOIDCAuthenticator (any OpenID Connect)
 # c.OAuthenticator.client_id = "..."
 # c.OAuthenticator.client_secret = "..."
@@ -47,7 +47,7 @@ configure(c)  # noqa: F821
 # c.TiSSHGateway.allow_port_forwarding = True      # `ssh -L` to the workspace's localhost only
 
 # --- Idle reclamation (SPEC WS6; docs/admin-guide.md "Idle reclamation"), both off by default -----------------
-# from ti_hub.hub_config import configure_culler
+# from ti_hub.hub.config import configure_culler
 # configure_culler(c, timeout=7200)        # jupyterhub-idle-culler: stop workspaces without activity for 2 h
 # The device-aware policy is the alert rule workspace-idle (Alerts page; `ti admin alert-rule update
 # workspace-idle --enabled --interval 7200 --grace 1800`); who is exempt stays here:

@@ -144,9 +144,9 @@ def main(argv=None) -> None:
         with maker.begin() as s:
             from sqlalchemy import func, select
 
-            from ti_hub.db import models as m
-            open_alerts = s.scalar(select(func.count()).select_from(m.monitoring.Alert)
-                                   .where(m.monitoring.Alert.cleared_at.is_(None)))
+            from ti_hub.db.monitoring import Alert
+            open_alerts = s.scalar(select(func.count()).select_from(Alert)
+                                   .where(Alert.cleared_at.is_(None)))
         engine.dispose()
 
     out = {"settings": {"machines": args.machines, "gpus_per_machine": args.gpus, "snapshots_in_window": steps,

@@ -40,7 +40,7 @@ def platform(tmp: Path, name: str, own_network: bool, target: str = "endpoint"):
     data = tmp / name / "data"
     data.mkdir(parents=True)
     config = tmp / name / "jupyterhub_config.py"
-    config.write_text("from ti_hub.hub_config import configure\nconfigure(c)\n"
+    config.write_text("from ti_hub.hub.config import configure\nconfigure(c)\n"
                       f"c.LocalBackend.network_namespaces = {own_network}\n")
     proc, hub, _ports = start_hub(data, config=str(config))
     admin = hub.login(ADMIN, ADMIN_PASSWORD)

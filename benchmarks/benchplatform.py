@@ -187,9 +187,9 @@ class Platform:
             cl = cmdline(pid)
             if "ti_hub.service" in cl:
                 services.append(pid)
-            elif "configurable-http-proxy" in cl or "ti_hub.proxy_main" in cl:
+            elif "configurable-http-proxy" in cl or "ti_hub.launcher.proxy_main" in cl:
                 self.pids["proxy"] = pid
-            elif "ti_hub.hub_main" in cl or "jupyterhub" in cl:
+            elif "ti_hub.hub.main" in cl or "jupyterhub" in cl:
                 self.pids["hub"] = pid
         # the leader ("service") is the one whose parent is no service process; the others serve the API
         parents = {pid: int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) for pid in services}

@@ -4,7 +4,7 @@
 # `pip install -e` points at, which need not be this checkout.)
 import os
 
-from ti_hub.hub_config import configure
+from ti_hub.hub.config import configure
 
 configure(c)  # noqa: F821 (c is provided by the config loader)
 # the local node offers one CPU per core, which the seeded running jobs fill (benchmarks/seed_jobs.py): nothing

@@ -35,3 +35,32 @@ def hub(tmp_path_factory):
 def new_user(hub):
     """Sign up a fresh user, have the admin authorize them, and log them in."""
     return hub.person
+
+
+def tier_of(nodeid: str) -> str:
+    """The tier of a test id: its folder under tests/ (unit, integration, e2e, browser, k8s)."""
+    parts = nodeid.split("/")
+    return parts[1] if len(parts) > 2 and parts[0] == "tests" else parts[0].split("::")[0]
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Each tier's time (setup, call and teardown of its tests, its fixtures' hubs included), for .ci/run's end."""
+    totals: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for reports in terminalreporter.stats.values():
+        for rep in reports:
+            nodeid, duration = getattr(rep, "nodeid", None), getattr(rep, "duration", None)
+            if not nodeid or duration is None or getattr(rep, "when", None) is None:
+                continue
+            tier = tier_of(nodeid)
+            totals[tier] = totals.get(tier, 0.0) + duration
+            if rep.when == "call" or (rep.when == "setup" and rep.outcome != "passed"):
+                counts[tier] = counts.get(tier, 0) + 1
+    if not totals:
+        return
+    terminalreporter.write_sep("=", "time per tier")
+    for tier in sorted(totals, key=totals.get, reverse=True):
+        terminalreporter.write_line(f"{tier:<12} {totals[tier]:7.0f} s = {totals[tier] / 60:5.1f} min  "
+                                    f"({counts.get(tier, 0)} tests)")
+    everything = sum(totals.values())
+    terminalreporter.write_line(f"{'all':<12} {everything:7.0f} s = {everything / 60:5.1f} min")

@@ -49,8 +49,9 @@ def hub_command(data_dir: Path, ports: dict[str, int], extra_env: dict[str, str]
     # the hub, the ti service and the job supervisors import this checkout, whatever pip installed
     repo = source or str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (repo, env.get("PYTHONPATH", "")) if p)
-    cmd = [python or sys.executable, "-m", "ti_hub.app", "start", "--admin", ADMIN, "--data-dir", str(data_dir),
-           "--port", str(ports["port"]), "--hub-port", str(ports["hub"]), "--proxy-api-port", str(ports["proxy"]),
+    cmd = [python or sys.executable, "-m", "ti_hub.launcher.app", "start", "--admin", ADMIN,
+           "--data-dir", str(data_dir), "--port", str(ports["port"]), "--hub-port", str(ports["hub"]),
+           "--proxy-api-port", str(ports["proxy"]),
            "--service-port", str(ports["service"]), "--ssh-port", str(ports["ssh"]), "--start-timeout", "90"]
     if config:
         cmd += ["--config", config]
@@ -206,7 +207,7 @@ def own_hub(tmp_path_factory, name: str, config_lines: str = "", extra_env: dict
     config = None
     if config_lines:
         config = data.parent / "jupyterhub_config.py"
-        config.write_text("from ti_hub.hub_config import configure\nconfigure(c)\n" + config_lines)
+        config.write_text("from ti_hub.hub.config import configure\nconfigure(c)\n" + config_lines)
     proc, hub, _ports = start_hub(data, extra_env, config=str(config) if config else None, python=python,
                                   source=source)
     try:

@@ -1,4 +1,4 @@
-"""The embedded proxy (``python -m ti_hub.proxy_main``) started alone, for tests of what it forwards."""
+"""The embedded proxy (``python -m ti_hub.launcher.proxy_main``) started alone, for tests of what it forwards."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def running_proxy(*args: str) -> Iterator[Proxy]:
     """The proxy on free loopback ports with configurable-http-proxy's ``args`` (e.g. --default-target URL),
     once its API answers; stopped after."""
     port, api_port = free_port(), free_port()
-    proxy = subprocess.Popen([sys.executable, "-m", "ti_hub.proxy_main", "--ip", "127.0.0.1", "--port", str(port),
+    proxy = subprocess.Popen([sys.executable, "-m", "ti_hub.launcher.proxy_main", "--ip", "127.0.0.1", "--port", str(port),
                               "--api-ip", "127.0.0.1", "--api-port", str(api_port), *args],
                              env=dict(os.environ, CONFIGPROXY_AUTH_TOKEN=TOKEN),
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -176,6 +178,32 @@ def service_pid(hub) -> int:
     if len(leaders) != 1:
         raise LookupError(f"ti service leader not found among {found}")
     return leaders[0]
+
+
+def process_uptime(pid: int) -> float:
+    """Seconds since process ``pid`` started (/proc's start time is in clock ticks since boot)."""
+    started = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    return float(Path("/proc/uptime").read_text().split()[0]) - started / os.sysconf("SC_CLK_TCK")
+
+
+def kill_service_and_time(hub, admin, min_age: float, limit: float) -> float:
+    """kill -9 the ti service once it is ``min_age`` seconds old (the hub restarts a service that dies younger
+    only after a back-off); the seconds until the API answers again from a new process (RuntimeError past
+    ``limit``)."""
+    pid = service_pid(hub)
+    while (age := process_uptime(pid)) < min_age:
+        time.sleep(min_age - age)
+    t0 = time.monotonic()
+    os.kill(pid, signal.SIGKILL)
+    while True:
+        try:
+            if admin.http.get(hub.api_url + "/me", timeout=5).status_code == 200 and service_pid(hub) != pid:
+                return time.monotonic() - t0
+        except (requests.RequestException, LookupError):
+            pass
+        if time.monotonic() - t0 > limit:
+            raise RuntimeError(f"the API did not come back within {limit} s")
+        time.sleep(0.05)
 
 
 def wait(pred, timeout: float = 60, what: str = "condition"):

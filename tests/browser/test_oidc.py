@@ -69,8 +69,8 @@ def site(tmp_path_factory):
     secret = secrets.token_hex(16)
     config = base / "jupyterhub_config.py"
     config.write_text(
-        "from ti_hub.hub_config import configure\nconfigure(c)\n"
-        'c.JupyterHub.authenticator_class = "ti_hub.oauth.TiOIDCAuthenticator"\n'
+        "from ti_hub.hub.config import configure\nconfigure(c)\n"
+        'c.JupyterHub.authenticator_class = "ti_hub.hub.oauth.TiOIDCAuthenticator"\n'
         f'c.TiOIDCAuthenticator.oidc_issuer = "{issuer}"\n'
         f'c.OAuthenticator.client_id = "{CLIENT_ID}"\n'
         f'c.OAuthenticator.client_secret = "{secret}"\n'

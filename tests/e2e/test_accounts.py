@@ -51,7 +51,7 @@ def test_users_cannot_use_admin_operations(hub, new_user):
 
 
 def test_workspace_token_scopes_are_minimal():
-    from ti_hub import scopes as S
+    from ti_hub.domain import scopes as S
 
     assert S.MANAGE_VC not in S.WORKSPACE_TOKEN_SCOPES
     assert S.MANAGE_USERS not in S.WORKSPACE_TOKEN_SCOPES

@@ -54,7 +54,7 @@ def listeners(port: int) -> dict[int, int]:
 
 def test_two_api_processes(tmp_path):
     config = tmp_path / "jupyterhub_config.py"
-    config.write_text("from ti_hub.hub_config import configure\nconfigure(c)\nc.TiService.api_processes = 2\n")
+    config.write_text("from ti_hub.hub.config import configure\nconfigure(c)\nc.TiService.api_processes = 2\n")
     data = tmp_path / "data"
     data.mkdir()
     proc, hub, ports = start_hub(data, config=str(config))

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shlex
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -73,7 +75,7 @@ def examples_in(text: str, head: str) -> list[str]:
 
 
 def all_examples() -> list[str]:
-    from ti_hub import app
+    from ti_hub.launcher import app
     from ti_hub.cli import main as cli
 
     out: list[str] = []
@@ -104,6 +106,21 @@ SKIP = {
         "the Alibaba trace is not in the repository and replays for minutes; tests/unit/test_sim_alibaba.py "
         "reads a slice of it",
 }
+
+
+# examples that only read the platform (lists, shows, logs, waits; a redirect writes a file of their own): a run
+# of them between two steps that change something sees one state in any order, so they run READERS at a time
+READS = re.compile(r"""^ti\ (
+      (admin\ )?(user|job|volume|template|image|credential|key|vc|role|group|alert|plan|queue|alert-rule|machine)
+        \ (list|show|ls|grants)\b
+    | job\ (metrics|logs|wait)\b | queue\ (scores|panel)\b | queue(\ +-|\ *$)
+    | cluster\b | me\b | quota\b | account\ show\b | ssh-command\b | admin\ (audit|jobs)\b
+)""", re.X)
+READERS = int(os.environ.get("TI_EXAMPLES_READERS", "4"))  # 1: one at a time, as before (to compare)
+
+
+def reads_only(ex: "Ex") -> bool:
+    return ex.tty is None and bool(READS.match(ex.text))
 
 
 # -- the fixture world --------------------------------------------------------------------------------------------
@@ -662,34 +679,58 @@ def hub(tmp_path_factory):
 def test_every_help_example_runs_as_written(hub, tmp_path):
     w = World(hub, tmp_path)
     for tool in ("ti", "ti-hub"):
-        module = "ti_hub.cli.main" if tool == "ti" else "ti_hub.app"
+        module = "ti_hub.cli.main" if tool == "ti" else "ti_hub.launcher.app"
         (w.bin / tool).write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m {module} \"$@\"\n")
         (w.bin / tool).chmod(0o755)
     found = set(all_examples())
-    failures = []
-    for step in PLAN:
-        if not isinstance(step, Ex):
-            try:
-                step(w)
-            except Exception as e:  # the failed examples before it are likely why
-                raise AssertionError(f"fixture step {step.__name__} failed: {e!r}; examples failed before it:\n\n"
-                                     + "\n\n".join(failures)) from e
-            continue
-        assert step.text in found, step.text
-        t0 = time.monotonic()
-        r = w.run(step)
-        took = time.monotonic() - t0
+    failures: list[str] = []
+    spent: list[tuple[float, str]] = []  # seconds per example and fixture step: the slowest are printed
+
+    def outcome(step: Ex, r: subprocess.CompletedProcess, took: float) -> bool:
+        """Record one example's result in plan order; False: stop here (TI_EXAMPLES_FAILFAST)."""
         w.ran.append(step.text)
+        spent.append((took, step.text))
         if r.returncode != 0:
             failures.append(f"[{step.who}] {step.text}\n  exit {r.returncode} ({took:.1f} s)\n"
                             f"  stdout: {r.stdout[-1500:]}\n  stderr: {r.stderr[-1500:]}")
-            if os.environ.get("TI_EXAMPLES_FAILFAST"):
-                break
-            continue
+            return not os.environ.get("TI_EXAMPLES_FAILFAST")
         if step.check:
             try:
                 assert step.check(w, r) is not False, "check said no"
             except AssertionError as e:
                 failures.append(f"[{step.who}] {step.text}\n  exit 0 but: {e}")
+        return True
+
+    def timed(step: Ex) -> tuple[subprocess.CompletedProcess, float]:
+        t0 = time.monotonic()
+        r = w.run(step)
+        return r, time.monotonic() - t0
+
+    # consecutive read-only examples run together; everything else one at a time, in the plan's order
+    batches: list[list] = []
+    for step in PLAN:
+        if isinstance(step, Ex) and reads_only(step) and batches and batches[-1][0] == "reads":
+            batches[-1][1].append(step)
+        else:
+            batches.append(["reads" if isinstance(step, Ex) and reads_only(step) else "one", [step]])
+    going = True
+    with ThreadPoolExecutor(READERS) as pool:
+        for _kind, steps in batches:
+            if not going:
+                break
+            if not isinstance(steps[0], Ex):
+                t0 = time.monotonic()
+                try:
+                    steps[0](w)
+                    spent.append((time.monotonic() - t0, f"(step {steps[0].__name__})"))
+                except Exception as e:  # the failed examples before it are likely why
+                    raise AssertionError(f"fixture step {steps[0].__name__} failed: {e!r}; examples failed before "
+                                         "it:\n\n" + "\n\n".join(failures)) from e
+                continue
+            for step in steps:
+                assert step.text in found, step.text
+            for step, (r, took) in zip(steps, pool.map(timed, steps)):
+                going = outcome(step, r, took) and going
+    print("\nslowest:\n" + "\n".join(f"{t:6.1f} s  {what}" for t, what in sorted(spent, reverse=True)[:15]))
     assert not failures, f"{len(failures)} of {len(w.ran)} examples failed:\n\n" + "\n\n".join(failures)
     assert len(w.ran) == len(planned())

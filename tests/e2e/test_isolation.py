@@ -46,6 +46,10 @@ def ihub(tmp_path_factory):
         # several jobs of several users at once on a 2-core machine
         hub.admin.ok("POST", "/plans", json={"name": "iso-tiny", "kinds": ["single", "workspace"], "device_type": "cpu",
                                              "device_count": 0, "cpu": 0.1, "memory_mib": 512})
+        # a workspace gets a whole core: with iso-tiny's tenth (a CPU quota) JupyterLab and its kernel took a
+        # minute to start, and what is tried with it is how its processes end, not how it shares the machine
+        hub.admin.ok("POST", "/plans", json={"name": "iso-ws", "kinds": ["workspace"], "device_type": "cpu",
+                                             "device_count": 0, "cpu": 1, "memory_mib": 1024})
         yield hub
 
 
@@ -227,7 +231,7 @@ def test_a_workspace_that_dies_is_not_shown_running_and_its_kernels_end_with_it(
     """Finding 8: a workspace whose process is gone is recorded stopped (the hub polls only every 30 s); a
     stopped workspace leaves none of its processes (kernels included) behind."""
     u = person(ihub, "wsdie")
-    r = u.hub_api("POST", f"/users/{u.name}/servers/labby", json={"plan": "iso-tiny"})
+    r = u.hub_api("POST", f"/users/{u.name}/servers/labby", json={"plan": "iso-ws"})
     assert r.status_code in (201, 202), r.text
     u.wait_server("labby", timeout=90)
     base = f"{ihub.url}/user/{u.name}/labby"
@@ -274,7 +278,7 @@ def test_users_filling_their_own_file_system_leave_the_platform_working(tmp_path
     # volumes as plain directories: what fills here is the users' file system itself, not a volume's own
     # (tests/e2e/test_disk_limits.py); a 1 GiB image on 48 MiB would fail its writes with I/O errors instead
     config = base / "jupyterhub_config.py"
-    config.write_text("from ti_hub.hub_config import configure\nconfigure(c)\n"
+    config.write_text("from ti_hub.hub.config import configure\nconfigure(c)\n"
                       "c.LocalVolumeDriver.disk_limits = 'off'\n")
     proc = None
     try:

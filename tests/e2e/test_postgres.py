@@ -36,7 +36,7 @@ def test_platform_runs_on_postgresql(tmp_path, pg_database):
     from sqlalchemy.engine import make_url
 
     config = tmp_path / "jupyterhub_config.py"
-    config.write_text("from ti_hub.hub_config import configure\nconfigure(c)\n"
+    config.write_text("from ti_hub.hub.config import configure\nconfigure(c)\n"
                       f"c.TiService.db_url = {pg_database!r}\n")
     data = tmp_path / "data"
     data.mkdir()

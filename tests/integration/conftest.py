@@ -43,7 +43,7 @@ def settings():
 @pytest.fixture
 def seeded(db, settings):
     """The default plans and one public image."""
-    from ti_hub import scopes as S
+    from ti_hub.domain import scopes as S
     from ti_hub.db import models as m
     from ti_hub.domain.actor import Actor
     from ti_hub.ops import plans

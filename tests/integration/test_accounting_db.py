@@ -7,7 +7,7 @@ import datetime as dt
 
 from sqlalchemy import func, select
 
-from ti_hub import scopes as S
+from ti_hub.domain import scopes as S
 from ti_hub.backends.base import NodeCapacity
 from ti_hub.db import models as m
 from ti_hub.db.accounting import DeviceHours

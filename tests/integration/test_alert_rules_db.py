@@ -7,9 +7,11 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from ti_hub import scopes as S
+from ti_hub.domain import scopes as S
 from ti_hub.backends.base import NodeCapacity
 from ti_hub.db import models as m
+from ti_hub.db.alertrules import AlertRule
+from ti_hub.db.monitoring import Alert
 from ti_hub.domain import states as st
 from ti_hub.domain.actor import Actor
 from ti_hub.domain.errors import Conflict, Forbidden, NotFound, ValidationError
@@ -43,7 +45,7 @@ def run(db, rule_names: tuple[str, ...], snaps, dry_run: bool) -> list[str]:
 
 
 def open_alerts(db) -> list[tuple[str, str, list, str]]:
-    A = m.monitoring.Alert
+    A = Alert
     with db.begin() as s:
         return [(a.rule, a.machine, list(a.users), (a.figures or {}).get("cordon", ""))
                 for a in s.scalars(select(A).where(A.cleared_at.is_(None)).order_by(A.id))]
@@ -113,7 +115,7 @@ def test_a_dry_run_only_says_it_would_cordon(db):
 def test_disabling_or_deleting_a_rule_closes_its_alerts_and_changes_are_checked(db):
     run(db, ("gpu-ecc-errors",), ecc_snaps(2), dry_run=True)
     with db.begin() as s:
-        rid = s.scalar(select(m.alertrules.AlertRule.id).where(m.alertrules.AlertRule.name == "gpu-ecc-errors"))
+        rid = s.scalar(select(AlertRule.id).where(AlertRule.name == "gpu-ecc-errors"))
         shown = alertrules.get(s, ADMIN, rid)
     assert [f["machine"] for f in shown["firing"]] == ["g1"]
     with db.begin() as s:

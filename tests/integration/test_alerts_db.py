@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from ti_hub import scopes as S
+from ti_hub.domain import scopes as S
 from ti_hub.domain.actor import Actor
 from ti_hub.ops import alerts
 

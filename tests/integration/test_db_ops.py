@@ -7,7 +7,7 @@ import threading
 import pytest
 from sqlalchemy import func, select
 
-from ti_hub import scopes as S
+from ti_hub.domain import scopes as S
 from ti_hub.db import models as m
 from ti_hub.domain.actor import Actor
 from ti_hub.domain.errors import Conflict, NotFound, QuotaExceeded, TiError, ValidationError

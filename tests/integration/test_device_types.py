@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select
 
-from ti_hub import scopes as S
+from ti_hub.domain import scopes as S
 from ti_hub.backends.base import NodeCapacity
 from ti_hub.backends.k8s import KubernetesBackend
 from ti_hub.db import models as m

@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 from sqlalchemy import select
 
-from ti_hub import scopes as S
+from ti_hub.domain import scopes as S
 from ti_hub.db import models as m
 from ti_hub.domain import states as st
 from ti_hub.domain.actor import Actor

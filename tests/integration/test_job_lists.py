@@ -6,7 +6,7 @@ import orjson
 import pytest
 from sqlalchemy import select
 
-from ti_hub import scopes as S
+from ti_hub.domain import scopes as S
 from ti_hub.db import models as m
 from ti_hub.domain.actor import Actor
 from ti_hub.domain.errors import Forbidden

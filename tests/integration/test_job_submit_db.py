@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select
 
-from ti_hub import scopes as S
+from ti_hub.domain import scopes as S
 from ti_hub.db import models as m
 from ti_hub.domain.actor import Actor
 from ti_hub.domain.errors import Conflict, Forbidden, QuotaExceeded

@@ -9,7 +9,7 @@ import math
 import pytest
 from sqlalchemy import select
 
-from ti_hub import scopes as S
+from ti_hub.domain import scopes as S
 from ti_hub.backends.base import NodeCapacity
 from ti_hub.db import models as m
 from ti_hub.domain import states as st

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ti_hub import scopes as S
+from ti_hub.domain import scopes as S
 from ti_hub.db import models as m
 from ti_hub.domain.actor import Actor
 from ti_hub.domain.errors import Conflict

@@ -1,4 +1,4 @@
-"""The embedded platform's proxy (``python -m ti_hub.proxy_main``): many slow requests at once get through.
+"""The embedded platform's proxy (``python -m ti_hub.launcher.proxy_main``): many slow requests at once get through.
 
 tornado's shared HTTP client, which the Python configurable-http-proxy forwards with, allows 10 requests in
 flight by default and queues the rest. The target here holds every request until 30 have arrived at once:
@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import requests
 from proxykit import running_proxy
 
-from ti_hub import proxy_main
+from ti_hub.launcher import proxy_main
 
 AT_ONCE = 30
 

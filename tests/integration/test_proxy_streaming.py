@@ -1,4 +1,5 @@
-"""The embedded platform's proxy (``python -m ti_hub.proxy_main``) passes responses on as they arrive (issue 31).
+"""The embedded platform's proxy (``python -m ti_hub.launcher.proxy_main``) passes responses on as they arrive
+(issue 31).
 
 The Python configurable-http-proxy held each response until its target had sent all of it: the spawn page's
 event stream reached the browser in one piece once the spawn had ended. A real target here sends an event stream

@@ -1,5 +1,5 @@
-"""WebSockets through the embedded proxy (``python -m ti_hub.proxy_main``) as JupyterLab's kernel channels use them
-(issue 31, "a WebSocket console error when a notebook opens"; ti_hub/proxy_websockets.py).
+"""WebSockets through the embedded proxy (``python -m ti_hub.launcher.proxy_main``) as JupyterLab's kernel channels use
+them (issue 31, "a WebSocket console error when a notebook opens"; ti_hub/launcher/proxy_websockets.py).
 
 The target is a real tornado WebSocket server, as jupyter-server is: it chooses JupyterLab 4's kernel subprotocol,
 greets on open, says which kind of frame it got and echoes it, and closes with a code of its own when asked."""

@@ -8,14 +8,14 @@ import threading
 import pytest
 from sqlalchemy import select
 
-from ti_hub import scopes as S
+from ti_hub.domain import scopes as S
 from ti_hub.backends.base import NodeCapacity
 from ti_hub.backends.local.slices import split_all
 from ti_hub.db import models as m
 from ti_hub.domain import states as st
 from ti_hub.domain.actor import Actor
 from ti_hub.domain.errors import Conflict, Forbidden, NotFound, ValidationError
-from ti_hub.ops import jobs, plans, vcs
+from ti_hub.ops import jobs, plans, vcdelete, vcs
 from ti_hub.service import queueing
 
 ADMIN = Actor("root1", frozenset(S.ADMIN_SCOPES))
@@ -194,7 +194,7 @@ def test_rename_moves_plans_and_jobs_and_delete_only_when_empty(vc_a, settings):
         assert s.get(m.Job, j).pool == "vc-renamed"
         assert [e.action for e in s.scalars(select(m.AuditEntry).order_by(m.AuditEntry.id))][-1] == "vc.rename"
     with pytest.raises(Conflict) as e, vc_a.begin() as s:
-        vcs.delete(s, ADMIN, "vc-renamed")
+        vcdelete.delete(s, ADMIN, "vc-renamed")
     assert "machine" in e.value.detail and "active job" in e.value.detail and "a-gpu-1" in e.value.detail
     with vc_a.begin() as s:
         jobs.kill(s, ADMIN, j)
@@ -203,7 +203,7 @@ def test_rename_moves_plans_and_jobs_and_delete_only_when_empty(vc_a, settings):
         vcs.assign(s, ADMIN, "vc-renamed", {"node": "n1", "device_type": "demo-gpu", "remove": True,
                                             "devices": [2, 3]}, settings.nodes)
     with vc_a.begin() as s:
-        vcs.delete(s, ADMIN, "vc-renamed")
+        vcdelete.delete(s, ADMIN, "vc-renamed")
         with pytest.raises(NotFound):
             vcs.get(s, "vc-renamed")
 
@@ -226,7 +226,7 @@ def test_bad_input_names_the_field_and_stores_nothing(seeded, body, field):
 def test_default_cannot_be_renamed_deleted_or_closed_and_users_cannot_manage(seeded):
     with seeded.begin() as s:
         for call in (lambda: vcs.change(s, ADMIN, "default", {"name": "other-name"}),
-                     lambda: vcs.delete(s, ADMIN, "default"),
+                     lambda: vcdelete.delete(s, ADMIN, "default"),
                      lambda: vcs.set_access(s, ADMIN, "default", {"user": "x1234"})):
             with pytest.raises(Conflict):  # what default is decides: 409
                 call()

@@ -1,4 +1,4 @@
-"""ti_hub/children.py: children die with their parent (kill -9 included); a parent sees a child's death at once."""
+"""ti_hub/plumbing/children.py: children die with their parent (kill -9 included); a parent sees a child's death at once."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ import time
 
 import pytest
 
-from ti_hub import children
-from ti_hub.children import restart_delay
+from ti_hub.plumbing import children
+from ti_hub.plumbing.children import restart_delay
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl and pidfds are Linux's")
 
 PARENT = """
 import subprocess, sys, time
-from ti_hub.children import die_with_parent_preexec
+from ti_hub.plumbing.children import die_with_parent_preexec
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
                          preexec_fn=die_with_parent_preexec())
 print(child.pid, flush=True)

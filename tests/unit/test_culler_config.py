@@ -1,4 +1,4 @@
-"""The activity culler's hub configuration (hub_config.configure_culler): off by default, on with its own role."""
+"""The activity culler's hub configuration (hub.config.configure_culler): off by default, on with its own role."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import sys
 
 from traitlets.config import Config
 
-from ti_hub.hub_config import CULLER_SERVICE, configure, configure_culler
+from ti_hub.hub.config import CULLER_SERVICE, configure, configure_culler
 
 
 def names(c: Config) -> list[str]:

@@ -11,7 +11,7 @@ import pytest
 
 from ti_hub.backends.local import procs
 from ti_hub.domain.errors import Conflict, ValidationError
-from ti_hub.endpoints import pure as p
+from ti_hub.domain import endpoints as p
 from ti_hub.endpoints.tensorboard import TensorBoards, installed
 
 PREFIX = "/services/ti/"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ti_hub import scopes as S
+from ti_hub.domain import scopes as S
 from ti_hub.domain.errors import NotFound, ValidationError
 from ti_hub.ops import grants as G
 

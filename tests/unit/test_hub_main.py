@@ -1,4 +1,4 @@
-"""ti_hub.hub_main: the hub notices a starting server within a quarter second of it answering."""
+"""ti_hub.hub.main: the hub notices a starting server within a quarter second of it answering."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from tornado import httpserver, web
 
 
 def test_hub_polls_a_starting_server_at_least_every_quarter_second():
-    import ti_hub.hub_main  # noqa: F401  (patches jupyterhub.utils)
+    import ti_hub.hub.main  # noqa: F401  (patches jupyterhub.utils)
     from jupyterhub import utils
 
     sock = socket.socket()
@@ -46,7 +46,7 @@ def test_shutdown_stops_workspaces_before_the_services_and_only_once(monkeypatch
 
     from jupyterhub.app import JupyterHub
 
-    from ti_hub import hub_main
+    from ti_hub.hub import main as hub_main
 
     assert JupyterHub.cleanup is hub_main._cleanup_once
     order: list[str] = []

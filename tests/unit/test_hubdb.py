@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import create_engine, text
 
-from ti_hub.hubdb import use_wal
+from ti_hub.hub.sqlite import use_wal
 
 
 def mode(path) -> tuple[str, int]:

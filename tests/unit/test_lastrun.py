@@ -1,4 +1,4 @@
-"""ti_hub/lastrun.py: one `ti-hub start` per data dir; what an earlier run left is found and stopped in order."""
+"""ti_hub/plumbing/lastrun.py: one `ti-hub start` per data dir; what an earlier run left is found and stopped in order."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from ti_hub import lastrun, pidfile
+from ti_hub.plumbing import lastrun, pidfile
 
 # a stand-in for a hub, service or proxy: notes when SIGTERM came (or ignores it), then exits
 FAKE = """

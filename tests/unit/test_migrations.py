@@ -4,7 +4,7 @@ from alembic.config import Config
 from alembic.script import ScriptDirectory
 from sqlalchemy import inspect
 
-from ti_hub.db.models import Base
+from ti_hub.db.tables import metadata
 from ti_hub.db.session import HEAD, MIGRATIONS, current_revision, make_engine, sqlite_url, upgrade
 
 
@@ -21,6 +21,6 @@ def test_upgrade_creates_every_model_table(tmp_path):
     assert current_revision(url) == HEAD
     engine = make_engine(url)
     tables = set(inspect(engine).get_table_names())
-    assert set(Base.metadata.tables) <= tables
+    assert set(metadata.tables) <= tables
     upgrade(url)  # a second start is a no-op
     engine.dispose()

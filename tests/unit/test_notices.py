@@ -16,7 +16,7 @@ import pytest
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, LoginPassword
 
-from ti_hub import scopes as S
+from ti_hub.domain import scopes as S
 from ti_hub.ops import notices
 from ti_hub.ops.grants import People, Snapshot
 from ti_hub.service.notifier import Notifier, _safe_url

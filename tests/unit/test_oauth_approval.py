@@ -11,10 +11,10 @@ from jupyterhub import orm
 from nativeauthenticator.orm import UserInfo
 from traitlets.config import Config
 
-from ti_hub.auth import APPROVE, ASK, LET_IN, WAIT, Approvals, TiAuthenticator, decide
-from ti_hub.oauth import (TiGitHubOAuthenticator, TiGitLabOAuthenticator, TiOIDCAuthenticator,
+from ti_hub.hub.auth import APPROVE, ASK, LET_IN, WAIT, Approvals, TiAuthenticator, decide
+from ti_hub.hub.oauth import (TiGitHubOAuthenticator, TiGitLabOAuthenticator, TiOIDCAuthenticator,
                           discovered_endpoints, email_of, restricting_allow_config)
-from ti_hub.oauth_pages import ApprovalPage, AwaitingApproval
+from ti_hub.hub.oauth_pages import ApprovalPage, AwaitingApproval
 
 
 @pytest.fixture
@@ -193,12 +193,12 @@ def test_no_nobody_can_login_warning(db, cls, caplog):
 
 
 def test_tihub_never_sets_allow_all(tmp_path):
-    from ti_hub.hub_config import configure
+    from ti_hub.hub.config import configure
 
     c = Config()
     configure(c, tmp_path)
     assert "allow_all" not in c.Authenticator
-    assert c.JupyterHub.authenticator_class == "ti_hub.auth.TiAuthenticator"
+    assert c.JupyterHub.authenticator_class == "ti_hub.hub.auth.TiAuthenticator"
 
 
 async def test_password_sessions_end_when_the_approval_is_taken_back(db):

@@ -1,4 +1,4 @@
-"""ti_hub/pidfile.py: a pid file names one process (pid + start time + boot), never one that took its pid over."""
+"""ti_hub/plumbing/pidfile.py: a pid file names one process (pid + start time + boot), never one that took its pid over."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import subprocess
 import sys
 import time
 
-from ti_hub import pidfile
-from ti_hub.pidfile import Proc, Record, parse_record, parse_stat, same_process, started_at
+from ti_hub.plumbing import pidfile
+from ti_hub.plumbing.pidfile import Proc, Record, parse_record, parse_stat, same_process, started_at
 
 STAT = "4242 (python3 -m ti_hub (x) y) S 4200 4242 4242 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 987654 1 2 3"
 

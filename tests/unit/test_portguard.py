@@ -1,4 +1,4 @@
-"""ti_hub/portguard.py: the platform's ports are checked and their IPv6 counterparts held (issue 30, finding 2)."""
+"""ti_hub/launcher/portguard.py: the platform's ports are checked and their IPv6 counterparts held (issue 30, finding 2)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from ti_hub import portguard
+from ti_hub.launcher import portguard
 
 
 def listening() -> socket.socket:

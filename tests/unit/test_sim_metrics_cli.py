@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from ti_hub.app import build_parser
+from ti_hub.launcher.app import build_parser
 from ti_hub.sim import cli
 from ti_hub.sim.metrics import jain, percentile, stats
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from cryptography.fernet import Fernet
 
-from ti_hub import scopes as S
+from ti_hub.domain import scopes as S
 from ti_hub.domain import states as st
 from ti_hub.domain.actor import FULL, SUMMARY, Actor
 from ti_hub.domain.errors import ValidationError

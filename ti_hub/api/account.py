@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .. import scopes as S
+from ..domain import scopes as S
 from ..domain import validation as v
 from ..ops import images, keys, templates
 from ..service import profile

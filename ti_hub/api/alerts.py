@@ -1,12 +1,12 @@
 """GET /alerts (MON2-3): the alerts naming the caller (a job of theirs past its duration, ...), every alert for
 admins (custom:ti:jobs:manage-all or custom:ti:users:manage).
 
-``user=NAME``: the alerts naming that user, for the hub (its home page's banner, ti_hub/hubalerts.py, asks with
+``user=NAME``: the alerts naming that user, for the hub (its home page's banner, ti_hub/hub/alerts.py, asks with
 the ti-spawner service's token: custom:ti:workspaces:admit) and for admins; anyone else is refused."""
 
 from __future__ import annotations
 
-from .. import scopes as S
+from ..domain import scopes as S
 from ..domain import validation as v
 from ..domain.actor import Actor
 from ..domain.errors import Forbidden

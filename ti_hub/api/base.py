@@ -11,7 +11,7 @@ from jupyterhub.services.auth import HubOAuthenticated, UserNotAllowed
 from tornado import web
 from tornado.log import app_log
 
-from .. import scopes as S
+from ..domain import scopes as S
 from ..domain.actor import Actor
 from ..domain.errors import TiError
 from ..ops.jobs import queue_of

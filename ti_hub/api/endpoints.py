@@ -9,7 +9,7 @@ from typing import Any
 from ..domain import validation as v
 from ..domain.actor import Actor
 from ..endpoints.origins import Origins, port_label, tensorboard_label
-from ..endpoints.pure import check_logdir, port_url, tensorboard_key, tensorboard_prefix
+from ..domain.endpoints import check_logdir, port_url, tensorboard_key, tensorboard_prefix
 from ..ops import endpoints as ops
 from ..ops import jobssh
 from .base import APIHandler

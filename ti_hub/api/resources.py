@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .. import scopes as S
+from ..domain import scopes as S
 from ..domain import validation as v
 from ..domain.errors import NotFound
 from ..ops import home, plans, quotas, volumes

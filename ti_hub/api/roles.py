@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import scopes as S
+from ..domain import scopes as S
 from ..domain import validation as v
 from ..ops import grants
 from .base import APIHandler

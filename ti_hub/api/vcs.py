@@ -10,7 +10,7 @@ from urllib.parse import quote
 from jupyterhub.utils import url_path_join
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 
-from .. import scopes as S
+from ..domain import scopes as S
 from ..domain import validation as v
 from ..domain.errors import Conflict, HubUnavailable, NotFound
 from ..ops import vcdelete, vcs
@@ -104,7 +104,7 @@ class VCHandler(APIHandler):
         if v.choice(raw, "with_jobs", FLAG_VALUES) in ("1", "true", "yes"):
             await delete_with_jobs(self.ti, self.actor, name)
         else:
-            await self.op(vcs.delete, self.actor, name)
+            await self.op(vcdelete.delete, self.actor, name)
         self.set_status(204)
         self.finish()
 

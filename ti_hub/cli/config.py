@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..secretfile import replace
+from ..plumbing.secretfile import replace
 from .client import DEFAULT_TIMEOUT, TiClient, normalize_url
 
 

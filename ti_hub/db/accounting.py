@@ -7,7 +7,7 @@ import datetime as dt
 from sqlalchemy import BigInteger, Float, Index, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
-from .models import Base
+from .base import Base
 
 
 class DeviceHours(Base):

@@ -7,7 +7,7 @@ import datetime as dt
 from sqlalchemy import Boolean, Float, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from .models import Base
+from .base import Base
 
 
 class AlertRule(Base):

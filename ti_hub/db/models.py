@@ -13,7 +13,6 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
-    DateTime,
     Float,
     ForeignKey,
     Index,
@@ -23,29 +22,9 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
-from sqlalchemy.types import TypeDecorator
+from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-
-class UTCDateTime(TypeDecorator):
-    """Stores naive UTC; always hands back aware UTC datetimes (SQLite drops tz)."""
-
-    impl = DateTime
-    cache_ok = True
-
-    def process_bind_param(self, value, dialect):
-        if value is not None and value.tzinfo is not None:
-            value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
-        return value
-
-    def process_result_value(self, value, dialect):
-        if value is not None and value.tzinfo is None:
-            value = value.replace(tzinfo=dt.timezone.utc)
-        return value
-
-
-class Base(DeclarativeBase):
-    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON, dt.datetime: UTCDateTime}
+from .base import Base, UTCDateTime
 
 
 class User(Base):
@@ -338,7 +317,7 @@ class UserProfile(Base):
 
 
 class Role(Base):
-    """ACC5: a TiHub role -- a named set of the seven permissions (ti_hub/scopes.py PERMISSIONS).
+    """ACC5: a TiHub role -- a named set of the seven permissions (ti_hub/domain/scopes.py PERMISSIONS).
 
     JupyterHub's REST API cannot create roles or change role assignments while it runs, so TiHub keeps its
     own roles and grants (ops/grants.py); ``preset`` roles ("user", "ti-admin") are never changed or deleted."""
@@ -432,8 +411,3 @@ class VCMachine(Base):
     next_vc: Mapped[str | None] = mapped_column(String(63), nullable=True)
     vc: Mapped[VirtualCluster] = relationship(back_populates="machines")
 
-
-# tables of other concerns, on the same Base (imported last: they import Base from here)
-from . import monitoring  # noqa: E402,F401
-from . import accounting  # noqa: E402,F401
-from . import alertrules  # noqa: E402,F401

@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import BigInteger, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from .models import Base
+from .base import Base
 
 
 class HealthLatest(Base):

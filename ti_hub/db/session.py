@@ -87,12 +87,12 @@ def drop_tables(url: str) -> None:
     empty database (``upgrade`` makes them again)."""
     from sqlalchemy import text
 
-    from .models import Base
+    from .tables import metadata
 
     engine = make_engine(url)
     try:
         with engine.begin() as conn:
-            Base.metadata.drop_all(conn)
+            metadata.drop_all(conn)
             conn.execute(text("DROP TABLE IF EXISTS ti_alembic_version"))
     finally:
         engine.dispose()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .. import scopes as S
+from . import scopes as S
 from . import states as st
 from .errors import Forbidden
 

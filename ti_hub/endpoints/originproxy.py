@@ -17,7 +17,7 @@ from ..domain.actor import Actor
 from ..domain.errors import BadGateway, NotFound
 from ..ops import endpoints as ops
 from .origins import COOKIE, COOKIE_TTL, LOGIN_PATH, TICKET_TTL, Label, parse_label, safe_next, seal, unseal
-from .pure import cross_site, port_url
+from ..domain.endpoints import cross_site, port_url
 from .proxy import EndpointHandler, effective
 
 

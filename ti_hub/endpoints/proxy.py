@@ -26,7 +26,7 @@ from ..domain.errors import BadGateway, Forbidden, NotFound
 from ..ops import endpoints as ops
 from ..ops import secretenv
 from .origins import origin_login, port_label, tensorboard_label
-from .pure import (cross_site, parse_endpoint_path, port_url, request_headers, response_headers,
+from ..domain.endpoints import (cross_site, parse_endpoint_path, port_url, request_headers, response_headers,
                    strip_token_query)
 
 MAX_UPLOAD = 1 << 30  # a request body streamed to a job's server (the hub's own proxy may hold less)

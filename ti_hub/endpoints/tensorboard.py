@@ -34,7 +34,7 @@ from typing import Any
 from ..backends.local import launcher, netns, procs, sandbox
 from ..backends.local.runner import memfd
 from ..domain.errors import BadGateway, Conflict, NotHere, Unavailable
-from .pure import inside, tensorboard_key
+from ..domain.endpoints import inside, tensorboard_key
 
 EXTRA_HINT = "pip install 'ti-hub[tensorboard]'"
 NSENTER = shutil.which("nsenter") or "/usr/bin/nsenter"  # util-linux: enters a namespace, then execs

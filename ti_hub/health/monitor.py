@@ -18,7 +18,7 @@ from traitlets import Float, Instance, Type, default
 from traitlets.config import LoggingConfigurable
 
 from ..backends.base import NodeCapacity
-from ..db import models as m
+from ..db.monitoring import HealthLatest
 from ..ops.common import utcnow
 from .readings import Snapshot
 from .sources import HealthSource, LocalHealthSource
@@ -30,17 +30,17 @@ Subscriber = Callable[[Snapshot], Awaitable[None]]
 
 
 def store_latest(session: Session, snap: Snapshot) -> None:
-    row = session.get(m.monitoring.HealthLatest, 1)
+    row = session.get(HealthLatest, 1)
     doc = snap.to_json()
     if row is None:
-        session.add(m.monitoring.HealthLatest(id=1, at=utcnow(), doc=doc))
+        session.add(HealthLatest(id=1, at=utcnow(), doc=doc))
     else:
         row.at, row.doc = utcnow(), doc
 
 
 def read_latest(session: Session) -> Snapshot | None:
     """The latest snapshot the leader stored (any process)."""
-    row = session.get(m.monitoring.HealthLatest, 1)
+    row = session.get(HealthLatest, 1)
     return None if row is None else Snapshot.from_json(row.doc)
 
 

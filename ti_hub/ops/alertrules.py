@@ -17,8 +17,10 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from .. import scopes as S
+from ..domain import scopes as S
 from ..db import models as m
+from ..db.alertrules import AlertRule
+from ..db.monitoring import Alert
 from ..domain import states as st
 from ..domain import validation as v
 from ..domain.actor import Actor
@@ -51,7 +53,7 @@ def key(rule_id: int, machine: str) -> str:
     return f"{PREFIX}{rule_id}:machine:{machine}"
 
 
-def parse(data: dict[str, Any], max_interval: float, current: m.alertrules.AlertRule | None = None
+def parse(data: dict[str, Any], max_interval: float, current: AlertRule | None = None
           ) -> dict[str, Any]:
     """The fields given, checked (``current``: a change; fields it lacks keep the rule's values)."""
     v.check_fields(data, FIELDS)
@@ -100,7 +102,7 @@ def parse(data: dict[str, Any], max_interval: float, current: m.alertrules.Alert
 
 def firing(session: Session, rule_id: int | None = None) -> dict[int, list[dict[str, Any]]]:
     """Where rules fire now: their open alerts by rule id."""
-    A = m.monitoring.Alert
+    A = Alert
     prefix = PREFIX if rule_id is None else f"{PREFIX}{rule_id}:"
     out: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for a in session.scalars(select(A).where(A.cleared_at.is_(None), A.key.startswith(prefix, autoescape=True))
@@ -112,7 +114,7 @@ def firing(session: Session, rule_id: int | None = None) -> dict[int, list[dict[
     return out
 
 
-def render(r: m.alertrules.AlertRule, where: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def render(r: AlertRule, where: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     return {"id": r.id, "name": r.name, "description": r.description, "metric": r.metric, "op": r.op,
             "threshold": r.threshold, "step": r.step, "interval": r.interval, "percent": r.percent,
             "severity": r.severity, "enabled": r.enabled, "notify_owners": r.notify_owners, "cordon": r.cordon,
@@ -120,7 +122,7 @@ def render(r: m.alertrules.AlertRule, where: list[dict[str, Any]] | None = None)
             "created_at": iso(r.created_at), "updated_at": iso(r.updated_at), "firing": list(where or [])}
 
 
-def _firing_of(session: Session, r: m.alertrules.AlertRule) -> list[dict[str, Any]]:
+def _firing_of(session: Session, r: AlertRule) -> list[dict[str, Any]]:
     if jobrules.is_builtin(r.metric):
         return jobrules.firing(session).get(r.metric, [])
     return firing(session, r.id).get(r.id, [])
@@ -128,7 +130,7 @@ def _firing_of(session: Session, r: m.alertrules.AlertRule) -> list[dict[str, An
 
 def list_rules(session: Session, actor: Actor) -> dict[str, Any]:
     actor.need(S.MANAGE_VC, "reading alert rules")
-    R = m.alertrules.AlertRule
+    R = AlertRule
     now = firing(session)
     builtin = jobrules.firing(session)
     items = [render(r, builtin.get(r.metric) if jobrules.is_builtin(r.metric) else now.get(r.id))
@@ -138,12 +140,12 @@ def list_rules(session: Session, actor: Actor) -> dict[str, Any]:
 
 def get(session: Session, actor: Actor, rule_id: int) -> dict[str, Any]:
     actor.need(S.MANAGE_VC, "reading alert rules")
-    r = get_or_404(session, m.alertrules.AlertRule, rule_id, "alert rule")
+    r = get_or_404(session, AlertRule, rule_id, "alert rule")
     return render(r, _firing_of(session, r))
 
 
 def _unique(session: Session, name: str, rule_id: int | None = None) -> None:
-    R = m.alertrules.AlertRule
+    R = AlertRule
     other = session.scalar(select(R.id).where(R.name == name))
     if other is not None and other != rule_id:
         raise Conflict(f"an alert rule named {name!r} exists already", field="name")
@@ -155,7 +157,7 @@ def create(session: Session, actor: Actor, data: dict[str, Any], max_interval: f
     fields = parse(data, max_interval)
     _unique(session, fields["name"])
     now = utcnow()
-    r = m.alertrules.AlertRule(created_at=now, updated_at=now, **{"description": "", **fields})
+    r = AlertRule(created_at=now, updated_at=now, **{"description": "", **fields})
     session.add(r)
     session.flush()
     audit.record(session, actor, "alert_rule.create", r.name, fields)
@@ -165,7 +167,7 @@ def create(session: Session, actor: Actor, data: dict[str, Any], max_interval: f
 def update(session: Session, actor: Actor, rule_id: int, data: dict[str, Any], max_interval: float
            ) -> dict[str, Any]:
     actor.need(S.MANAGE_VC, "changing alert rules")
-    r = get_or_404(session, m.alertrules.AlertRule, rule_id, "alert rule")
+    r = get_or_404(session, AlertRule, rule_id, "alert rule")
     builtin = jobrules.is_builtin(r.metric)
     fields = jobrules.parse_change(r, data, FIELDS) if builtin else parse(data, max_interval, r)
     if "name" in fields:
@@ -185,7 +187,7 @@ def update(session: Session, actor: Actor, rule_id: int, data: dict[str, Any], m
 
 def delete(session: Session, actor: Actor, rule_id: int) -> None:
     actor.need(S.MANAGE_VC, "deleting alert rules")
-    r = get_or_404(session, m.alertrules.AlertRule, rule_id, "alert rule")
+    r = get_or_404(session, AlertRule, rule_id, "alert rule")
     jobrules.refuse_delete(r)
     alerts.clear_missing(session, f"{PREFIX}{r.id}:", set())
     audit.record(session, actor, "alert_rule.delete", r.name)
@@ -193,8 +195,8 @@ def delete(session: Session, actor: Actor, rule_id: int) -> None:
 
 
 # -- evaluation (the leader) ---------------------------------------------------------------------------------
-def enabled(session: Session) -> list[m.alertrules.AlertRule]:
-    R = m.alertrules.AlertRule
+def enabled(session: Session) -> list[AlertRule]:
+    R = AlertRule
     # the machine rules only: the built-in job and workspace rules are read by their own code (ops/jobrules.py)
     rules = list(session.scalars(select(R).where(R.enabled.is_(True), R.metric.in_(list(METRICS)))
                                  .order_by(R.id)))
@@ -202,7 +204,7 @@ def enabled(session: Session) -> list[m.alertrules.AlertRule]:
     return rules
 
 
-def spec(r: m.alertrules.AlertRule) -> RuleSpec:
+def spec(r: AlertRule) -> RuleSpec:
     return RuleSpec(r.id, r.name, r.metric, r.op, r.threshold, float(r.interval), r.percent, float(r.step))
 
 
@@ -222,7 +224,7 @@ def describe(h: Holding, name: str) -> str:
             f"of the last {r.interval:g} s (worst {h.worst:g}, latest {h.latest:g})")
 
 
-def apply(session: Session, rules: Iterable[m.alertrules.AlertRule], evaluated: Iterable[int],
+def apply(session: Session, rules: Iterable[AlertRule], evaluated: Iterable[int],
           holdings: Iterable[Holding], node_machine: dict[str, str], dry_run: bool) -> list[str]:
     """Open or refresh the alerts of what holds, close those of the ``evaluated`` rules that no longer hold (and
     every alert of rules that are gone or disabled), cordon where a cordon rule's alert opened. Returns the
@@ -230,7 +232,7 @@ def apply(session: Session, rules: Iterable[m.alertrules.AlertRule], evaluated: 
     by_id = {r.id: r for r in rules}
     holdings = list(holdings)
     evaluated = set(evaluated)
-    A = m.monitoring.Alert
+    A = Alert
     was_open = {a.key: a for a in session.scalars(
         select(A).where(A.cleared_at.is_(None), A.key.startswith(PREFIX, autoescape=True)))}
     # what stays open: what holds now, and the alerts of enabled rules that were not due this time

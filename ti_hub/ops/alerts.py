@@ -17,8 +17,8 @@ from typing import Any
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
-from .. import scopes as S
-from ..db import models as m
+from ..domain import scopes as S
+from ..db.monitoring import Alert
 from ..domain import validation as v
 from ..domain.actor import Actor
 from ..domain.errors import Conflict, Forbidden, NotFound
@@ -34,15 +34,15 @@ EVENT_RULES = frozenset({"revoked"})
 EVENT_TTL = dt.timedelta(days=1)
 
 
-def open_alert(session: Session, key: str) -> m.monitoring.Alert | None:
-    A = m.monitoring.Alert
+def open_alert(session: Session, key: str) -> Alert | None:
+    A = Alert
     return session.scalars(select(A).where(A.cleared_at.is_(None), A.key == key).limit(1)).first()
 
 
 def fire(session: Session, key: str, kind: str, subject: str, message: str = "", *, rule: str = "",
          severity: str = "warning", users: Iterable[str] = (), job_id: int | None = None, machine: str = "",
          figures: dict[str, Any] | None = None, now: dt.datetime | None = None
-         ) -> tuple[m.monitoring.Alert, bool]:
+         ) -> tuple[Alert, bool]:
     """Open the alert ``key`` or refresh the open one; returns (alert, opened now?)."""
     assert kind in KINDS and severity in SEVERITIES, (kind, severity)
     a = open_alert(session, key)
@@ -50,7 +50,7 @@ def fire(session: Session, key: str, kind: str, subject: str, message: str = "",
         a.subject, a.message, a.severity = subject[:255], message, severity
         a.figures = dict(figures or {})
         return a, False
-    a = m.monitoring.Alert(key=key[:255], kind=kind, rule=rule[:63], severity=severity, subject=subject[:255],
+    a = Alert(key=key[:255], kind=kind, rule=rule[:63], severity=severity, subject=subject[:255],
                            message=message, job_id=job_id, machine=machine[:255], users=sorted(set(users)),
                            figures=dict(figures or {}), fired_at=now or utcnow(), notices=0)
     session.add(a)
@@ -70,7 +70,7 @@ def clear(session: Session, key: str, now: dt.datetime | None = None) -> bool:
 def clear_missing(session: Session, prefix: str, still: set[str], now: dt.datetime | None = None) -> list[str]:
     """Close the open alerts whose key starts with ``prefix`` and is not in ``still`` (an evaluator that sees
     every condition of its kind at once clears those that no longer hold). Returns the closed keys."""
-    A = m.monitoring.Alert
+    A = Alert
     closed = []
     for a in session.scalars(select(A).where(A.cleared_at.is_(None), A.key.startswith(prefix, autoescape=True))):
         if a.key not in still:
@@ -79,10 +79,10 @@ def clear_missing(session: Session, prefix: str, still: set[str], now: dt.dateti
     return closed
 
 
-def due(session: Session, now: dt.datetime, reminder_s: float) -> list[m.monitoring.Alert]:
+def due(session: Session, now: dt.datetime, reminder_s: float) -> list[Alert]:
     """Open alerts that need a notice now: never notified, or last notified ``reminder_s`` ago or more
     (``reminder_s`` <= 0: only the first notice)."""
-    A = m.monitoring.Alert
+    A = Alert
     cond = A.last_notified_at.is_(None)
     if reminder_s > 0:
         cond = or_(cond, (A.last_notified_at <= now - dt.timedelta(seconds=reminder_s))
@@ -92,7 +92,7 @@ def due(session: Session, now: dt.datetime, reminder_s: float) -> list[m.monitor
     return list(session.scalars(select(A).where(or_(A.cleared_at.is_(None) & cond, answered)).order_by(A.id)))
 
 
-def notice_users(a: m.monitoring.Alert) -> list[str]:
+def notice_users(a: Alert) -> list[str]:
     """The users a notice of ``a`` goes to besides the admins: a support request's reminders are the admins'
     alone (its owner had the first notice, and has the answer's)."""
     if a.kind == SUPPORT and a.notices and a.answered_at is None:
@@ -102,7 +102,7 @@ def notice_users(a: m.monitoring.Alert) -> list[str]:
 
 def expire_events(session: Session, now: dt.datetime) -> int:
     """Close the event alerts (EVENT_RULES) fired EVENT_TTL ago or more; returns how many (the leader's loop)."""
-    A = m.monitoring.Alert
+    A = Alert
     old = list(session.scalars(select(A).where(A.cleared_at.is_(None), A.rule.in_(sorted(EVENT_RULES)),
                                                A.fired_at <= now - EVENT_TTL)))
     for a in old:
@@ -111,7 +111,7 @@ def expire_events(session: Session, now: dt.datetime) -> int:
 
 
 def mark_notified(session: Session, ids: Iterable[int], now: dt.datetime) -> None:
-    A = m.monitoring.Alert
+    A = Alert
     for a in session.scalars(select(A).where(A.id.in_(list(ids)))):
         a.last_notified_at = now
         a.notices += 1
@@ -122,7 +122,7 @@ def sees_all(actor: Actor) -> bool:
     return actor.can(S.MANAGE_ALL_JOBS) or actor.can(S.MANAGE_USERS)
 
 
-def render(a: m.monitoring.Alert) -> dict[str, Any]:
+def render(a: Alert) -> dict[str, Any]:
     return {"id": a.id, "key": a.key, "kind": a.kind, "rule": a.rule, "severity": a.severity,
             "subject": a.subject, "message": a.message, "job_id": a.job_id, "machine": a.machine,
             "users": list(a.users), "figures": a.figures, "fired_at": iso(a.fired_at),
@@ -134,7 +134,7 @@ def render(a: m.monitoring.Alert) -> dict[str, Any]:
 def list_alerts(session: Session, actor: Actor, *, open_only: bool = True, limit: int = 50, offset: int = 0
                 ) -> dict[str, Any]:
     """Newest first: the caller's own alerts (those naming them), every alert for admins."""
-    A = m.monitoring.Alert
+    A = Alert
     stmt = select(A)
     if open_only:
         stmt = stmt.where(A.cleared_at.is_(None))
@@ -155,7 +155,7 @@ def answer(session: Session, actor: Actor, alert_id: int, text: str) -> dict[str
         raise Forbidden(f"answering support requests is for admins ({S.MANAGE_ALL_JOBS!r} or {S.MANAGE_USERS!r})",
                         field="id")
     text = v.text(text, "answer", v.MAX_TEXT, required=True)
-    a = session.get(m.monitoring.Alert, alert_id)
+    a = session.get(Alert, alert_id)
     if a is None:
         raise NotFound(f"alert {alert_id} does not exist", field="id")
     if a.kind != SUPPORT:

@@ -14,9 +14,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from .. import scopes as S
+from ..domain import scopes as S
 from ..backends.base import NodeCapacity
-from ..db import models as m
+from ..db.alertrules import Cordon
 from ..domain import validation as v
 from ..domain.actor import Actor
 from ..domain.errors import NotFound
@@ -44,10 +44,10 @@ def machine_named(name: str, nodes: Iterable[NodeCapacity]) -> str | None:
 
 
 def cordoned_names(session: Session) -> set[str]:
-    return set(session.scalars(select(m.alertrules.Cordon.machine)))
+    return set(session.scalars(select(Cordon.machine)))
 
 
-def render(c: m.alertrules.Cordon | None, machine: str = "") -> dict[str, Any]:
+def render(c: Cordon | None, machine: str = "") -> dict[str, Any]:
     if c is None:
         return {"machine": machine, "cordoned": False, "at": None, "by": "", "rule": "", "reason": ""}
     return {"machine": c.machine, "cordoned": True, "at": iso(c.at), "by": c.by, "rule": c.rule, "reason": c.reason}
@@ -55,14 +55,14 @@ def render(c: m.alertrules.Cordon | None, machine: str = "") -> dict[str, Any]:
 
 def list_cordons(session: Session, actor: Actor) -> dict[str, Any]:
     actor.need(S.MANAGE_VC, "listing cordoned machines")
-    C = m.alertrules.Cordon
+    C = Cordon
     items = [render(c) for c in session.scalars(select(C).order_by(C.machine))]
     return {"items": items, "total": len(items), "limit": len(items), "offset": 0}
 
 
 def add(session: Session, actor: Actor, machine: str, reason: str, rule: str = "") -> tuple[dict[str, Any], bool]:
     """Cordon ``machine`` (no check that it exists: the callers do); returns (row, cordoned now?)."""
-    C = m.alertrules.Cordon
+    C = Cordon
     c = session.get(C, machine)
     if c is not None:
         return render(c), False
@@ -90,7 +90,7 @@ def uncordon(session: Session, actor: Actor, machine: str, nodes: list[NodeCapac
     """Put a machine back into scheduling; returns (row, uncordoned now?). A machine that was not cordoned is
     answered as it is; an unknown one that is not cordoned either is 404."""
     actor.need(S.MANAGE_VC, "uncordoning machines")
-    C = m.alertrules.Cordon
+    C = Cordon
     found = machine_named(machine, nodes) or machine
     c = session.get(C, found)
     if c is None:

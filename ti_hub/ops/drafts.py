@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import delete, func, insert, select
 from sqlalchemy.orm import Session
 
-from .. import scopes as S
+from ..domain import scopes as S
 from ..db import models as m
 from ..domain import states as st
 from ..domain.actor import Actor

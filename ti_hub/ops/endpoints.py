@@ -14,13 +14,13 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from .. import scopes as S
+from ..domain import scopes as S
 from ..db import models as m
 from ..domain import states as st
 from ..domain import validation as v
 from ..domain.actor import Actor
 from ..domain.errors import Conflict, Forbidden, NotFound, ValidationError
-from ..endpoints.pure import map_logdir
+from ..domain.endpoints import map_logdir
 from . import jobs, volumes
 from .jobspec import jupyter_port
 from .common import iso, utcnow

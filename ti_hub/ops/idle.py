@@ -18,6 +18,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from ..db import models as m
+from ..db.monitoring import Alert
 from ..domain import states as st
 from ..domain.actor import Actor
 from ..domain.errors import Conflict, NotFound
@@ -61,7 +62,7 @@ def running_workspaces(session: Session) -> list[Held]:
     E = m.JobEvent
     renewed = dict(session.execute(select(E.job_id, func.max(E.at)).where(E.job_id.in_(ids), E.status == LEASE)
                                    .group_by(E.job_id)).all())
-    A = m.monitoring.Alert
+    A = Alert
     warned = {a.key: a.fired_at for a in session.scalars(select(A).where(
         A.cleared_at.is_(None), A.key.in_([alert_key(i) for i in ids])))}
     out = []
@@ -129,7 +130,7 @@ def reclaim(session: Session, job_id: int, figures: dict[str, Any], now: dt.date
 
 def clear_others(session: Session, warned: set[int], now: dt.datetime | None = None) -> list[str]:
     """Close the idle alerts of workspaces not warned in this evaluation (busy again, stopped, exempt)."""
-    A = m.monitoring.Alert
+    A = Alert
     still = {alert_key(i) for i in warned}
     closed = []
     for a in session.scalars(select(A).where(A.cleared_at.is_(None), A.kind == "workspace", A.rule == "idle")):

@@ -9,7 +9,7 @@ from cryptography.fernet import Fernet
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from .. import scopes as S
+from ..domain import scopes as S
 from ..db import models as m
 from ..domain import validation as v
 from ..domain.actor import Actor

@@ -21,7 +21,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from .. import scopes as S
+from ..domain import scopes as S
 from ..domain import states as st
 from ..domain.actor import Actor
 from ..domain.errors import Conflict

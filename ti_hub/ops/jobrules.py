@@ -19,7 +19,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from ..db import models as m
+from ..db.alertrules import AlertRule
+from ..db.monitoring import Alert
 from ..domain import validation as v
 from ..domain.errors import Conflict
 from . import alerts
@@ -93,13 +94,13 @@ def refuse_create(metric: Any) -> None:
                        f"PATCH /alert-rules/{{id}} or `ti admin alert-rule update {NAMES[metric]}`", field="metric")
 
 
-def refuse_delete(r: m.alertrules.AlertRule) -> None:
+def refuse_delete(r: AlertRule) -> None:
     if r.metric in METRICS:
         raise Conflict(f"alert rule {r.name} is built in and cannot be deleted: disable it instead "
                        f"(`ti admin alert-rule update {r.name} --no-enabled`)", field="id")
 
 
-def parse_change(r: m.alertrules.AlertRule, data: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
+def parse_change(r: AlertRule, data: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
     """The change asked of the built-in rule ``r``, checked. A fixed field given with another value than its own is
     refused with a 400 naming it and why; given with its own value, it is ignored."""
     v.check_fields(data, fields)
@@ -142,7 +143,7 @@ def parse_change(r: m.alertrules.AlertRule, data: dict[str, Any], fields: tuple[
 
 def close_alerts(session: Session, metric: str) -> list[str]:
     """A built-in rule was disabled: its open alerts close (as a disabled machine rule's do)."""
-    A = m.monitoring.Alert
+    A = Alert
     closed = []
     for a in session.scalars(select(A).where(A.cleared_at.is_(None), A.kind == ALERT_KIND[metric],
                                              A.rule == ALERT_RULE[metric])):
@@ -153,7 +154,7 @@ def close_alerts(session: Session, metric: str) -> list[str]:
 
 def firing(session: Session) -> dict[str, list[dict[str, Any]]]:
     """The open alerts of each built-in rule, by metric (the list shows where each fires now)."""
-    A = m.monitoring.Alert
+    A = Alert
     by_rule = {(ALERT_KIND[k], ALERT_RULE[k]): k for k in METRICS}
     out: dict[str, list[dict[str, Any]]] = {}
     for a in session.scalars(select(A).where(A.cleared_at.is_(None), A.rule.in_(list(ALERT_RULE.values())))
@@ -167,7 +168,7 @@ def firing(session: Session) -> dict[str, list[dict[str, Any]]]:
 
 def effective(session: Session) -> dict[str, Effective]:
     """The built-in rules' values now, by metric."""
-    R = m.alertrules.AlertRule
+    R = AlertRule
     out = dict(DEFAULTS)
     for r in session.scalars(select(R).where(R.metric.in_(list(METRICS))).order_by(R.id)):
         idle = r.metric == IDLE  # interval and grace mean something for workspace-idle only

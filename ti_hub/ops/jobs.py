@@ -7,22 +7,23 @@ nobody else sees it at all (404). Secret environment values are shown to nobody 
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 from typing import Any
 
 from sqlalchemy import and_, func, insert, or_, select
 from sqlalchemy.orm import Session
 
-from .. import scopes as S
+from ..domain import scopes as S
 from ..db import models as m
 from ..domain import states as st
 from ..domain import validation as v
 from ..domain.actor import FULL, SUMMARY, Actor
 from ..domain.errors import Conflict, Forbidden, NotFound
 from ..domain.placement import placed
-from . import alerts, audit, jobspec, quotas, secretenv, unixids, vcs
+from . import audit, jobspec, quotas, revoke, secretenv, unixids, vcs
 from .common import estimate_iso, iso, lock_user, utcnow
+from .jobstate import (  # noqa: F401  (their home is jobstate; jobs.record & co. stay reachable)
+    ALERT_SUBJECTS, KILL_AT_ONCE, KILL_REQUESTED, REQUEUE_REQUESTED, STOP_REQUESTED, alert, end_alerts, record)
 from .rendercache import RenderCache
 from .settings import OpsSettings
 
@@ -30,11 +31,6 @@ LIST_FILTERS = ("status", "kind", "name", "owner", "all", "pool", "device_type",
 DEVICE_TYPE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$"
 DEVICE_TYPE_RE = re.compile(DEVICE_TYPE_PATTERN[:-1] + r"\Z")
 DEVICE_TYPE_RULE = "1-63 letters, digits, '.', '_', '/' and '-' (a device type: cpu, a100, ...)"
-# what a requested stop turns into once the processes are gone (``killed``): the reason of the KILLING record
-# says which, so that the loop, the spawner's report and a restarted service all finish it the same way
-KILL_REQUESTED, STOP_REQUESTED, REQUEUE_REQUESTED = "kill requested", "stop requested", "requeue requested"
-# a kill without a grace period (the leader SIGKILLs at once): access taken back (ops/revoke.py)
-KILL_AT_ONCE = f"{KILL_REQUESTED} at once"
 
 
 # what a listing reads: every column but the backend's private state, as plain rows (no ORM objects)
@@ -89,56 +85,6 @@ def render(j: m.Job | Any, queue: dict[str, Any] | None = None, view: str = FULL
     if queue is not None:
         out["queue"] = queue
     return out
-
-
-def record(session: Session, job: m.Job, status: str, message: str = "", now: dt.datetime | None = None) -> None:
-    """Every status change goes through here so that the history and timestamps stay consistent."""
-    now = now or utcnow()
-    before = job.status
-    if before != status:
-        end_alerts(session, job, before, now)
-    job.status = status
-    job.reason = message
-    if status == st.QUEUED:
-        job.queued_at = now
-    elif status == st.RUNNING and job.started_at is None:
-        job.started_at = now
-    if status in st.FINAL or status == st.PAUSED:
-        job.finished_at = now
-    session.add(m.JobEvent(job_id=job.id, at=now, status=status, message=message))
-
-
-# MON2-3: the alerts about a job that its own state ends (``end_alerts``), by rule
-ALERT_SUBJECTS = {"overrun": "is running past its declared duration", "wait": "is waiting longer than estimated"}
-
-
-def alert(session: Session, job_id: int, message: str, now: dt.datetime | None = None, *, rule: str = "",
-          figures: dict[str, Any] | None = None, severity: str = "warning", notify_owner: bool = True) -> None:
-    """Every alert about a job goes through here (a late start, an overrun): an ``alert`` event in its history,
-    where its owner, the pages and the CLI see it, and, with a ``rule`` (ALERT_RULES), an open alert in the
-    alert lifecycle (ops/alerts.py: notices by email and webhook, in the product) until the job leaves the state
-    the rule holds in (``record``). ``severity`` and ``notify_owner``: the built-in rule's (ops/jobrules.py; without
-    notify_owner the open alert reaches the admins only; the history line stays)."""
-    now = now or utcnow()
-    session.add(m.JobEvent(job_id=job_id, at=now, status="alert", message=message))
-    job = session.get(m.Job, job_id)
-    if rule and job is not None:
-        kind = "workspace" if job.kind == "workspace" else "job"
-        alerts.fire(session, f"job:{job_id}:{rule}", kind,
-                    f"{kind.capitalize()} {job_id} ({job.owner}/{job.name}) {ALERT_SUBJECTS.get(rule, rule)}",
-                    message, rule=rule, severity=severity, users=[job.owner] if notify_owner else [],
-                    job_id=job_id,
-                    figures={"owner": job.owner, "name": job.name, **(figures or {})}, now=now)
-
-
-def end_alerts(session: Session, job: m.Job, before: str, now: dt.datetime) -> None:
-    """Clear the job's open alerts whose condition its leaving ``before`` ends (it started, ended, was stopped).
-    Only a job that may have one pays the query: one that waited past its estimate, or one that declared a
-    duration."""
-    if before == st.QUEUED and job.wait_alerted:
-        alerts.clear(session, f"job:{job.id}:wait", now)
-    elif before == st.RUNNING and job.estimated_duration:
-        alerts.clear(session, f"job:{job.id}:overrun", now)
 
 
 def find(session: Session, actor: Actor, ref: Any, manage: bool = False, summary: bool = False) -> m.Job:
@@ -432,8 +378,6 @@ def pause(session: Session, actor: Actor, ref: Any) -> dict[str, Any]:
 
 
 def resume(session: Session, actor: Actor, ref: Any, settings: OpsSettings) -> dict[str, Any]:
-    from . import revoke  # it builds on this module
-
     job = find(session, actor, ref, manage=True)
     if job.status != st.PAUSED:
         why = f" ({job.reason})" if job.reason and job.status in st.FINAL else ""

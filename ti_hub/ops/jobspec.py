@@ -17,8 +17,9 @@ from ..domain.actor import Actor
 from ..domain.errors import Conflict, Forbidden
 from ..domain.mounts import MountRequest, check_capacity, check_request, over_capacity_reason
 from ..scheduler.capacity import machine_shapes, unfit
-from ..storage import personal
-from . import images, plans, secretenv, volumes
+from ..domain import personal
+from . import images, plans, secretenv, templatelookup, volumes
+from .mountaccess import GROUPS
 from .settings import OpsSettings
 
 JOB_FIELDS = ("name", "description", "kind", "strategy", "workers", "ps", "plan", "image", "command", "env",
@@ -30,9 +31,6 @@ ENDPOINTS = ("ssh", "tensorboard", "jupyter")
 # spec["jupyter"]: {"port": the platform's choice, "token": sealed} -- a Jupyter server beside instance 0's command
 JUPYTER = "jupyter"
 MAX_DURATION = 366 * 24 * 3600
-# the spec's record of the owner's hub groups when the work was submitted: the shares it mounts through are
-# checked again with them when access is taken back, and at admission and resume (ops/revoke.py)
-GROUPS = "access_groups"
 
 
 def merge_template(session: Session, actor: Actor, data: dict[str, Any]) -> dict[str, Any]:
@@ -40,9 +38,7 @@ def merge_template(session: Session, actor: Actor, data: dict[str, Any]) -> dict
     ref = data.get("template")
     if ref is None:
         return dict(data)
-    from . import templates
-
-    tpl = templates.find(session, actor, ref, "template")
+    tpl = templatelookup.find(session, actor, ref, "template")
     merged = {**tpl.spec, **{k: val for k, val in data.items() if k != "template"}}
     return merged
 

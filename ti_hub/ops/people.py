@@ -45,7 +45,7 @@ PHONE_PATTERN = rf"^({_PHONE})?$"
 PHONE_RULE = "digits, spaces and '-', optionally starting with '+' (3-32 characters)"
 NICKNAME_MAX = 63
 DESCRIPTION_MAX = 255
-PASSWORD_MIN, PASSWORD_MAX = 8, 72  # the hub's minimum_password_length is 8 (hub_config.py)
+PASSWORD_MIN, PASSWORD_MAX = 8, 72  # the hub's minimum_password_length is 8 (hub/config.py)
 # bcrypt reads at most 72 bytes (bcrypt 5 refuses more, at sign-up and at every login): 72 ASCII characters, or
 # 18 of any kind (4 bytes each at most in UTF-8), so that the rule can be said by a regular expression
 PASSWORD_ANY_MAX = 18

@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from .. import scopes as S
+from ..domain import scopes as S
 from ..backends.base import NodeCapacity
 from ..db import models as m
 from ..domain import validation as v
@@ -17,7 +17,7 @@ from ..domain.errors import Conflict, NotFound
 from ..domain.states import ACTIVE, KINDS
 from ..scheduler.capacity import machine_shapes, unfit
 from ..scheduler.model import Instance
-from . import audit
+from . import audit, vcs
 from .common import get_or_404, utcnow
 
 PLAN_FIELDS = ("name", "description", "kinds", "device_type", "device_count", "cpu", "memory_mib", "shm_mib",
@@ -96,8 +96,6 @@ def list_plans(session: Session, actor: Actor, nodes: Sequence[NodeCapacity], ki
                include_unrunnable: bool = False, vc: str | None = None) -> dict[str, Any]:
     """``vc``: plans of one VC ("*": all; default: the current VC, ops/vcs.py listing_pools); plans of VCs the
     caller may not use are not listed (RES2)."""
-    from . import vcs
-
     if kind is not None:
         v.choice(kind, "kind", KINDS)
     pools = vcs.listing_pools(session, actor, vc)

@@ -8,14 +8,14 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from .. import scopes as S
+from ..domain import scopes as S
 from ..db import models as m
 from ..domain import validation as v
 from ..domain.actor import Actor
 from ..domain.errors import QuotaExceeded
 from ..domain.states import ACTIVE, HOLDING, KINDS
-from ..storage import personal
-from . import audit
+from ..domain import personal
+from . import audit, vcs
 
 STORAGE_KINDS = ("block", "filesystem", "local", "bucket", "dataset")
 
@@ -133,8 +133,6 @@ def my_quota(session: Session, actor: Actor, user: str | None, compute_defaults,
 
 def vc_caps(session: Session, actor: Actor, user: str) -> dict[str, Any]:
     """RES2: the user's current VC with its per-user caps and what the user holds there of each capped type."""
-    from . import vcs
-
     name = vcs.current_name(session, actor)
     vc = session.scalar(select(m.VirtualCluster).where(m.VirtualCluster.name == name))
     caps = dict(vc.caps or {}) if vc is not None else {}

@@ -21,7 +21,7 @@ stops it; a group share does not).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from sqlalchemy import select
@@ -29,31 +29,15 @@ from sqlalchemy.orm import Session
 
 from ..db import models as m
 from ..domain import states as st
-from ..domain.actor import Actor
 from . import alerts
 from .common import utcnow
-from .jobs import KILL_AT_ONCE, KILL_REQUESTED, record
-from .jobspec import GROUPS
-from .volumes import access_mode
+from .jobstate import KILL_AT_ONCE, KILL_REQUESTED, record
+from .mountaccess import GROUPS, groups_of, may_mount
 
 RULE = "revoked"  # the rule of the owner's notices (ops/alerts.EVENT_RULES: one notice, no reminders)
 DISABLED = "your account was disabled"
 # what a revocation stops at once; queued work is refused where it would start (``refusals``)
 SWEPT = (st.SCHEDULING, st.RUNNING, st.PAUSING, st.KILLING, st.PAUSED)
-
-
-def groups_of(spec: dict[str, Any]) -> tuple[str, ...] | None:
-    g = spec.get(GROUPS)
-    return tuple(g) if isinstance(g, list) else None
-
-
-def may_mount(vol: m.Volume, owner: str, groups: Sequence[str] | None, read_only: bool) -> bool:
-    """Whether ``owner`` (with ``groups``; None: not known, every group the volume is shared with counts) may
-    mount ``vol`` as asked, with the shares it has now."""
-    if groups is None:
-        groups = [s.grantee for s in vol.shares if s.grantee_kind == "group"]
-    mode = access_mode(vol, Actor(owner, groups=tuple(groups)))
-    return mode == "rw" or (mode == "ro" and read_only)
 
 
 def revoker(session: Session, label: str) -> str | None:

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import or_, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ..db import models as m
 from ..domain import validation as v
 from ..domain.actor import Actor
-from ..domain.errors import Conflict, Forbidden, NotFound, TiError
+from ..domain.errors import Conflict, Forbidden, TiError
 from . import jobspec
 from .common import iso, utcnow
 from .settings import OpsSettings
+from .templatelookup import find, visible
 
 # what a template may carry: a submission without its name
 TEMPLATE_SPEC_FIELDS = ("description", "kind", "strategy", "workers", "ps", "plan", "image", "command", "env",
@@ -26,28 +27,9 @@ def render(t: m.Template) -> dict[str, Any]:
             "created_at": iso(t.created_at)}
 
 
-def _visible(actor: Actor):
-    return or_(m.Template.owner == actor.name,
-               (m.Template.scope == "team") & m.Template.group.in_(list(actor.groups) or [""]))
-
-
 def list_templates(session: Session, actor: Actor) -> dict[str, Any]:
-    rows = session.scalars(select(m.Template).where(_visible(actor)).order_by(m.Template.name)).all()
+    rows = session.scalars(select(m.Template).where(visible(actor)).order_by(m.Template.name)).all()
     return {"items": [render(t) for t in rows], "total": len(rows), "limit": len(rows), "offset": 0}
-
-
-def find(session: Session, actor: Actor, ref: Any, field: str = "id") -> m.Template:
-    q = select(m.Template).where(_visible(actor))
-    t = None
-    if isinstance(ref, (int, float)) and not isinstance(ref, bool):  # an id: 7, or 7.0 (db_id)
-        t = session.scalar(q.where(m.Template.id == v.db_id(ref, field)))
-    elif isinstance(ref, str) and ref:
-        t = session.scalar(q.where(m.Template.name == ref).order_by((m.Template.owner != actor.name), m.Template.id))
-        if t is None and (tid := v.id_in(ref)) is not None:
-            t = session.scalar(q.where(m.Template.id == tid))
-    if t is None:
-        raise NotFound(f"template {ref!r} does not exist or is not shared with you", field=field)
-    return t
 
 
 def save(session: Session, actor: Actor, data: dict[str, Any], settings: OpsSettings) -> dict[str, Any]:

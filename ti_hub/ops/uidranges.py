@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..secretfile import replace
+from ..plumbing.secretfile import replace
 
 DEFAULT_PATH = "/var/lib/ti-hub/uid-ranges.json"
 ENV = "TI_HUB_UID_REGISTRY"

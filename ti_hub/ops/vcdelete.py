@@ -20,14 +20,14 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from .. import scopes as S
+from ..domain import scopes as S
 from ..db import models as m
 from ..domain import states as st
 from ..domain.actor import Actor
 from ..domain.errors import Conflict
 from . import audit, vcs
 from . import plans as plan_ops
-from .jobs import STOP_REQUESTED, record
+from .jobstate import STOP_REQUESTED, record
 
 UNFINISHED = st.ACTIVE | {st.PAUSED, st.CREATED}
 STOPPING_NOW = (st.SCHEDULING, st.RUNNING, st.PAUSING)

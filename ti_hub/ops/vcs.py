@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import and_, or_, select, update
 from sqlalchemy.orm import Session
 
-from .. import scopes as S
+from ..domain import scopes as S
 from ..backends.base import NodeCapacity, machine_of
 from ..db import models as m
 from ..domain import states as st
@@ -295,14 +295,6 @@ def change(session: Session, actor: Actor, name: str, data: dict[str, Any],
     if detail:
         audit.record(session, actor, "vc.change", vc.name, {**detail, **({"drain": True} if drain else {})})
     return render(vc, actor, _held_devices(session))
-
-
-def delete(session: Session, actor: Actor, name: str) -> None:
-    """Only an empty VC: no machines, no unfinished work, no plans (409 naming what is left, its jobs as data for
-    a confirmation); with its jobs: ``ops/vcdelete.py``."""
-    from . import vcdelete  # it builds on this module
-
-    vcdelete.delete(session, actor, name)
 
 
 def _machine_label(x: m.VCMachine) -> str:

@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
-from .. import scopes as S
+from ..domain import scopes as S
 from ..db import models as m
 from ..domain import validation as v
 from ..domain.actor import Actor
@@ -16,8 +16,9 @@ from ..domain.mounts import GIB, over_capacity_reason
 from ..domain.states import ACTIVE, HOLDING
 from ..storage.base import VolumeDriver
 from . import alerts as lifecycle  # the name "alerts" is the list of messages below
-from . import quotas
+from . import audit, quotas, revoke
 from .common import iso, lock_user, page, utcnow
+from .mountaccess import access_mode
 
 VOLUME_FIELDS = ("name", "kind", "capacity_gib", "description", "cluster", "source", "public")
 MAX_GIB = 1 << 20
@@ -38,25 +39,6 @@ def render(vol: m.Volume, actor: Actor | None = None) -> dict[str, Any]:
     if actor is not None:
         out["access"] = access_mode(vol, actor)
     return out
-
-
-def access_mode(vol: m.Volume, actor: Actor) -> str | None:
-    """'rw', 'ro' or None: owners have rw, shares give their mode, public datasets are ro to all."""
-    if vol.owner == actor.name:
-        return "ro" if vol.kind == "dataset" else "rw"
-    best = None
-    for s in vol.shares:
-        if (s.grantee_kind == "user" and s.grantee == actor.name) or (
-                s.grantee_kind == "group" and s.grantee in actor.groups):
-            if s.mode == "rw":
-                best = "rw"
-            elif best is None:
-                best = "ro"
-    if best is None and vol.public:
-        best = "ro"
-    if best == "rw" and vol.kind == "dataset":
-        best = "ro"
-    return best
 
 
 def visible_filter(actor: Actor):
@@ -252,8 +234,6 @@ def unshare(session: Session, actor: Actor, ref: Any, share_id: int) -> dict[str
 def _revoked(session: Session, actor: Actor, vol: m.Volume, action: str, detail: dict[str, Any]
              ) -> list[dict[str, Any]]:
     """Access to ``vol`` was taken back: stop what used it, and audit who did it and what stopped."""
-    from . import audit, revoke  # revoke builds on ops/jobs, which builds on this module
-
     stopped = revoke.sweep(session, actor.name, volumes=[vol.id])
     audit.record(session, actor, action, f"{vol.owner}/{vol.name}",
                  {**detail, "stopped": [w["id"] for w in stopped]})

@@ -1,6 +1,6 @@
 """The ti service: a hub-managed service that owns TiHub's data, API, scheduler loop and backend.
 
-JupyterHub starts it (see ti_hub.hub_config) with JUPYTERHUB_* variables; it loads the same config
+JupyterHub starts it (see ti_hub.hub.config) with JUPYTERHUB_* variables; it loads the same config
 file as the hub, so one file configures everything.
 """
 
@@ -41,7 +41,7 @@ from ..ops.profile import link_key
 from ..ops.workspaces import statuses as job_statuses
 from ..ops.settings import OpsSettings
 from ..registry.catalog import ImageRegistries
-from ..secretfile import read_or_create
+from ..plumbing.secretfile import read_or_create
 from ..storage.base import VolumeDriver
 from . import accesslog, capacity, startup, volumeusage
 from .accounting import ClusterAccounting

@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from .. import scopes as S
+from ..domain import scopes as S
 from ..backends.base import NodeCapacity
 from ..domain.actor import Actor
 from ..health.monitor import read_latest

@@ -1,4 +1,4 @@
-"""The ti service's calls to the hub's REST API, with its own token (role "ti-service", ti_hub/hub_config.py)."""
+"""The ti service's calls to the hub's REST API, with its own token (role "ti-service", ti_hub/hub/config.py)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Whether the hub has a user or a group of a given name (volume shares name only existing ones).
 
 A share with a name nobody holds yet would go to whoever signs up with that name later; so the ti service asks
-the hub (its token's role "ti-service" has read:users and read:groups, ti_hub/hub_config.py). A name that
+the hub (its token's role "ti-service" has read:users and read:groups, ti_hub/hub/config.py). A name that
 exists is remembered for ``ttl`` seconds (shares are rare; a user deleted meanwhile is as good as any user
 deleted after being given a share); a name the hub does not know is asked again every time, so a user who has
 just signed up can be given a share at once.

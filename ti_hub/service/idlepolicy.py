@@ -7,7 +7,7 @@ admins manage in the Alerts page (ops/jobrules.py), re-read every few seconds; t
 policy and stay traits here.
 
 Activity-based culling (no browser or kernel activity) is jupyterhub-idle-culler's, a hub service
-(ti_hub/hub_config.py configure_culler); this policy judges the devices and the CPU, which the culler cannot see.
+(ti_hub/hub/config.py configure_culler); this policy judges the devices and the CPU, which the culler cannot see.
 """
 
 from __future__ import annotations

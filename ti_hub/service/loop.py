@@ -20,14 +20,14 @@ from ..backends.base import InstanceSpec, LaunchSpec, Mount, NodeCapacity
 from ..db import models as m
 from ..domain import states as st
 from ..domain.errors import HubUnavailable
-from ..endpoints.pure import port_url
+from ..domain.endpoints import port_url
 from ..metrics import process as metrics
 from ..ops import alerts, images, jobrules, secretenv, unixids
 from ..ops.jobspec import jupyter_port
 from ..ops.jobs import KILL_AT_ONCE, STOP_REQUESTED, alert, killed, record
 from ..scheduler import core, overrun
 from ..scheduler.estimate import typical_durations
-from ..storage import personal
+from ..domain import personal
 from . import history, hubapi, queueing
 from .scoring import ScoreKeeper
 from .snapshots import Snapshots

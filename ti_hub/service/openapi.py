@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from functools import lru_cache
 from typing import Any
-
-import orjson
 
 from .. import __version__
 from ..api.contract import COMMON_ERRORS, Op, Param, Route, openapi_path, validator
@@ -112,10 +109,3 @@ def document(prefix: str, routes: Iterable[Route], limits: Mapping[str, float] |
         "security": [{"token": []}],
     }
 
-
-@lru_cache(maxsize=4)
-def document_json(prefix: str, limits: tuple[tuple[str, float], ...] = ()) -> bytes:
-    """The document is the same for the process's life: printed once."""
-    from .web import ROUTES
-
-    return orjson.dumps(document(prefix, ROUTES, dict(limits)))

@@ -2,8 +2,8 @@
 and the People page's forms.
 
 Accounts and groups are the hub's, so every change goes through it, with the ti service's own token (role
-"ti-service", ti_hub/hub_config.py): its REST API for users and groups, and TiHub's handler inside the hub
-process for NativeAuthenticator's password accounts and approvals (``/hub/ti-users``, ti_hub/auth.py), since
+"ti-service", ti_hub/hub/config.py): its REST API for users and groups, and TiHub's handler inside the hub
+process for NativeAuthenticator's password accounts and approvals (``/hub/ti-users``, ti_hub/hub/auth.py), since
 the ti service never writes the hub's database. What TiHub keeps itself (profiles, audit, references to
 groups) is written by ``ops/people.py`` after the hub agreed, in one transaction.
 
@@ -22,7 +22,7 @@ from urllib.parse import quote
 from jupyterhub.utils import url_path_join
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 
-from .. import scopes as S
+from ..domain import scopes as S
 from ..domain.actor import Actor
 from ..domain.errors import Conflict, HubUnavailable, NotFound, TiError, ValidationError
 from ..ops import grants

@@ -13,7 +13,7 @@ import signal
 import time
 from collections.abc import Callable
 
-from ..children import set_pdeathsig
+from ..plumbing.children import set_pdeathsig
 
 
 def die_with_parent(leader: int) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import delete, insert, select
 from sqlalchemy.orm import Session
 
-from .. import scopes as S
+from ..domain import scopes as S
 from ..db import models as m
 from ..domain import validation as v
 from ..domain.actor import Actor

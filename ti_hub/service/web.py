@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
+import orjson
 from jupyterhub.services.auth import HubOAuthCallbackHandler
 from tornado import web
 
@@ -24,7 +27,7 @@ from ..api.schemas import vcs as V
 from ..endpoints.proxy import EndpointHandler
 from .health import HealthHandler
 from .metrics import MetricsHandler
-from .openapi import document_json
+from .openapi import document
 from .pages import page_routes
 
 
@@ -38,6 +41,13 @@ class OpenAPIHandler(MethodsAllowed, web.RequestHandler):
                                         ("HealthMonitor.window", int(ti.health.window)),
                                         ("ClusterAccounting.keep_days", ti.accounting.max_days))
         self.finish(document_json(self.settings["api_prefix"], limits))
+
+
+@lru_cache(maxsize=4)
+def document_json(prefix: str, limits: tuple[tuple[str, float], ...] = ()) -> bytes:
+    """The document is the same for the process's life: printed once (from ``ROUTES`` below; service/openapi.py
+    only knows how to print routes, so it never imports this module back)."""
+    return orjson.dumps(document(prefix, ROUTES, dict(limits)))
 
 
 class RootHandler(APIHandler):

@@ -24,7 +24,7 @@ from ..backends.base import Mount
 from ..backends.k8s import devicetypes
 from ..backends.k8s import objects as ob
 from ..backends.k8s.names import safe_name
-from ..storage import personal
+from ..domain import personal
 from . import sshonly
 from .mixin import TiSpawnerMixin
 

@@ -25,7 +25,7 @@ from traitlets import Bool, Float, Unicode, default
 
 from ..backends.local import LocalBackend, jobdir, launcher, limits, logfiles, netns, procs, sandbox, userdirs
 from ..backends.outcome import exit_reason
-from ..storage import personal
+from ..domain import personal
 from ..workspace import vscode
 from . import messages
 from .mixin import StartFailed, TiSpawnerMixin

@@ -2,7 +2,8 @@
 
 The ti service's reasons are written for a job's history ("admitted: starting on vm"); the spawner used to prefix
 them again ("admitted: admitted: starting on vm"). Here they become sentences: "Waiting in the queue: 2 jobs
-ahead (...)", "Admitted, starting on vm".
+ahead (...)", "Admitted, starting on vm". ``refusal`` is how a refused request reaches the hub's pages as a
+sentence (the spawner and the workspace-name check both raise it).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import re
 from collections.abc import Iterable
 from html import escape
 from typing import Any
+
+from tornado import web
 
 from ..service.accesslog import SECRET, scrub
 
@@ -85,3 +88,13 @@ def start_failure(what: str, log_tail: str, secrets: Iterable[str] = ()) -> tupl
     html = (f"<p>{escape(what)}. The last lines of its log:</p>"
             f"<pre class=\"ti-start-log\">{escape(chr(10).join(lines))}</pre>")
     return text, html
+
+
+def refusal(status: int, text: str, html: str | None = None) -> web.HTTPError:
+    """An HTTPError the hub's pages show as ``text`` alone (not "HTTP 400: Bad Request (text)"); the spawn page's
+    progress shows ``html`` instead when given (escaped by the caller)."""
+    err = web.HTTPError(status, text)
+    err.jupyterhub_message = text
+    if html:
+        err.jupyterhub_html_message = html
+    return err

@@ -16,22 +16,13 @@ from tornado import web
 from traitlets import Integer, Unicode, default
 from traitlets.config import Configurable
 
-from .. import scopes as S
+from ..domain import scopes as S
 from ..domain.errors import ValidationError
 from ..magics import AUTOLOAD_FILE
-from ..storage import personal
+from ..domain import personal
 from . import form, messages
 from .client import DEFAULT_NAME, TiServiceError, call, ws_path
-
-
-def refusal(status: int, text: str, html: str | None = None) -> web.HTTPError:
-    """An HTTPError the hub's pages show as ``text`` alone (not "HTTP 400: Bad Request (text)"); the spawn page's
-    progress shows ``html`` instead when given (escaped by the caller)."""
-    err = web.HTTPError(status, text)
-    err.jupyterhub_message = text
-    if html:
-        err.jupyterhub_html_message = html
-    return err
+from .messages import refusal
 
 
 class StartFailed(Exception):

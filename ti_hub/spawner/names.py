@@ -14,6 +14,7 @@ import re
 from jupyterhub.slugs import is_valid_safe_slug
 
 from ..domain import validation as v
+from .messages import refusal
 
 MIN_LENGTH, MAX_LENGTH = 4, 30
 RULE = (f"{MIN_LENGTH}-{MAX_LENGTH} characters: lowercase letters, digits and single hyphens ('-'), beginning "
@@ -45,8 +46,6 @@ def install() -> None:
         if server_name and server_name not in user.orm_spawners:
             said = problem(server_name)
             if said:
-                from .mixin import refusal
-
                 raise refusal(400, said)
         return await original(self, user, server_name, display_name, check_limit=check_limit)
 

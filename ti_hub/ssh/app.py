@@ -16,7 +16,7 @@ import asyncssh
 from traitlets import Unicode, default
 from traitlets.config import Application
 
-from ..secretfile import read_or_create
+from ..plumbing.secretfile import read_or_create
 from .gateway import Gateway
 from .local import reap_forever
 from .lookup import HubAccounts, TiAPI

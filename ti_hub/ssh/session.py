@@ -8,22 +8,45 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import asyncssh
 
-from .logins import TargetError
+from .logins import Login, TargetError
 from .proc import HANGUP_GRACE, SessionProcess
-
-if TYPE_CHECKING:
-    from .server import GatewayConnection
 
 log = logging.getLogger("ti_hub.ssh")
 INPUT_HIGH, INPUT_LOW = 1 << 20, 1 << 18  # bytes of input waiting for the process: stop, then go on reading
 
 
+class TargetResolver(Protocol):
+    async def resolve(self, login: Login) -> Any: ...
+
+
+class SessionHost(Protocol):
+    """What a session needs of the connection it runs on (ssh/server.GatewayConnection, which makes sessions):
+    declared here so that this module does not import the server back."""
+
+    @property
+    def gw(self) -> TargetResolver: ...  # the gateway: the login's target, as it is now
+
+    @property
+    def conn(self) -> asyncssh.SSHServerConnection | None: ...
+
+    @property
+    def peer(self) -> tuple[str, int]: ...
+
+    @property
+    def local(self) -> tuple[str, int]: ...
+
+    @property
+    def login(self) -> Login: ...
+
+    def session_closed(self) -> None: ...
+
+
 class GatewaySession(asyncssh.SSHServerSession):
-    def __init__(self, conn: GatewayConnection):
+    def __init__(self, conn: SessionHost):
         self.conn = conn
         self.chan: asyncssh.SSHServerChannel | None = None
         self.term: str | None = None

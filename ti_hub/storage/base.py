@@ -66,7 +66,7 @@ class VolumeDriver(LoggingConfigurable):
         raise NotImplementedError
 
     def personal_mounts(self, owner: str) -> list[Mount]:
-        """STO8: the owner's work and archive directories (``storage.personal``) as read-write mounts; no I/O.
+        """STO8: the owner's work and archive directories (``domain.personal``) as read-write mounts; no I/O.
         Empty where this driver keeps none."""
         return []
 

@@ -43,7 +43,7 @@ from ..backends.k8s.objects import (
 )
 from ..backends.base import Mount
 from ..domain.errors import Conflict
-from . import personal
+from ..domain import personal
 from .base import VolumeDriver
 
 LABEL_VOLUME_ID = "ti-hub.io/volume-id"

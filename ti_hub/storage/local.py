@@ -35,7 +35,8 @@ from traitlets import Enum, Integer, Unicode
 from ..backends.base import Mount
 from ..backends.local import userdirs
 from ..domain.errors import Conflict
-from . import loopfs, personal, userfs
+from ..domain import personal
+from . import loopfs, userfs
 from .base import VolumeDriver
 
 IMAGE_RE = re.compile(r"(volume|work)-(.+)\.ext4")

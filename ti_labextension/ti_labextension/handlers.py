@@ -2,7 +2,7 @@
 
 The browser never holds a TiHub token: the panels call this server (authenticated by the hub's OAuth
 cookie and JupyterLab's XSRF token), and this server calls the ti service with the workspace's own hub
-token, whose scopes the hub limits (ti_hub.scopes.WORKSPACE_TOKEN_SCOPES).
+token, whose scopes the hub limits (ti_hub.domain.scopes.WORKSPACE_TOKEN_SCOPES).
 """
 
 from __future__ import annotations

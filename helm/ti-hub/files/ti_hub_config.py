@@ -8,7 +8,7 @@ pod. It runs in two processes:
   runs this file with ``TI_HUB_PROCESS = "hub"``;
 - the ti service: started by the hub with ``--TiService.config_file=<this file>``.
 
-It mirrors ``ti_hub.hub_config.configure`` (the embedded platform) where z2jh has not already
+It mirrors ``ti_hub.hub.config.configure`` (the embedded platform) where z2jh has not already
 configured JupyterHub: the same services, roles, scopes and spawner settings, with the Kubernetes
 backend and spawner. Keep the two in step. Everything here can be overridden by a later
 ``jupyterhub.hub.extraConfig`` key (hub) or ``tiService.extraConfig`` (both).
@@ -27,9 +27,9 @@ SETTINGS = json.loads((HERE / "settings.json").read_text())
 SECRETS = HERE / "secret"
 IN_HUB = globals().get("TI_HUB_PROCESS") == "hub"
 
-SERVICE = "ti"  # ti_hub.hub_config.SERVICE
-SPAWNER_SERVICE = "ti-spawner"  # ti_hub.hub_config.SPAWNER_SERVICE
-SSH_SERVICE = "ti-ssh"  # ti_hub.hub_config.SSH_SERVICE
+SERVICE = "ti"  # ti_hub.hub.config.SERVICE
+SPAWNER_SERVICE = "ti-spawner"  # ti_hub.hub.config.SPAWNER_SERVICE
+SSH_SERVICE = "ti-ssh"  # ti_hub.hub.config.SSH_SERVICE
 SSH_HUB_DB_ENV = "TI_SSH_HUB_DB_URL"  # the hub's database URL, given to the SSH gateway only
 BACKEND_CLASS = "ti_hub.backends.k8s.KubernetesBackend"
 SPAWNER_CLASS = "ti_hub.spawner.kube.TiKubeSpawner"
@@ -127,8 +127,8 @@ def _merge_roles(existing, ours):
 
 
 def configure_hub(c):
-    from ti_hub import scopes as S
-    from ti_hub.hub_config import TEMPLATE_VARS, TEMPLATES, preset_roles, ssh_role
+    from ti_hub.domain import scopes as S
+    from ti_hub.hub.config import TEMPLATE_VARS, TEMPLATES, preset_roles, ssh_role
     from ti_hub.spawner import names
 
     names.install()  # workspace names are checked before the hub stores a server
@@ -195,8 +195,8 @@ def configure_hub(c):
     c.TiSpawnerMixin.ti_public_api_url = (
         f"http://{hub_service}.{SETTINGS['releaseNamespace']}.svc:{port}{prefix}api/v1")
     c.TiSpawnerMixin.ti_api_token = spawner_token
-    # the home page's banner of the user's open alerts, asked by the hub of the ti service (ti_hub/hubalerts.py)
-    from ti_hub.hubalerts import HubAlerts
+    # the home page's banner of the user's open alerts, asked by the hub of the ti service (ti_hub/hub/alerts.py)
+    from ti_hub.hub.alerts import HubAlerts
 
     c.JupyterHub.template_vars = {**c.JupyterHub.template_vars,
                                   "ti_alerts": HubAlerts(c.TiSpawnerMixin.ti_api_url, spawner_token)}

@@ -111,7 +111,7 @@ MOVE = obj({"to": nullable(enum(("top", "bottom"))), "before": nullable(ID), "af
            oneOf=exactly_one("to", "before", "after"))
 ADD_PORT = obj({"port": PORT}, ["port"])
 SET_SSH = obj({"enabled": BOOL}, ["enabled"])
-# an absolute, normalized path (endpoints/pure.check_logdir): no '.' or '..' component, no '//', no NUL or newline
+# an absolute, normalized path (domain/endpoints.check_logdir): no '.' or '..' component, no '//', no NUL or newline
 _LOGDIR_PART = r"([^/\x00\n]*[^/.\x00\n][^/\x00\n]*|\.{3,})"
 LOGDIR_PATH = string(4096, 1, "a directory inside one of the job's volume mounts: an absolute path without '.', "
                               "'..' or '//'", pattern=rf"^(/|(/{_LOGDIR_PART})+/?)$")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ... import scopes as S
+from ...domain import scopes as S
 from ..contract import Param
 from .common import BOOL, ID, NAME, STR, TEXT, TIME, answer, array, enum, exactly_one, items_of, obj, page, page_of, \
     string, text

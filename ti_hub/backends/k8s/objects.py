@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..base import LaunchSpec, Mount
-from ...storage import personal
+from ...domain import personal
 from ..envs import instance_envs
 from . import jupyterep
 from .devicetypes import DeviceType, resource_of

@@ -27,7 +27,7 @@ from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, d
 
 from ..base import ExecutionBackend, InstanceStatus, JobObservation, LaunchSpec, NodeCapacity
 from ..outcome import LOST_REASON
-from ...storage import personal
+from ...domain import personal
 from . import devices as devices_mod
 from . import jobdir, launcher, limits, logfiles, netns, outbound, procs, sandbox, slices, sockets, userdirs, wsstate
 from .runner import write_json_atomic

@@ -24,7 +24,7 @@ import shlex
 import shutil
 from collections.abc import Mapping, Sequence
 
-from ...storage import personal
+from ...domain import personal
 from . import limits, procs, sandbox, userdirs
 
 
@@ -128,7 +128,7 @@ def prepare_mounts(ud: str, mounts, scratch_paths: Sequence[str], uid: int, gid:
     work = os.path.join(ud, "work")
     binds = []
     for m in mounts:
-        if m.kind in personal.KINDS:  # the owner's own, at a fixed path (storage/personal.py)
+        if m.kind in personal.KINDS:  # the owner's own, at a fixed path (domain/personal.py)
             userdirs.private_dir(m.source, uid, gid)
             binds.append(sandbox.Bind(m.source, m.mount_path, False))
             continue

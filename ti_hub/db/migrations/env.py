@@ -3,10 +3,10 @@
 from alembic import context
 from sqlalchemy import engine_from_config, pool
 
-from ti_hub.db.models import Base
+from ti_hub.db.tables import metadata
 
 config = context.config
-target_metadata = Base.metadata
+target_metadata = metadata
 
 
 def run_migrations_offline() -> None:

@@ -7,7 +7,7 @@ Create Date: ${create_date}
 
 from alembic import op
 import sqlalchemy as sa
-import ti_hub.db.models
+import ti_hub.db.base
 ${imports if imports else ""}
 
 revision = ${repr(up_revision)}

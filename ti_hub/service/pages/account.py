@@ -8,7 +8,7 @@ from typing import Any
 
 from tornado import web
 
-from ... import scopes as S
+from ...domain import scopes as S
 from ...domain.errors import ValidationError
 from ...ops import keys, quotas
 from ...ops import people as P

@@ -10,7 +10,7 @@ from typing import Any
 
 from tornado import web
 
-from ... import scopes as S
+from ...domain import scopes as S
 from ...domain.states import KINDS
 from ...ops import plans, quotas
 from ..status import pools_overview

@@ -18,7 +18,7 @@ from jupyterhub.services.auth import HubOAuthenticated, UserNotAllowed
 from tornado import web
 
 from ... import __version__
-from ... import scopes as S
+from ...domain import scopes as S
 from ...domain import validation as v
 from ...domain.actor import Actor
 from ...domain.errors import Forbidden, TiError

@@ -11,7 +11,7 @@ import datetime as dt
 
 from tornado import web
 
-from ... import scopes as S
+from ...domain import scopes as S
 from ...ops import queue
 from ..clusterusage import cluster_usage
 from ..history import read_history

@@ -17,7 +17,7 @@ from urllib.parse import urlencode
 
 from tornado import web
 
-from ... import scopes as S
+from ...domain import scopes as S
 from ...domain import states as st
 from ...domain.errors import TiError
 from ...api.ssh import request_host

@@ -1,7 +1,7 @@
 """People (ACC3-ACC5): the hub's users and groups with their roles, and what each role grants in TiHub.
 
 Users, groups and role assignments are the hub's: they are read from its REST API with the ti service's
-own token (role "ti-service" in ti_hub/hub_config.py: list/read users and groups, read their role
+own token (role "ti-service" in ti_hub/hub/config.py: list/read users and groups, read their role
 assignments). The hub has no endpoint for role *definitions*, so they come from the configuration the
 ti service loaded (the hub's own file), falling back to TiHub's preset roles. Beside them, each user's TiHub
 roles (ops/grants.py, the Roles page), which decide what they may do within the hub's ceiling. Users and groups
@@ -14,8 +14,8 @@ from typing import Any
 
 from tornado import web
 
-from ... import scopes as S
-from ...hub_config import preset_roles
+from ...domain import scopes as S
+from ...hub.config import preset_roles
 from ..hubapi import hub_list
 from ...ops import grants
 from .base import PAGE, PageHandler, perm_list, permissions_legend

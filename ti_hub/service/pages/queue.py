@@ -12,7 +12,7 @@ from typing import Any
 
 from tornado import web
 
-from ... import scopes as S
+from ...domain import scopes as S
 from ...ops import jobs, queue
 from ..scoring import list_scores
 from .base import PAGE, PageHandler

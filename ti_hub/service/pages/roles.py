@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tornado import web
 
-from ... import scopes as S
+from ...domain import scopes as S
 from ...ops import grants
 from .base import PAGE, PageHandler, permissions_legend, short
 from .html import Safe, checkbox, el, field, hidden, join, post_form, select, table

@@ -8,7 +8,7 @@ from typing import Any
 
 from tornado import web
 
-from ... import scopes as S
+from ...domain import scopes as S
 from ...backends.base import machine_of
 from ...domain import validation as v
 from ...domain.errors import Conflict
@@ -203,7 +203,7 @@ class VCPageHandler(PoolsPageHandler):
     async def do_delete(self) -> str:
         name = self.form_text("vc")
         if not self._flag("with_jobs"):
-            await self.ti.db(vcs.delete, self.actor, name)
+            await self.ti.db(vcdelete.delete, self.actor, name)
             return f"Virtual cluster {name} deleted."
         confirmed = {v.parse_int(i, "jobs", 0, v.MAX_ID) for i in self.form_text("jobs").split(",") if i.strip()}
         now = (await self.ti.db(vcdelete.unfinished_by_pool, self.actor, readonly=True)).get(name, [])

@@ -7,7 +7,7 @@ Create Date: 2026-11-21 19:40:03.369378
 
 from alembic import op
 import sqlalchemy as sa
-import ti_hub.db.models
+import ti_hub.db.base
 
 
 revision = '0001'
@@ -26,7 +26,7 @@ def upgrade() -> None:
     sa.Column('accelerator', sa.String(length=16), nullable=False),
     sa.Column('size_mib', sa.Integer(), nullable=True),
     sa.Column('description', sa.Text(), nullable=False),
-    sa.Column('created_at', ti_hub.db.models.UTCDateTime(), nullable=False),
+    sa.Column('created_at', ti_hub.db.base.UTCDateTime(), nullable=False),
     sa.PrimaryKeyConstraint('id'),
     sa.UniqueConstraint('name')
     )
@@ -57,10 +57,10 @@ def upgrade() -> None:
     sa.Column('placement', sa.JSON(), nullable=True),
     sa.Column('backend_state', sa.JSON(), nullable=True),
     sa.Column('exit_code', sa.Integer(), nullable=True),
-    sa.Column('created_at', ti_hub.db.models.UTCDateTime(), nullable=False),
-    sa.Column('queued_at', ti_hub.db.models.UTCDateTime(), nullable=True),
-    sa.Column('started_at', ti_hub.db.models.UTCDateTime(), nullable=True),
-    sa.Column('finished_at', ti_hub.db.models.UTCDateTime(), nullable=True),
+    sa.Column('created_at', ti_hub.db.base.UTCDateTime(), nullable=False),
+    sa.Column('queued_at', ti_hub.db.base.UTCDateTime(), nullable=True),
+    sa.Column('started_at', ti_hub.db.base.UTCDateTime(), nullable=True),
+    sa.Column('finished_at', ti_hub.db.base.UTCDateTime(), nullable=True),
     sa.PrimaryKeyConstraint('id'),
     sa.UniqueConstraint('owner', 'name')
     )
@@ -80,7 +80,7 @@ def upgrade() -> None:
     sa.Column('shm_mib', sa.Integer(), nullable=False),
     sa.Column('rdma', sa.Boolean(), nullable=False),
     sa.Column('pool', sa.String(length=63), nullable=False),
-    sa.Column('created_at', ti_hub.db.models.UTCDateTime(), nullable=False),
+    sa.Column('created_at', ti_hub.db.base.UTCDateTime(), nullable=False),
     sa.PrimaryKeyConstraint('id'),
     sa.UniqueConstraint('name')
     )
@@ -102,7 +102,7 @@ def upgrade() -> None:
     sa.Column('server', sa.String(length=255), nullable=False),
     sa.Column('username', sa.String(length=255), nullable=False),
     sa.Column('password_encrypted', sa.LargeBinary(), nullable=False),
-    sa.Column('created_at', ti_hub.db.models.UTCDateTime(), nullable=False),
+    sa.Column('created_at', ti_hub.db.base.UTCDateTime(), nullable=False),
     sa.PrimaryKeyConstraint('id'),
     sa.UniqueConstraint('owner', 'name')
     )
@@ -115,7 +115,7 @@ def upgrade() -> None:
     sa.Column('name', sa.String(length=63), nullable=False),
     sa.Column('key', sa.Text(), nullable=False),
     sa.Column('fingerprint', sa.String(length=128), nullable=False),
-    sa.Column('created_at', ti_hub.db.models.UTCDateTime(), nullable=False),
+    sa.Column('created_at', ti_hub.db.base.UTCDateTime(), nullable=False),
     sa.PrimaryKeyConstraint('id'),
     sa.UniqueConstraint('owner', 'fingerprint'),
     sa.UniqueConstraint('owner', 'name')
@@ -138,7 +138,7 @@ def upgrade() -> None:
     sa.Column('scope', sa.String(length=8), nullable=False),
     sa.Column('group', sa.String(length=255), nullable=True),
     sa.Column('spec', sa.JSON(), nullable=False),
-    sa.Column('created_at', ti_hub.db.models.UTCDateTime(), nullable=False),
+    sa.Column('created_at', ti_hub.db.base.UTCDateTime(), nullable=False),
     sa.PrimaryKeyConstraint('id'),
     sa.UniqueConstraint('owner', 'name')
     )
@@ -148,7 +148,7 @@ def upgrade() -> None:
     op.create_table('ti_users',
     sa.Column('id', sa.Integer(), nullable=False),
     sa.Column('name', sa.String(length=255), nullable=False),
-    sa.Column('created_at', ti_hub.db.models.UTCDateTime(), nullable=False),
+    sa.Column('created_at', ti_hub.db.base.UTCDateTime(), nullable=False),
     sa.Column('quota_version', sa.Integer(), nullable=False),
     sa.PrimaryKeyConstraint('id'),
     sa.UniqueConstraint('name')
@@ -163,7 +163,7 @@ def upgrade() -> None:
     sa.Column('description', sa.Text(), nullable=False),
     sa.Column('source_volume_id', sa.Integer(), nullable=True),
     sa.Column('public', sa.Boolean(), nullable=False),
-    sa.Column('created_at', ti_hub.db.models.UTCDateTime(), nullable=False),
+    sa.Column('created_at', ti_hub.db.base.UTCDateTime(), nullable=False),
     sa.PrimaryKeyConstraint('id'),
     sa.UniqueConstraint('owner', 'name')
     )
@@ -173,7 +173,7 @@ def upgrade() -> None:
     op.create_table('ti_job_events',
     sa.Column('id', sa.Integer(), nullable=False),
     sa.Column('job_id', sa.Integer(), nullable=False),
-    sa.Column('at', ti_hub.db.models.UTCDateTime(), nullable=False),
+    sa.Column('at', ti_hub.db.base.UTCDateTime(), nullable=False),
     sa.Column('status', sa.String(length=16), nullable=False),
     sa.Column('message', sa.Text(), nullable=False),
     sa.ForeignKeyConstraint(['job_id'], ['ti_jobs.id'], ondelete='CASCADE'),

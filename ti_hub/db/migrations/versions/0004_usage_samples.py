@@ -7,7 +7,7 @@ Revises: 0003
 import sqlalchemy as sa
 from alembic import op
 
-import ti_hub.db.models
+import ti_hub.db.base
 
 revision = "0004"
 down_revision = "0003"
@@ -19,7 +19,7 @@ def upgrade() -> None:
     op.create_table(
         "ti_usage_samples",
         sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
-        sa.Column("at", ti_hub.db.models.UTCDateTime(), nullable=False),
+        sa.Column("at", ti_hub.db.base.UTCDateTime(), nullable=False),
         sa.Column("pool", sa.String(length=63), nullable=False),
         sa.Column("user", sa.String(length=255), nullable=False),
         sa.Column("device_type", sa.String(length=63), nullable=False),

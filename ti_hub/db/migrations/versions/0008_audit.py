@@ -7,7 +7,7 @@ Revises: 0007
 import sqlalchemy as sa
 from alembic import op
 
-from ti_hub.db.models import UTCDateTime
+from ti_hub.db.base import UTCDateTime
 
 revision = "0008"
 down_revision = "0007"

@@ -10,8 +10,8 @@ import uuid
 import sqlalchemy as sa
 from alembic import op
 
-from ti_hub import scopes as S
-from ti_hub.db.models import UTCDateTime
+from ti_hub.domain import scopes as S
+from ti_hub.db.base import UTCDateTime
 
 revision = "0010"
 down_revision = "0009"

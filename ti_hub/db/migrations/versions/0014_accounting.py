@@ -7,7 +7,7 @@ Revises: 0013
 import sqlalchemy as sa
 from alembic import op
 
-from ti_hub.db.models import UTCDateTime
+from ti_hub.db.base import UTCDateTime
 
 revision = "0014"
 down_revision = "0013"

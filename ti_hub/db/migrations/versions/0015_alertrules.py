@@ -9,7 +9,7 @@ import datetime as dt
 import sqlalchemy as sa
 from alembic import op
 
-from ti_hub.db.models import UTCDateTime
+from ti_hub.db.base import UTCDateTime
 
 revision = "0015"
 down_revision = "0014"

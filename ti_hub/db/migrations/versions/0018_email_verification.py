@@ -10,7 +10,7 @@ email counts as verified: those stay verified, so alert notices keep reaching th
 import sqlalchemy as sa
 from alembic import op
 
-from ti_hub.db.models import UTCDateTime
+from ti_hub.db.base import UTCDateTime
 
 revision = "0018"
 down_revision = "0017"

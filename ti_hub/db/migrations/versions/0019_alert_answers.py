@@ -7,7 +7,7 @@ Revises: 0018
 import sqlalchemy as sa
 from alembic import op
 
-from ti_hub.db.models import UTCDateTime
+from ti_hub.db.base import UTCDateTime
 
 revision = "0019"
 down_revision = "0018"

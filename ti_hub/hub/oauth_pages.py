@@ -1,4 +1,4 @@
-"""The hub's pages for OAuth logins that wait for an admin's approval (SPEC ACC1-2, ``ti_hub/oauth.py``).
+"""The hub's pages for OAuth logins that wait for an admin's approval (SPEC ACC1-2, ``ti_hub/hub/oauth.py``).
 
 - The provider's callback shows "waiting for approval" (templates/ti-approval-wait.html) instead of the hub's
   bare 403 when ``check_allowed`` raises ``AwaitingApproval``.
@@ -53,7 +53,7 @@ def waiting_page(callback: type) -> type:
 
 
 async def lock_out(handler: BaseHandler, name: str) -> tuple[list[str], list[str], int]:
-    """End what an account whose approval was taken back (or that TiHub disabled: ti_hub/auth.py) still holds in
+    """End what an account whose approval was taken back (or that TiHub disabled: ti_hub/hub/auth.py) still holds in
     the hub: its running workspaces stop, every token of it is deleted (personal ones, and those the hub's OAuth
     gave services and workspaces for its browser), and its login cookie stops working (a new cookie id), so that
     approving it again brings none of them back. Returns (stopped, still starting) servers and the number of

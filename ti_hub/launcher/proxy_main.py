@@ -8,7 +8,7 @@ It forwards every request with tornado's shared ``AsyncHTTPClient``, whose defau
 And the port holds a whole response until its target has sent all of it: the spawn page's event stream arrived in
 one piece when the spawn had ended (so the page said nothing while a workspace waited). ``stream_responses``
 passes responses on as they arrive.
-Run as ``python -m ti_hub.proxy_main`` with configurable-http-proxy's own arguments.
+Run as ``python -m ti_hub.launcher.proxy_main`` with configurable-http-proxy's own arguments.
 """
 
 from __future__ import annotations
@@ -208,7 +208,7 @@ def main() -> None:
     AsyncHTTPClient.configure(None, max_clients=max_clients, defaults={
         "request_timeout": REQUEST_TIMEOUT_S, "connect_timeout": CONNECT_TIMEOUT_S})
     # the proxy logs every request's URI too: a ?token= must not reach the log from here either
-    from .service import accesslog
+    from ..service import accesslog
 
     accesslog.install()
     keep_escaped_slashes()

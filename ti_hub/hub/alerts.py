@@ -14,7 +14,7 @@ import logging
 from typing import Any
 from urllib.parse import urlencode
 
-log = logging.getLogger("ti_hub.hubalerts")
+log = logging.getLogger("ti_hub.hub.alerts")
 TIMEOUT_S = 2.0
 SHOWN = 5  # subjects listed on the banner; the count says how many in all
 
@@ -39,7 +39,7 @@ class UserAlerts:
         answer in time)."""
         if not self.name or not self.source.api_url:
             return None
-        from .spawner.client import call  # the hub's async client for the ti service
+        from ..spawner.client import call  # the hub's async client for the ti service
 
         query = urlencode({"user": self.name, "limit": SHOWN})
         try:

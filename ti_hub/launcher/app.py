@@ -13,7 +13,9 @@ import time
 import urllib.request
 from pathlib import Path
 
-from . import __version__, children, lastrun, portguard, secretfile
+from .. import __version__
+from ..plumbing import children, lastrun, secretfile
+from . import portguard
 
 DEFAULT_CONFIG = Path(__file__).with_name("default_config.py")
 
@@ -106,7 +108,7 @@ def cmd_start(args: argparse.Namespace) -> int:
 
 
 def _platform_ports(args: argparse.Namespace) -> list[tuple[str, str, int]]:
-    """(what, address, port) of every port the platform listens on, as hub_config.py will read them."""
+    """(what, address, port) of every port the platform listens on, as ti_hub/hub/config.py will read them."""
     env = os.environ
 
     def port(flag: int, key: str, default: int) -> int:
@@ -122,7 +124,7 @@ def _platform_ports(args: argparse.Namespace) -> list[tuple[str, str, int]]:
 
 def _rotate_proxy_token(data: Path) -> None:
     """A new proxy auth token at every start: one sent to whoever held the proxy API's port earlier is useless
-    (hub_config.py reads this file; the proxy starts with the hub, so nothing else holds the old one)."""
+    (hub/config.py reads this file; the proxy starts with the hub, so nothing else holds the old one)."""
     secretfile.replace(data / "proxy_token", secrets.token_hex(32).encode())
 
 
@@ -154,7 +156,7 @@ def _run_hub(args: argparse.Namespace, data: Path) -> int:
           flush=True)
     t0 = time.monotonic()
     # the hub gets SIGTERM if this process dies, however it dies, and then stops everything it started
-    proc = subprocess.Popen([sys.executable, "-m", "ti_hub.hub_main", "-f", str(config)], env=env, cwd=str(data),
+    proc = subprocess.Popen([sys.executable, "-m", "ti_hub.hub.main", "-f", str(config)], env=env, cwd=str(data),
                             preexec_fn=children.die_with_parent_preexec(signal.SIGTERM))
 
     def forward(signum, _frame):
@@ -162,7 +164,7 @@ def _run_hub(args: argparse.Namespace, data: Path) -> int:
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
-    proxy_api = f"http://127.0.0.1:{env.get('TI_HUB_PROXY_API_PORT', '8001')}"  # as hub_config.py reads it
+    proxy_api = f"http://127.0.0.1:{env.get('TI_HUB_PROXY_API_PORT', '8001')}"  # as hub/config.py reads it
     if _wait_ready(url, proc, args.start_timeout, run_id, proxy_api, data / "proxy_token"):
         admin = args.admin or "<admin>"
         how = ("log in with the password from TI_HUB_ADMIN_PASSWORD" if env.get("TI_HUB_ADMIN_PASSWORD")
@@ -219,7 +221,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 
 def cmd_upgrade_db(args: argparse.Namespace) -> int:
-    from .db.session import sqlite_url, upgrade
+    from ..db.session import sqlite_url, upgrade
 
     url = args.db_url or sqlite_url(Path(args.data_dir).expanduser().resolve() / "ti.sqlite")
     upgrade(url)
@@ -239,7 +241,7 @@ def cmd_help_config(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from .sim import cli
+    from ..sim import cli
 
     return cli.run(args)
 
@@ -307,7 +309,7 @@ def build_parser(full: bool = True) -> argparse.ArgumentParser:
     if not full:
         sub.add_parser("simulate", help=help_sim)
         return p
-    from .sim.cli import DESCRIPTION, EPILOG, add_arguments
+    from ..sim.cli import DESCRIPTION, EPILOG, add_arguments
 
     m = sub.add_parser("simulate", help=help_sim, description=DESCRIPTION, epilog=EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -1,4 +1,4 @@
-"""WebSockets through the embedded proxy (``ti_hub.proxy_main``) as configurable-http-proxy (node) passes them.
+"""WebSockets through the embedded proxy (``ti_hub.launcher.proxy_main``) as configurable-http-proxy (node) passes them.
 
 The Python port ends each WebSocket at the proxy and opens a second one to the target, and in between it lost
 (issue 31, "a WebSocket console error when a notebook opens"):

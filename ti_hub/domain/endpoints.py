@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from ..domain.errors import Conflict, ValidationError
-from ..domain.validation import PORT_MAX, PORT_MIN, is_digits
+from .errors import Conflict, ValidationError
+from .validation import PORT_MAX, PORT_MIN, is_digits
 
 # RFC 9110 7.6.1 plus the old names still seen: they describe one hop, never the next
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",

@@ -38,11 +38,11 @@ SECTIONS: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
                                                         "never a default."),
     )),
     ("Sign-in", "the hub's authenticators (JupyterHub.authenticator_class)", (
-        ("ti_hub.auth:TiAuthenticator", "Username and password (NativeAuthenticator), the default."),
-        ("ti_hub.oauth:TiOIDCAuthenticator", "Any OpenID Connect provider; accounts wait for an admin's approval."),
-        ("ti_hub.oauth:TiGitHubOAuthenticator", "GitHub logins; accounts wait for an admin's approval."),
-        ("ti_hub.oauth:TiGitLabOAuthenticator", "GitLab logins; accounts wait for an admin's approval."),
-        ("ti_hub.oauth:TiAzureAdOAuthenticator", "Microsoft Entra ID / Azure AD logins; accounts wait for an "
+        ("ti_hub.hub.auth:TiAuthenticator", "Username and password (NativeAuthenticator), the default."),
+        ("ti_hub.hub.oauth:TiOIDCAuthenticator", "Any OpenID Connect provider; accounts wait for an admin's approval."),
+        ("ti_hub.hub.oauth:TiGitHubOAuthenticator", "GitHub logins; accounts wait for an admin's approval."),
+        ("ti_hub.hub.oauth:TiGitLabOAuthenticator", "GitLab logins; accounts wait for an admin's approval."),
+        ("ti_hub.hub.oauth:TiAzureAdOAuthenticator", "Microsoft Entra ID / Azure AD logins; accounts wait for an "
                                                  "admin's approval."),
     )),
     ("Workspaces", "settings both spawners share (set them on TiSpawnerMixin for both, or on one spawner)", (
@@ -67,7 +67,7 @@ SECTIONS: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
 
 # configurable classes that are not site settings: TiHub configures them itself
 INTERNAL: dict[str, str] = {
-    "ti_hub.hub_main:TiServiceSpawner": "JupyterHub's spawner of TiHub's managed services, set by `ti-hub start`",
+    "ti_hub.hub.main:TiServiceSpawner": "JupyterHub's spawner of TiHub's managed services, set by `ti-hub start`",
     "ti_hub.service.oauth:SealedStateHubOAuth": "the ti service's own OAuth client, configured by the service",
 }
 

@@ -18,7 +18,7 @@ import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .backends.local.sockets import all_listeners, socket_inodes
+from ..backends.local.sockets import all_listeners, socket_inodes
 
 V6_OF = {"127.0.0.1": "::1", "0.0.0.0": "::"}  # the IPv6 counterpart the launcher holds for a v4 address
 

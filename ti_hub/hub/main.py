@@ -11,10 +11,10 @@ Start-up:
 
 Crashes and shutdown (docs/architecture.md "Crashes"):
 * The proxy and the managed services (the ti service, ti-ssh) get SIGTERM when the hub dies, however it
-  dies (PR_SET_PDEATHSIG, ti_hub/children.py): orphans would hold the ports and the ti service's instance
+  dies (PR_SET_PDEATHSIG, ti_hub/plumbing/children.py): orphans would hold the ports and the ti service's instance
   lock, and the next hub would restart its own services in a loop. Each managed service's pid and start time
   is kept in DATA/service-NAME.pid, so that the next `ti-hub start` stops one that could not die
-  (ti_hub/lastrun.py).
+  (ti_hub/plumbing/lastrun.py).
 * A managed service that dies is noticed at once (a pidfd on the event loop), not at JupyterHub's next poll
   of it (every 30 s, with the API answering the hub's 503 page meanwhile), and restarted at once; one that
   keeps dying right after its start is retried once at once, then after 1 s, 2 s, ... up to 30 s.
@@ -40,9 +40,10 @@ from jupyterhub import utils  # noqa: E402
 from jupyterhub.app import JupyterHub, main  # noqa: E402
 from jupyterhub.services import service as _service  # noqa: E402
 
-from . import children, pidfile  # noqa: E402
-from .lastrun import SERVICE_PREFIX  # noqa: E402
-from .spawner import client, names  # noqa: E402
+from ..plumbing import pidfile  # noqa: E402
+from ..plumbing.lastrun import SERVICE_PREFIX  # noqa: E402
+from ..plumbing import children  # noqa: E402
+from ..spawner import client, names  # noqa: E402
 
 _backoff = utils.exponential_backoff
 

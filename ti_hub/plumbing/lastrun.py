@@ -4,8 +4,8 @@
   life. The kernel releases the lock however that process dies; the fd is close-on-exec, so the hub never
   inherits it (a hub outliving its `ti-hub start` must not look like a live owner).
 * Leftovers: the hub (``jupyterhub.pid``), its managed services (``service-NAME.pid``, written by
-  ti_hub/hub_main.py) and the proxy (``proxy.pid``), each recognized by its start time (ti_hub/pidfile.py).
-  Children die with their parent (PR_SET_PDEATHSIG, ti_hub/children.py); what this stops is what could not:
+  ti_hub/hub/main.py) and the proxy (``proxy.pid``), each recognized by its start time (ti_hub/plumbing/pidfile.py).
+  Children die with their parent (PR_SET_PDEATHSIG, ti_hub/plumbing/children.py); what this stops is what could not:
   a stopped or hung process, a run of an older TiHub, a platform without prctl. Nothing is adopted: a hub's
   hold on its children (their Popen objects, its polls) dies with it, so a new hub cannot take them over.
   Workspaces and job supervisors are not touched: the new hub and ti service find and keep them.
