@@ -32,6 +32,17 @@ def open_lab(page_for, hub, user):
     return page
 
 
+def unfold(details) -> None:
+    """Open a <details> by clicking its summary, as a user would, until it is open (a click that lands while the
+    panel's layout shifts, e.g. under a message that just appeared, toggles nothing)."""
+    def is_open() -> bool:
+        if not details.evaluate("d => d.open"):
+            details.locator("summary").click()
+        return details.evaluate("d => d.open")
+
+    wait(is_open, 15, "the guide to unfold")
+
+
 def open_panel(page, panel_id: str):
     page.click(f'.jp-SideBar [data-id="{panel_id}"]')
     page.wait_for_selector(f"#{panel_id}:not(.lm-mod-hidden)")
@@ -64,7 +75,7 @@ def test_jobs_panel_submit_watch_logs(hub, lab, page_for):
     form.locator("select[name=kind]").select_option("single")
     assert kind_hint.inner_text() == suits["single"]
     guide = form.locator("#ti-kind-guide")
-    guide.locator("summary").click()
+    unfold(guide)
     for what, text in guidance.JOB_KINDS:
         assert what in guide.inner_text() and text in guide.inner_text()
     assert "none unless ticked" in form.locator("#ti-endpoints-hint").inner_text()
@@ -153,7 +164,7 @@ def test_storage_panel_create_share_browse(hub, lab, page_for):
     storage_suits = dict(guidance.STORAGE_KINDS)
     assert kind_hint.inner_text() == storage_suits["filesystem"]
     guide = form.locator("#ti-storage-guide")
-    guide.locator("summary").click()
+    unfold(guide)
     for what, text in guidance.STORAGE_KINDS:
         assert what in guide.inner_text() and text in guide.inner_text()
 
