@@ -16,10 +16,11 @@ A pod or figure the text does not have is absent from the result (unknown), neve
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
+
+from prometheus_client.parser import text_string_to_metric_families
 
 PodKey = tuple[str, str]  # (namespace, pod)
 
@@ -30,10 +31,6 @@ FS_READ, FS_WRITE = "container_fs_reads_bytes_total", "container_fs_writes_bytes
 RESOURCE_NAMES = (CPU, MEMORY)
 CADVISOR_NAMES = (NET_RX, NET_TX, FS_READ, FS_WRITE)
 POD_LEVEL = ("", "POD")  # the pod's own cgroup; the pause container (dockershim, some CRI runtimes)
-
-_LABEL = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
-_UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
-
 
 @dataclass(frozen=True)
 class PodUsage:
@@ -46,40 +43,21 @@ class PodUsage:
     at_ms: int | None = None  # the kubelet's timestamp of the cAdvisor figures (for rates), when it gave one
 
 
-def _labels(text: str) -> dict[str, str]:
-    out, pos = {}, 0
-    while pos < len(text):
-        m = _LABEL.match(text, pos)
-        if m is None:
-            raise ValueError(f"bad labels: {text!r}")
-        out[m.group(1)] = re.sub(r'\\[\\"n]', lambda e: _UNESCAPE[e.group(0)], m.group(2))
-        pos = m.end()
-    return out
-
-
 def samples(text: str, names: tuple[str, ...]) -> Iterator[tuple[str, dict[str, str], float, int | None]]:
     """(name, labels, value, timestamp in ms or None) of every sample of the families ``names`` in Prometheus
-    text; other lines are skipped without being parsed (a busy node's cAdvisor text runs to megabytes)."""
+    text, read by prometheus_client's parser; other lines are skipped without being parsed (a busy node's
+    cAdvisor text runs to megabytes), and so is a line the parser cannot read."""
     for line in text.splitlines():
         if not line.startswith(names):
             continue
-        brace = line.find("{")
-        space = line.find(" ")
-        if brace != -1 and (space == -1 or brace < space):
-            name, close = line[:brace], line.rfind("}")
-            if close < brace:
-                continue
-            labels, rest = _labels(line[brace + 1:close]), line[close + 1:].split()
-        else:
-            name, labels, rest = line[:space], {}, line[space + 1:].split()
-        if name not in names or not rest:
-            continue
         try:
-            value = float(rest[0])
-            at = int(rest[1]) if len(rest) > 1 else None
+            found = [s for family in text_string_to_metric_families(line) for s in family.samples]
         except ValueError:
             continue
-        yield name, labels, value, at
+        for sample in found:
+            if sample.name in names:
+                at = None if sample.timestamp is None else round(float(sample.timestamp) * 1000)
+                yield sample.name, sample.labels, float(sample.value), at
 
 
 def _key(labels: dict[str, str]) -> PodKey | None:
