@@ -37,8 +37,8 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
 from ti_hub.db.session import make_engine, make_sessionmaker, sqlite_url, upgrade  # noqa: E402
-from ti_hub.health.readings import DeviceReading, FsReading, HostReading, Snapshot  # noqa: E402
-from ti_hub.health.rules import ValueCache, evaluate  # noqa: E402
+from ti_hub.domain.readings import DeviceReading, FsReading, HostReading, Snapshot  # noqa: E402
+from ti_hub.domain.healthrules import ValueCache, evaluate  # noqa: E402
 from ti_hub.ops import alertrules  # noqa: E402
 
 INTERVAL = 15.0

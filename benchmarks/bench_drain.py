@@ -4,7 +4,7 @@
     python benchmarks/bench_drain.py [--jobs 5000] [--runs 3] [--db-url URL] [--name drain]
 
 What runs is the leader's own code on a real database (SQLite WAL by default, or --db-url): each cycle is
-``service.queueing.decide`` (read queued and holding rows, quotas, run ``scheduler.core.cycle`` with usage
+``ops.queueing.decide`` (read queued and holding rows, quotas, run ``scheduler.core.cycle`` with usage
 scores, positions, reasons, estimates) then ``queueing.apply`` (admissions written with their placement and
 history event, plus every changed position), then each admitted job marked running as ``JobRunner._launched``
 does. Process launching is left out: it is the backend's cost, not the queue's (the local backend starts a
@@ -41,9 +41,9 @@ from ti_hub.db.session import drop_tables, make_engine, make_sessionmaker, sqlit
 from ti_hub.domain import states as st  # noqa: E402
 from ti_hub.ops.jobs import record  # noqa: E402
 from ti_hub.scheduler.score import Scores  # noqa: E402
-from ti_hub.service import queueing  # noqa: E402
+from ti_hub.ops import queueing  # noqa: E402
 from ti_hub.service.app import DEFAULT_COMPUTE_QUOTAS  # noqa: E402
-from ti_hub.service.scoring import ScoreKeeper  # noqa: E402
+from ti_hub.ops.scoring import ScoreKeeper  # noqa: E402
 
 DTYPE = "A100"
 

@@ -45,7 +45,7 @@ from ti_hub.db.session import make_engine, make_sessionmaker, sqlite_url, upgrad
 from ti_hub.health.monitor import store_latest  # noqa: E402
 from ti_hub.health.sources import LocalHealthSource  # noqa: E402
 from ti_hub.health.testsource import snapshot_from_doc  # noqa: E402
-from ti_hub.service.accounting import account_sample  # noqa: E402
+from ti_hub.tasks.accounting import account_sample  # noqa: E402
 
 THRESHOLD = 5.0
 

@@ -28,7 +28,7 @@ sys.path.insert(0, str(HERE))
 from sqlalchemy import func, select  # noqa: E402
 from sqlalchemy.orm import defer  # noqa: E402
 
-from ti_hub.api.base import _default  # noqa: E402
+from ti_hub.handlers.refusals import json_default as _default  # noqa: E402
 from ti_hub.db import models as m  # noqa: E402
 from ti_hub.db.session import make_engine, make_sessionmaker, sqlite_url  # noqa: E402
 from ti_hub.domain import states as st  # noqa: E402
@@ -279,7 +279,7 @@ def main(argv=None) -> None:
         lambda s: s.execute(select(*sched_cols).where(m.Job.status == st.QUEUED)).all()), 3, R)
     import socket
 
-    from ti_hub.service import queueing
+    from ti_hub.ops import queueing
 
     nodes = [loop_mod.NodeCapacity(name=socket.gethostname(), pool="default", devices={"demo-gpu": [0, 1, 2, 3]},
                                    cpu=float(os.cpu_count()), memory_mib=16000, labels={})]

@@ -10,7 +10,7 @@ import re
 import pytest
 from browserkit import screenshot
 
-from ti_hub.service.pages.base import PAGES
+from ti_hub.pages.base import PAGES
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 

@@ -14,10 +14,10 @@ from ti_hub.db.accounting import DeviceHours
 from ti_hub.domain import states as st
 from ti_hub.domain.actor import Actor
 from ti_hub.health.monitor import store_latest
-from ti_hub.health.readings import DeviceReading, HostReading, Snapshot
+from ti_hub.domain.readings import DeviceReading, HostReading, Snapshot
 from ti_hub.ops import jobs
-from ti_hub.service.accounting import account_sample, hour_of, hours_since, prune
-from ti_hub.service.clusterusage import cluster_usage
+from ti_hub.tasks.accounting import account_sample, hour_of, hours_since, prune
+from ti_hub.tasks.clusterusage import cluster_usage
 
 T0 = dt.datetime(2030, 1, 1, tzinfo=dt.timezone.utc).timestamp()
 NODES = [NodeCapacity("n1", "default", {"demo-gpu": [0, 1, 2, 3]}, 16.0, 65536)]

@@ -15,11 +15,11 @@ from ti_hub.db.monitoring import Alert
 from ti_hub.domain import states as st
 from ti_hub.domain.actor import Actor
 from ti_hub.domain.errors import Conflict, Forbidden, NotFound, ValidationError
-from ti_hub.health.readings import DeviceReading, Snapshot
-from ti_hub.health.rules import evaluate
+from ti_hub.domain.readings import DeviceReading, Snapshot
+from ti_hub.domain.healthrules import evaluate
 from ti_hub.ops import alertrules, cordons
 from ti_hub.ops.common import utcnow
-from ti_hub.service.capacity import without_cordoned
+from ti_hub.ops.capacity import without_cordoned
 
 ADMIN = Actor("root1", frozenset(S.ADMIN_SCOPES))
 USER = Actor("owner1", frozenset(S.USER_SCOPES))

@@ -9,7 +9,7 @@ from sqlalchemy import select
 from ti_hub.db import models as m
 from ti_hub.domain import states as st
 from ti_hub.ops import alerts, jobs
-from ti_hub.service import queueing
+from ti_hub.ops import queueing
 
 from test_live_queue import ADMIN, NOW, decide, make_running, row, submit, user
 

@@ -11,7 +11,7 @@ from sqlalchemy import select
 from ti_hub.db import models as m
 from ti_hub.domain.errors import Conflict, Forbidden
 from ti_hub.ops import alertrules, alerts, jobrules
-from ti_hub.service import queueing
+from ti_hub.ops import queueing
 from ti_hub.service.loop import JobRunner as Runner
 
 from test_live_queue import ADMIN, NODE, NOW, make_running, row, submit, user

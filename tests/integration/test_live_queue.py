@@ -16,8 +16,8 @@ from ti_hub.domain import states as st
 from ti_hub.domain.actor import Actor
 from ti_hub.domain.errors import Conflict, Forbidden, NotFound, ValidationError
 from ti_hub.ops import jobs, queue, quotas
-from ti_hub.service import queueing
-from ti_hub.service.scoring import ScoreKeeper, list_scores
+from ti_hub.ops import queueing
+from ti_hub.ops.scoring import ScoreKeeper, list_scores
 
 ADMIN = Actor("root1", frozenset(S.ADMIN_SCOPES))
 NOW = 1_800_000_000.0  # the injected clock

@@ -19,7 +19,7 @@ from ti_hub.domain.actor import Actor
 from ti_hub.domain.errors import Conflict
 from ti_hub.ops import alerts, jobs, people, revoke, volumes
 from ti_hub.ops.common import utcnow
-from ti_hub.service import queueing
+from ti_hub.ops import queueing
 
 ADMIN = Actor("root1", frozenset(S.ADMIN_SCOPES))
 NODE = NodeCapacity("n1", "default", {"demo-gpu": [0, 1, 2, 3]}, 16.0, 65536)

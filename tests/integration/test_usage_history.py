@@ -13,8 +13,8 @@ from ti_hub.db import models as m
 from ti_hub.domain import states as st
 from ti_hub.domain.actor import Actor
 from ti_hub.ops import jobs
-from ti_hub.service.history import read_history, take_sample
-from ti_hub.service.status import cluster_overview, pools_overview
+from ti_hub.ops.history import read_history, take_sample
+from ti_hub.ops.status import cluster_overview, pools_overview
 
 T0 = dt.datetime(2030, 1, 1, tzinfo=dt.timezone.utc)
 NODES = [NodeCapacity("n1", "default", {"demo-gpu": [0, 1, 2, 3]}, 16.0, 65536)]

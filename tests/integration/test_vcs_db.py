@@ -16,7 +16,7 @@ from ti_hub.domain import states as st
 from ti_hub.domain.actor import Actor
 from ti_hub.domain.errors import Conflict, Forbidden, NotFound, ValidationError
 from ti_hub.ops import jobs, plans, vcdelete, vcs
-from ti_hub.service import queueing
+from ti_hub.ops import queueing
 
 ADMIN = Actor("root1", frozenset(S.ADMIN_SCOPES))
 MACHINE = NodeCapacity("n1", "default", {"demo-gpu": [0, 1, 2, 3]}, 16.0, 65536)

@@ -7,8 +7,8 @@ import datetime as dt
 from types import SimpleNamespace
 
 from ti_hub.backends.base import NodeCapacity
-from ti_hub.health.readings import DeviceReading, Snapshot
-from ti_hub.service.accounting import (BUSY, IDLE, UNMEASURED, accumulate, bookings, hour_of, running,
+from ti_hub.domain.readings import DeviceReading, Snapshot
+from ti_hub.tasks.accounting import (BUSY, IDLE, UNMEASURED, accumulate, bookings, hour_of, running,
                                        sample_seconds, state_of)
 
 T0 = dt.datetime(2030, 1, 1, 10, tzinfo=dt.timezone.utc).timestamp()

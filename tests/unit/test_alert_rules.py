@@ -1,4 +1,4 @@
-"""Machine alert rules (health/rules.py, pure; ops/alertrules.py parse): percent of the samples in the window,
+"""Machine alert rules (domain/healthrules.py, pure; ops/alertrules.py parse): percent of the samples in the window,
 the window itself, the step, clearing, and validation that names the field and the rule."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import dataclasses
 import pytest
 
 from ti_hub.domain.errors import ValidationError
-from ti_hub.health.readings import DeviceReading, FsReading, HostReading, Snapshot
-from ti_hub.health.rules import RuleSpec, StepClock, ValueCache, evaluate, snapshot_values
+from ti_hub.domain.readings import DeviceReading, FsReading, HostReading, Snapshot
+from ti_hub.domain.healthrules import RuleSpec, StepClock, ValueCache, evaluate, snapshot_values
 from ti_hub.ops.alertrules import parse
 
 CPU = RuleSpec(1, "cpu-busy", "cpu", ">", 90.0, interval=100, percent=50, step=30)

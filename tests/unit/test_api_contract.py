@@ -18,8 +18,8 @@ from ti_hub.api.schemas import jobs as J
 from ti_hub.api.schemas import resources as R
 from ti_hub.domain import validation as v
 from ti_hub.domain.errors import ValidationError
-from ti_hub.service.accesslog import scrub
-from ti_hub.service.hubnames import HubNames
+from ti_hub.domain.scrub import scrub
+from ti_hub.hubclient.names import HubNames
 from ti_hub.service.openapi import document
 from ti_hub.service.web import ROUTES
 

@@ -7,7 +7,7 @@ import json
 
 from ti_hub.backends.base import NodeCapacity
 from ti_hub.health.monitor import HealthMonitor
-from ti_hub.health.readings import FsReading, HostReading, Snapshot
+from ti_hub.domain.readings import FsReading, HostReading, Snapshot
 from ti_hub.health.sources import LocalHealthSource, device_readings
 from ti_hub.health.testsource import TestReadingsSource, snapshot_from_doc
 

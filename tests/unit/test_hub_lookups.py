@@ -1,4 +1,4 @@
-"""The ti service asks the hub once for a token that concurrent requests bring (service/oauth.py).
+"""The ti service asks the hub once for a token that concurrent requests bring (hubclient/oauth.py).
 
 A real tornado server stands in for the hub's GET /hub/api/user (the one endpoint HubAuth calls) and counts
 the requests it answers; each answer is held back so that the requests overlap.
@@ -15,7 +15,7 @@ from tornado import web
 from tornado.httpserver import HTTPServer
 from tornado.testing import bind_unused_port
 
-from ti_hub.service.oauth import SealedStateHubOAuth
+from ti_hub.hubclient.oauth import SealedStateHubOAuth
 
 
 class FakeHubUser(web.RequestHandler):
@@ -95,7 +95,7 @@ def test_a_revocation_anywhere_empties_every_processs_cache(hub, tmp_path):
     """Issue 30: when a user is disabled, the process that did it grows the revocations file; every process
     forgets the hub's cached answers before its next lookup, and an answer the hub gave while the revocation
     happened is not kept (it may be for a token revoked meanwhile)."""
-    from ti_hub.service.oauth import announce_revocation
+    from ti_hub.hubclient.oauth import announce_revocation
 
     async def go():
         server, auth, seen = await hub(delay=0.05)

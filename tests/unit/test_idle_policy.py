@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ti_hub.health import idle
-from ti_hub.health.readings import DeviceReading, Snapshot
+from ti_hub.domain import idle
+from ti_hub.domain.readings import DeviceReading, Snapshot
 
 DEVS = [("n1", "gpu", 0), ("n1", "gpu", 1)]
 KW = {"idle_time": 30.0, "grace": 20.0}

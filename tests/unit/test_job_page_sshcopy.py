@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 
 from ti_hub.ops.sshaccess import takes_ssh
-from ti_hub.service.pages.base import CSP, csp
-from ti_hub.service.pages.sshcopy import SCRIPT, block, command_for, wants_command
-from ti_hub.service.pages.html import Safe
+from ti_hub.pages.base import CSP, csp
+from ti_hub.pages.sshcopy import SCRIPT, block, command_for, wants_command
+from ti_hub.pages.html import Safe
 from ti_hub.ssh.logins import parse_login
 
 JOB = {"owner": "alice", "name": "train-1", "kind": "single", "status": "running"}

@@ -1,4 +1,4 @@
-"""Notices of alerts (ops/notices.py, service/notifier.py): the message text and the recipients (pure), and
+"""Notices of alerts (ops/notices.py, tasks/notifier.py): the message text and the recipients (pure), and
 the notifier's SMTP sending against a real SMTP server (aiosmtpd) with STARTTLS or TLS and a login, the server's
 self-signed certificate verified through smtp_ca_file."""
 
@@ -19,7 +19,7 @@ from aiosmtpd.smtp import AuthResult, LoginPassword
 from ti_hub.domain import scopes as S
 from ti_hub.ops import notices
 from ti_hub.ops.grants import People, Snapshot
-from ti_hub.service.notifier import Notifier, _safe_url
+from ti_hub.tasks.notifier import Notifier, _safe_url
 
 ALERT = {"id": 7, "key": "job:42:overrun", "kind": "job", "rule": "overrun", "severity": "warning",
          "subject": "Job 42 (alice/train) is running past its declared duration",

@@ -8,10 +8,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from ti_hub.backends.base import NodeCapacity
-from ti_hub.service.history import sample_rows
-from ti_hub.service.pages.base import PAGES
-from ti_hub.service.pages.charts import downsample, line_chart, nice_ceiling
-from ti_hub.service.pages.html import Safe, attrs, el, esc, field, fmt, join, post_form, table
+from ti_hub.ops.history import sample_rows
+from ti_hub.pages.base import PAGES
+from ti_hub.pages.charts import downsample, line_chart, nice_ceiling
+from ti_hub.pages.html import Safe, attrs, el, esc, field, fmt, join, post_form, table
 
 EVIL = '<script>alert("x")</script>&\''
 

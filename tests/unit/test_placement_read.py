@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 from ti_hub.domain.placement import Placed, placed
 from ti_hub.scheduler.model import Allocation
-from ti_hub.service.queueing import placement_json, placement_of
+from ti_hub.ops.queueing import placement_json, placement_of
 
 
 def test_a_stored_placement_reads_back_as_the_allocations_it_was_written_from():

@@ -7,7 +7,7 @@ import datetime as dt
 from prometheus_client.parser import text_string_to_metric_families
 
 from ti_hub.backends.base import NodeCapacity
-from ti_hub.health.readings import DeviceReading, FsReading, HostReading, NetReading, Snapshot
+from ti_hub.domain.readings import DeviceReading, FsReading, HostReading, NetReading, Snapshot
 from ti_hub.backends.base import MACHINE_LABEL
 from ti_hub.metrics import process
 from ti_hub.metrics.db import Figures, with_health
@@ -187,7 +187,7 @@ def test_readings_from_prometheus_are_not_exported_again(tmp_path):
     from traitlets.config import Configurable
 
     from ti_hub.health.monitor import HealthMonitor
-    from ti_hub.service.metrics import MetricsExporter
+    from ti_hub.metrics.exporter import MetricsExporter
 
     try:
         for source, exported in (("ti_hub.health.testsource.TestReadingsSource", True),

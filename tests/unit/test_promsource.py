@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ti_hub.backends.base import NodeCapacity
 from ti_hub.health.promsource import devices_from, host_name, hosts_from
-from ti_hub.health.readings import HostReading
+from ti_hub.domain.readings import HostReading
 
 
 def series(name, value, **labels):

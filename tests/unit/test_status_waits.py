@@ -1,4 +1,4 @@
-"""Long polls on job status (service/statuswait.py): waiters wake when their job leaves the status, one read
+"""Long polls on job status (ops/statuswait.py): waiters wake when their job leaves the status, one read
 answers every waiter of an interval, nobody waiting means no reads, and a failed read only delays."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from ti_hub.service.statuswait import StatusWaits
+from ti_hub.ops.statuswait import StatusWaits
 
 
 class Statuses:

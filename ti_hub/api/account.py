@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..domain import scopes as S
 from ..domain import validation as v
 from ..ops import images, keys, templates
-from ..service import profile
+from ..ops import verifymail as profile
 from .base import APIHandler
 
 

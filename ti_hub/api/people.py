@@ -1,10 +1,10 @@
-"""People routes (SPEC ACC3-4): /users, /user-imports, /groups; the work is service/people.py's."""
+"""People routes (SPEC ACC3-4): /users, /user-imports, /groups; the work is ops/hubpeople.py's."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..service.people import People
+from ..ops.hubpeople import People
 from .base import APIHandler
 
 

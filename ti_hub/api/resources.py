@@ -6,7 +6,7 @@ from ..domain import scopes as S
 from ..domain import validation as v
 from ..domain.errors import NotFound
 from ..ops import home, plans, quotas, volumes
-from ..service import userfiles
+from ..ops import userfiles
 from .base import APIHandler
 
 
@@ -64,7 +64,7 @@ class VolumesHandler(APIHandler):
         vol = await self.op(volumes.create, self.actor, self.body(), self.ti.volume_driver,
                             self.ti.ops_settings.storage_defaults)
         if vol["state"] == "copying":
-            self.ti.poke()  # the leader copies it (service/snapshots.py)
+            self.ti.poke()  # the leader copies it (tasks/snapshots.py)
         self.send(vol, 201)
 
 
@@ -115,7 +115,7 @@ class VolumeFilesHandler(APIHandler):
 class ClusterHandler(APIHandler):
     async def get(self):
         self.actor.need(S.VIEW_CLUSTER, "viewing cluster status")
-        from ..service.status import cluster_status
+        from ..ops.status import cluster_status
 
         self.send(await self.op(cluster_status, self.ti.ops_settings.nodes))
 
@@ -123,7 +123,7 @@ class ClusterHandler(APIHandler):
 class ClusterUsageHandler(APIHandler):
     async def get(self):
         self.actor.need(S.VIEW_CLUSTER, "viewing cluster status")
-        from ..service.clusterusage import cluster_usage
+        from ..tasks.clusterusage import cluster_usage
 
         acc = self.ti.accounting
         days = v.query_int(self.args(), "days", min(30, acc.max_days), 1, acc.max_days)

@@ -7,13 +7,12 @@ from typing import Any
 from ..domain import scopes as S
 from ..domain import validation as v
 from ..ops import grants
+from ..hubclient.api import hub_list
 from .base import APIHandler
 
 
 async def people_now(hub_auth: Any) -> grants.People:
     """The hub's users and groups as it answers now (who exists; who is in which group)."""
-    from ..service.pages.people import hub_list
-
     users, _ = await hub_list(hub_auth, "users")
     groups, _ = await hub_list(hub_auth, "groups")
     return grants.People.from_hub(users, groups)

@@ -51,7 +51,7 @@ class WorkspaceHandler(APIHandler):
 
     async def _admitted_within(self, job_id: int, wait: float) -> bool:
         """A long poll: whether the workspace left the queue within ``wait`` seconds (the spawner waits here for
-        its admission instead of asking again and again; service/statuswait.py)."""
+        its admission instead of asking again and again; ops/statuswait.py)."""
         return await self.ti.status_waits.until_not(job_id, st.QUEUED, wait)
 
     def _with_mounts(self, owner: str, ws: dict) -> dict:

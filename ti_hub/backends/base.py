@@ -160,7 +160,7 @@ class ExecutionBackend(LoggingConfigurable):
     async def set_schedulable(self, node: str, schedulable: bool) -> None:
         """ADM3: cordon (False) or uncordon (True) a machine where the platform keeps that itself (Kubernetes:
         the node's spec.unschedulable); nothing to do on the embedded platform, whose capacity reads TiHub's
-        cordoned machines (service/capacity.py). Running work keeps running either way."""
+        cordoned machines (ops/capacity.py). Running work keeps running either way."""
 
     async def launch(self, spec: LaunchSpec) -> dict[str, Any]:
         """Start every instance of the job (all or none) and return its backend state (JSON)."""

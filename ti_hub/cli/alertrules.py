@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..health.rules import METRICS, OPS
+from ..domain.healthrules import METRICS, OPS
 from .client import quote
 from .common import add_json, command, examples, group
 from .config import make_client

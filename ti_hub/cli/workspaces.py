@@ -1,4 +1,4 @@
-"""`ti workspace`: my workspaces' leases on their devices (WS6; the idle policy: ti_hub/service/idlepolicy.py), and
+"""`ti workspace`: my workspaces' leases on their devices (WS6; the idle policy: ti_hub/tasks/idlepolicy.py), and
 a reset of a stopped one to a fresh state (WS7)."""
 
 from __future__ import annotations

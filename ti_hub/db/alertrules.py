@@ -13,7 +13,7 @@ from .base import Base
 class AlertRule(Base):
     """MON2: a condition on machines' health readings that admins manage. Every ``step`` seconds it looks back
     ``interval`` seconds and holds on a machine when at least ``percent`` % of that machine's samples there
-    match ``metric op threshold`` (ops/alertrules.py, health/rules.py).
+    match ``metric op threshold`` (ops/alertrules.py, domain/healthrules.py).
 
     Three rows are built in (migration 0016, ops/jobrules.py): ``job-overrun``, ``job-wait`` and
     ``workspace-idle``, about jobs and workspaces; they cannot be created again nor deleted, and their fields that
@@ -44,7 +44,7 @@ class AlertRule(Base):
 
 class Cordon(Base):
     """A machine taken out of scheduling (ADM3): by an admin, or by a rule with ``cordon`` (actor "ti-alerts").
-    The embedded platform marks the machine's capacity nodes unschedulable (service/capacity.py); Kubernetes
+    The embedded platform marks the machine's capacity nodes unschedulable (ops/capacity.py); Kubernetes
     cordons the node as well. Running work keeps running; an admin's uncordon deletes the row."""
 
     __tablename__ = "ti_cordons"

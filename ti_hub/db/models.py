@@ -101,11 +101,11 @@ class Volume(Base):
     source_volume_id: Mapped[int | None] = mapped_column(Integer, nullable=True)  # datasets
     public: Mapped[bool] = mapped_column(Boolean, default=False)  # public datasets
     created_at: Mapped[dt.datetime]
-    # the volume driver's last measurement (service/volumeusage.py); None where it cannot tell (Kubernetes)
+    # the volume driver's last measurement (tasks/volumeusage.py); None where it cannot tell (Kubernetes)
     used_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     # set while used_bytes is above capacity_gib: new read-write mounts of jobs wait (domain/mounts.py)
     over_capacity_since: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
-    # ready | copying (a dataset being filled by the leader, service/snapshots.py) | failed (state_reason says why)
+    # ready | copying (a dataset being filled by the leader, tasks/snapshots.py) | failed (state_reason says why)
     state: Mapped[str] = mapped_column(String(16), default="ready", server_default="ready", index=True)
     state_reason: Mapped[str] = mapped_column(Text, default="", server_default="")
     copy_total_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)

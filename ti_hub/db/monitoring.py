@@ -12,7 +12,7 @@ from .base import Base
 
 
 class HealthLatest(Base):
-    """The leader's latest health Snapshot (health/readings.py), for the processes that do not sample (API
+    """The leader's latest health Snapshot (domain/readings.py), for the processes that do not sample (API
     followers answering a metrics scrape or the cluster page). One row, id 1, replaced at every sample."""
 
     __tablename__ = "ti_health_latest"

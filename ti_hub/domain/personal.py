@@ -9,6 +9,8 @@ PersistentVolumeClaim each on Kubernetes, made the first time the user starts so
 
 from __future__ import annotations
 
+# the TiHub name of a user's default (unnamed) server: the hub, its spawner and the ti service agree on it
+DEFAULT_WORKSPACE = "default"
 KINDS = ("work", "archive")
 ENV = {"work": "TI_WORK_DIR", "archive": "TI_ARCHIVE_DIR"}
 WHAT = {"work": "work directory", "archive": "archive directory"}

@@ -1,6 +1,6 @@
-"""A job's placement as stored (``Job.placement``, written by ``service.queueing.placement_json``), read in one
+"""A job's placement as stored (``Job.placement``, written by ``ops.queueing.placement_json``), read in one
 place: the accounting, the status page, metrics, alerts, virtual clusters and the idle check all walk it. (The
-scheduler's own reading, ``service.queueing.placement_of``, stays on the JSON: it reads every holding job's
+scheduler's own reading, ``ops.queueing.placement_of``, stays on the JSON: it reads every holding job's
 placement every cycle.)"""
 
 from __future__ import annotations

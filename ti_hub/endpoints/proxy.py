@@ -19,12 +19,14 @@ from tornado.httpclient import HTTPClientError, HTTPRequest
 from tornado.iostream import StreamClosedError
 from tornado.simple_httpclient import SimpleAsyncHTTPClient
 
-from ..api.base import Refusals, actor_of
+from ..handlers.actors import actor_of
+from ..handlers.refusals import Refusals
 from ..backends.local import sockets
 from ..domain.actor import Actor
 from ..domain.errors import BadGateway, Forbidden, NotFound
 from ..ops import endpoints as ops
 from ..ops import secretenv
+from .context import EndpointContext
 from .origins import origin_login, port_label, tensorboard_label
 from ..domain.endpoints import (cross_site, parse_endpoint_path, port_url, request_headers, response_headers,
                    strip_token_query)
@@ -60,7 +62,7 @@ class EndpointHandler(Refusals, HubOAuthenticated, websocket.WebSocketHandler):
         self._upstream_token: str | None = None  # the jupyter endpoint's server token (_jupyter)
 
     @property
-    def ti(self):
+    def ti(self) -> EndpointContext:
         return self.settings["ti"]
 
     @property
@@ -371,8 +373,8 @@ def _close_args(side: Any) -> tuple[int | None, str | None]:
     return code, getattr(side, "close_reason", None)
 
 
-async def effective(ti: Any, model: dict[str, Any]) -> Actor:
-    """The caller as the API sees them (``api.base.actor_of``: the one place TiHub's roles are applied); a
+async def effective(ti: EndpointContext, model: dict[str, Any]) -> Actor:
+    """The caller as the API sees them (``handlers.actors.actor_of``: the one place TiHub's roles are applied); a
     disabled user is refused here as there."""
     try:
         return await actor_of(ti, model)

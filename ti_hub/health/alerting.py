@@ -1,5 +1,5 @@
 """The leader's shell around the alert rules (MON2, ADM3): on each health sample, the rules that are due
-(each at most every ``step`` seconds) are evaluated over the recent snapshots (health/rules.py, pure), their
+(each at most every ``step`` seconds) are evaluated over the recent snapshots (domain/healthrules.py, pure), their
 alerts opened and closed (ops/alertrules.py apply), and machines cordoned where a cordon rule fires -- unless
 ``cordon_dry_run`` (the default), where the alert only says "would cordon".
 
@@ -15,14 +15,14 @@ from traitlets.config import LoggingConfigurable
 
 from ..backends.base import machine_of
 from ..ops import alertrules, jobrules
-from .readings import Snapshot
-from .rules import StepClock, ValueCache, evaluate
+from ..domain.readings import Snapshot
+from ..domain.healthrules import StepClock, ValueCache, evaluate
 
 if TYPE_CHECKING:
-    from ..service.app import TiService
+    from .context import HealthContext
 
 
-async def platform_cordon(svc: TiService, machine: str, schedulable: bool) -> None:
+async def platform_cordon(svc: HealthContext, machine: str, schedulable: bool) -> None:
     """After a cordon or uncordon is stored: the platform's own cordon (Kubernetes: the node), then a scheduling
     cycle. A platform that refuses is logged: TiHub's table alone already decides where it places work."""
     try:
@@ -56,11 +56,11 @@ class AlertRules(LoggingConfigurable):
         self.cache = ValueCache()
         self.evaluations = 0
 
-    async def builtin(self, svc: TiService) -> dict[str, jobrules.Effective]:
+    async def builtin(self, svc: HealthContext) -> dict[str, jobrules.Effective]:
         """The built-in job and workspace rules' values now (re-read at most every builtin_ttl seconds)."""
         return await self.builtin_cache.get(lambda: svc.db(jobrules.effective, readonly=True, scheduler=True))
 
-    def start(self, svc: TiService) -> None:
+    def start(self, svc: HealthContext) -> None:
         """Evaluate on every health sample (the leader only: HealthMonitor samples there)."""
         self.svc = svc
         svc.health.subscribe("alert-rules", self.on_sample)

@@ -20,11 +20,11 @@ from traitlets.config import LoggingConfigurable
 from ..backends.base import NodeCapacity
 from ..db.monitoring import HealthLatest
 from ..ops.common import utcnow
-from .readings import Snapshot
+from ..domain.readings import Snapshot
 from .sources import HealthSource, LocalHealthSource
 
 if TYPE_CHECKING:
-    from ..service.app import TiService
+    from ..ops.context import Context
 
 Subscriber = Callable[[Snapshot], Awaitable[None]]
 
@@ -92,7 +92,7 @@ class HealthMonitor(LoggingConfigurable):
         while self.recent and self.recent[0].at < snap.at - self.window:
             self.recent.popleft()
 
-    async def sample(self, svc: TiService, nodes: list[NodeCapacity]) -> Snapshot:
+    async def sample(self, svc: Context, nodes: list[NodeCapacity]) -> Snapshot:
         """One sample: read, keep, store, hand to the subscribers."""
         snap = await self.source.read(nodes, self.clock())
         self.keep(snap)
@@ -105,7 +105,7 @@ class HealthMonitor(LoggingConfigurable):
                 self.log.exception("health subscriber %s failed", name)
         return snap
 
-    async def run_forever(self, svc: TiService) -> None:
+    async def run_forever(self, svc: Context) -> None:
         if self.interval <= 0:
             return
         if isinstance(self.source, LocalHealthSource) and not svc.backend.shares_host_network:

@@ -25,7 +25,7 @@ from traitlets import Float, Unicode
 
 from ..backends.base import NodeCapacity, machine_of
 from ..backends.metrics import GpuSample
-from .readings import DeviceReading, FsReading, HostReading, NetReading, Snapshot
+from ..domain.readings import DeviceReading, FsReading, HostReading, NetReading, Snapshot
 from .sources import HealthSource
 
 MIB = 1 << 20

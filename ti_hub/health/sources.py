@@ -19,7 +19,7 @@ from traitlets import List, Unicode
 from traitlets.config import LoggingConfigurable
 
 from ..backends.base import NodeCapacity, machine_of
-from .readings import DeviceReading, FsReading, HostReading, NetReading, Snapshot
+from ..domain.readings import DeviceReading, FsReading, HostReading, NetReading, Snapshot
 
 class HealthSource(LoggingConfigurable):
     """Base class: one snapshot of the given capacity nodes."""

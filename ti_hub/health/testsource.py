@@ -23,7 +23,7 @@ from typing import Any
 from traitlets import Unicode
 
 from ..backends.base import NodeCapacity, machine_of
-from .readings import DeviceReading, HostReading, Snapshot, device_from_json, host_from_json
+from ..domain.readings import DeviceReading, HostReading, Snapshot, device_from_json, host_from_json
 from .sources import HealthSource
 
 

@@ -152,7 +152,7 @@ def _compat_login_handler():
 
 def _accounts_handler():
     """/hub/ti-users: the ti service's way to NativeAuthenticator's password accounts and approvals (people
-    created by an admin, users disabled and enabled: ti_hub/service/people.py), since it never writes the
+    created by an admin, users disabled and enabled: ti_hub/ops/hubpeople.py), since it never writes the
     hub's database itself. It needs admin:users (the ti service's role has it, as do hub admins): whoever may
     create and delete the hub's users may create their passwords.
 

@@ -16,13 +16,12 @@ import sys
 from pathlib import Path
 
 from ..domain import scopes as S
+from ..domain.hubroles import SERVICE, SPAWNER_SERVICE, preset_roles
 from ..plumbing.secretfile import read_or_create
 from ..spawner import names
 from .alerts import HubAlerts
 from .sqlite import use_wal
 
-SERVICE = "ti"
-SPAWNER_SERVICE = "ti-spawner"
 SSH_SERVICE = "ti-ssh"
 CULLER_SERVICE = "ti-idle-culler"
 # the services load this same config: they get what it was computed from, and compute the same
@@ -70,33 +69,6 @@ def data_dir() -> Path:
     d.mkdir(parents=True, exist_ok=True)
     os.chmod(d, 0o700)
     return d
-
-
-def preset_roles() -> list[dict]:
-    """The hub roles TiHub needs (also used by the Helm chart's hub configuration)."""
-    return [
-        # all seven permissions as a CEILING: the hub cannot change role assignments while it runs, so TiHub's own
-        # roles and grants decide what each user may do within it (ti_hub/ops/grants.py; `ti role`)
-        {"name": "user", "description": "TiHub preset role 'User' (the ceiling: TiHub's roles decide)",
-         "scopes": ["self", f"access:services!service={SERVICE}", *S.PERMISSIONS]},
-        {"name": "ti-admin", "description": "TiHub preset role 'System Admin'",
-         "scopes": [*S.ADMIN_SCOPES, f"access:services!service={SERVICE}", "admin-ui", "admin:users",
-                    "admin:servers", "admin:groups", "tokens"],
-         "groups": [S.ADMIN_GROUP]},
-        # read:roles:*: the People page shows which roles users and groups hold (ti_hub/service/pages/people.py)
-        {"name": "ti-service", "scopes": ["list:users", "read:users", "list:groups", "read:groups",
-                                          "read:roles:users", "read:roles:groups",
-                                          # an admin's kill of a running workspace stops its server
-                                          "servers",
-                                          # People (ti_hub/service/people.py): admins create, delete, demote
-                                          # users and create their password accounts at /hub/ti-users (the
-                                          # hub's POST/DELETE /users and PATCH admin need admin:users), and
-                                          # create, rename, delete groups and change members (admin:groups)
-                                          "admin:users", "admin:groups"],
-         "services": [SERVICE]},
-        {"name": "ti-spawner", "scopes": [S.ADMIT_WORKSPACES, f"access:services!service={SERVICE}"],
-         "services": [SPAWNER_SERVICE]},
-    ]
 
 
 def ssh_role() -> dict:
@@ -196,7 +168,7 @@ def configure(c, data: str | os.PathLike | None = None) -> None:
     if config_file:
         cmd.append(f"--TiService.config_file={config_file}")
     c.JupyterHub.services = [
-        # the SMTP password of alert emails (service/notifier.py) reaches the ti service only, not the SSH gateway
+        # the SMTP password of alert emails (tasks/notifier.py) reaches the ti service only, not the SSH gateway
         {"name": SERVICE, "url": f"http://127.0.0.1:{service_port}", "command": cmd,
          "environment": {**service_env, **{k: env[k] for k in ("TI_SMTP_PASSWORD",) if env.get(k)}},
          "display": True, "oauth_no_confirm": True,

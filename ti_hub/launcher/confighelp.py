@@ -20,10 +20,10 @@ from traitlets.config import Configurable
 SECTIONS: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
     ("Service", "the ti service (at /services/ti/): API, database, scheduler, accounting, metrics, notices", (
         ("ti_hub.service.app:TiService", "The ti service: database, REST API, scheduler loop, execution backend."),
-        ("ti_hub.service.idlepolicy:IdlePolicy", "Warns about, then reclaims, workspaces whose devices sit idle."),
-        ("ti_hub.service.accounting:ClusterAccounting", "Idle devices now and booked/idle device-hours."),
-        ("ti_hub.service.metrics:MetricsExporter", "The ti service's Prometheus metrics."),
-        ("ti_hub.service.notifier:Notifier", "Sends alert notices by email and webhook."),
+        ("ti_hub.tasks.idlepolicy:IdlePolicy", "Warns about, then reclaims, workspaces whose devices sit idle."),
+        ("ti_hub.tasks.accounting:ClusterAccounting", "Idle devices now and booked/idle device-hours."),
+        ("ti_hub.metrics.exporter:MetricsExporter", "The ti service's Prometheus metrics."),
+        ("ti_hub.tasks.notifier:Notifier", "Sends alert notices by email and webhook."),
         ("ti_hub.registry.catalog:ImageRegistries", "Reads images' version, size and creation time from their "
                                                     "registries for the image lists."),
     )),
@@ -68,7 +68,7 @@ SECTIONS: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
 # configurable classes that are not site settings: TiHub configures them itself
 INTERNAL: dict[str, str] = {
     "ti_hub.hub.main:TiServiceSpawner": "JupyterHub's spawner of TiHub's managed services, set by `ti-hub start`",
-    "ti_hub.service.oauth:SealedStateHubOAuth": "the ti service's own OAuth client, configured by the service",
+    "ti_hub.hubclient.oauth:SealedStateHubOAuth": "the ti service's own OAuth client, configured by the service",
 }
 
 # what the kubernetes extra installs: without it, its classes are named but not listed

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from ..db import models as m
 from ..domain import states as st
-from ..health.readings import Snapshot
+from ..domain.readings import Snapshot
 
 
 @dataclass
@@ -32,7 +32,7 @@ class Figures:
     scores_sig: tuple | None = None  # (the scores' save time, their number)
     placements: list[tuple[str, str, dict[str, Any] | None]] = field(default_factory=list)
     # (job pool, device_type, placement) of device-holding jobs
-    # from the latest health sample (not the database: the leader leaves them in files, service/metrics.py)
+    # from the latest health sample (not the database: the leader leaves them in files, metrics/exporter.py)
     health_at: float | None = None  # epoch seconds of the sample; None: no sample
     util: dict[tuple[str, str, int], float] = field(default_factory=dict)  # measured GPU utilization, percent
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from .text import Family, render
 
-from ..health.readings import Snapshot
+from ..domain.readings import Snapshot
 
 MIB = 1 << 20
 DCGM_LABELS = ["gpu", "UUID", "Hostname", "modelName", "node", "device_type"]

@@ -1,7 +1,7 @@
 """Per-job resource use as Prometheus counters and gauges (pure): what each running instance has used so far
 (CPU seconds, disk bytes read and written, network bytes received and sent) and its memory now. Rates are
 PromQL's ``rate()`` of the counters, as for the node exporter's. Sampled by the leader with each health sample
-(``service/metrics.py``); a counter can fall back (a process that ended with no parent in the job to inherit
+(``metrics/exporter.py``); a counter can fall back (a process that ended with no parent in the job to inherit
 its counts), which Prometheus takes as a reset. Network: the job's own namespace, on instance 0 only (the
 embedded platform; on Kubernetes each pod's). A figure the backend could not measure is left out."""
 

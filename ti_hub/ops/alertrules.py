@@ -3,7 +3,7 @@
 Rules (db/alertrules.py) are changed through the API, the CLI and the Alerts page (custom:ti:vc:manage, like
 plans: they are about the cluster's machines). SPEC MON2's defaults are seeded by migration 0015; the three
 built-in rules about jobs and workspaces (job-overrun, job-wait, workspace-idle: ops/jobrules.py) by 0016. The leader
-evaluates them (health/rules.py, pure) on each health sample and ``apply`` turns what holds into alerts
+evaluates them (domain/healthrules.py, pure) on each health sample and ``apply`` turns what holds into alerts
 (ops/alerts.py: one open alert per rule and machine, key ``rule:<id>:machine:<machine>``), closes those that no
 longer hold, and cordons the machine when a cordon rule's alert opens (unless AlertRules.cordon_dry_run).
 """
@@ -26,7 +26,7 @@ from ..domain import validation as v
 from ..domain.actor import Actor
 from ..domain.errors import Conflict
 from ..domain.placement import placed
-from ..health.rules import METRICS, OPS, Holding, RuleSpec
+from ..domain.healthrules import METRICS, OPS, Holding, RuleSpec
 from . import alerts, audit, cordons, jobrules
 from .common import get_or_404, iso, utcnow
 from .jobrules import MAX_S

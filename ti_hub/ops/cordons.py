@@ -1,6 +1,6 @@
 """ADM3: machines taken out of scheduling (cordoned), by an admin or by an alert rule with ``cordon``.
 
-The table is what counts: service/capacity.py marks a cordoned machine's capacity nodes unschedulable (the
+The table is what counts: ops/capacity.py marks a cordoned machine's capacity nodes unschedulable (the
 embedded platform's devices, a Kubernetes node's too), and a Kubernetes backend also cordons the node itself
 (ExecutionBackend.set_schedulable, called by the shells after the transaction). Running work keeps running.
 Managing cordons takes custom:ti:vc:manage, like the machines of pools and plans (ops/plans.py, ops/vcs.py).

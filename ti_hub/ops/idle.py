@@ -1,7 +1,7 @@
 """WS6: the database side of the idle policy (devices and CPU) -- warnings, reclaims and lease renewals.
 
-The pure verdict is ti_hub/health/idle.py; the leader's shell that calls it every health sample is
-ti_hub/service/idlepolicy.py. The warning is the alert ``workspace:{id}:idle`` (ops/alerts.py: the notifier
+The pure verdict is ti_hub/domain/idle.py; the leader's shell that calls it every health sample is
+ti_hub/tasks/idlepolicy.py. The warning is the alert ``workspace:{id}:idle`` (ops/alerts.py: the notifier
 mails it, the Jobs panel shows it) and a line in the workspace's history. A lease renewal is a ``lease`` event
 in the history: the idle clock counts from the newest one of the current run. A reclaim stops the workspace as
 an operator's stop does (the hub stops its server, its devices go back to the queue) and is recorded in the
@@ -22,7 +22,7 @@ from ..db.monitoring import Alert
 from ..domain import states as st
 from ..domain.actor import Actor
 from ..domain.errors import Conflict, NotFound
-from ..health.idle import Device, placement_devices, summary
+from ..domain.idle import Device, placement_devices, summary
 from . import alerts, audit
 from .common import iso, utcnow
 from .jobs import STOP_REQUESTED, alert, audit_others, find, record

@@ -6,7 +6,7 @@ idle policy). Admins enable, disable and change their thresholds in the Alerts p
 /alert-rules/{id}) and ``ti admin alert-rule update``; they cannot be created a second time nor deleted, and the
 fields that mean nothing for them are fixed (``FIXED``). The leader reads their effective values (``Effective``)
 through ``RuleCache`` at most every few seconds: the overrun check (service/loop.py), the wait alert
-(service/queueing.py) and the idle policy (service/idlepolicy.py) follow them without a restart.
+(ops/queueing.py) and the idle policy (tasks/idlepolicy.py) follow them without a restart.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """MON2-3: what a notice of an alert says and whom it reaches (pure; the leader's notifier,
-service/notifier.py, sends it by email and webhook).
+tasks/notifier.py, sends it by email and webhook).
 
 Recipients: the users the alert names (a job's owner), by the email of their profile (ops/people.py), and the
 admins: the configured addresses plus the profile emails of the users whose TiHub roles give them users:manage.

@@ -2,7 +2,7 @@
 deleting users and of groups, and the last-admin rule.
 
 Accounts and groups are the hub's (its users, NativeAuthenticator's approvals, its groups); the ti service
-changes them through the hub (``service/people.py``). What TiHub keeps of its own lives here: a profile per
+changes them through the hub (``ops/hubpeople.py``). What TiHub keeps of its own lives here: a profile per
 user (``ti_user_profiles``: nickname, email, phone, enabled), the audit entries, and the rules: pure
 validators, and functions of a Session run inside the change's own transaction.
 """
@@ -156,7 +156,7 @@ class CsvRow(dict):
 
 def parse_csv(text: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """An import file -> (checked rows, refusals). Each refusal: {row, name, field, detail}. A refused file
-    changes nothing (``service/people.import_users``): the report says every row's fault at once."""
+    changes nothing (``ops/hubpeople.import_users``): the report says every row's fault at once."""
     if not isinstance(text, str) or not text.strip():
         raise ValidationError("csv is empty: give a header line (name,password,...) and one line per user",
                               field="csv")

@@ -5,10 +5,10 @@ The link carries a token: ``payload.signature``, the payload naming the user, th
 expires, signed with HMAC-SHA256 under the service's link key (``TiService.link_key``, derived from its secret).
 The signature makes it unforgeable; the expiry is inside what is signed; the nonce makes it single-use: the
 profile keeps the one nonce that may verify now, and verifying clears it (so does a newer link or another
-email). Opening it needs the user signed in as the user it names (service/profile.py says why).
+email). Opening it needs the user signed in as the user it names (ops/verifymail.py says why).
 
 Pure token functions, and functions of a Session run inside the change's own transaction; the mail itself is
-sent by service/profile.py after the transaction.
+sent by ops/verifymail.py after the transaction.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ letting it read and write on until it ends:
   files open keeps them open, so only its end takes the access back. The status and history say why, the
   owner gets a notice (an event alert, ``ops/alerts.py``), and the revoker's audit entry lists what stopped.
 - what waits is checked again where it would start: a queued job or workspace at admission
-  (``refusals``/``refuse``, service/queueing.apply) fails with the same reason and is never launched; a paused
+  (``refusals``/``refuse``, ops/queueing.apply) fails with the same reason and is never launched; a paused
   job's resume is refused with it (ops/jobs.resume).
 
 A job mounts as its owner with the groups its owner had when it was submitted: they are kept in its spec

@@ -133,7 +133,7 @@ def create(session: Session, actor: Actor, data: dict[str, Any], driver: VolumeD
     session.add(vol)
     session.flush()
     # the storage is made last: a failure above leaves nothing behind, and a failure here rolls back the row; a
-    # dataset the driver copies later is filled by the leader (service/snapshots.py), outside this transaction
+    # dataset the driver copies later is filled by the leader (tasks/snapshots.py), outside this transaction
     driver.create(vol.id, kind, source.id if source else None, volume=f"{vol.owner}/{vol.name}", capacity_gib=gib,
                   source=f"{source.owner}/{source.name}" if source else "")
     return render(vol, actor)
@@ -241,7 +241,7 @@ def _revoked(session: Session, actor: Actor, vol: m.Volume, action: str, detail:
 
 
 def show(session: Session, actor: Actor, ref: Any) -> dict[str, Any]:
-    """What the API shows of one volume; ``used_bytes`` is the last measurement (service/volumeusage.py), None
+    """What the API shows of one volume; ``used_bytes`` is the last measurement (tasks/volumeusage.py), None
     where the driver cannot tell (Kubernetes) or before the first."""
     vol = find(session, actor, ref, "id")
     out = render(vol, actor)
@@ -258,7 +258,7 @@ def browsable(session: Session, actor: Actor, ref: Any) -> tuple[int, str]:
     return vol.id, vol.owner
 
 
-# -- datasets the driver fills after their create is stored (service/snapshots.py) ----------------------------------
+# -- datasets the driver fills after their create is stored (tasks/snapshots.py) ----------------------------------
 def copying(session: Session) -> list[tuple[int, int, str]]:
     """(dataset id, source id, owner) of each dataset waiting for or in its copy."""
     return [(vid, src, owner) for vid, src, owner in session.execute(
@@ -285,7 +285,7 @@ def copy_ended(session: Session, volume_id: int, error: str | None, copied: int 
         vol.used_bytes = copied
 
 
-# -- capacity of volumes no file system caps (the local driver's): measured, see service/volumeusage.py ----------
+# -- capacity of volumes no file system caps (the local driver's): measured, see tasks/volumeusage.py ----------
 def usage_targets(session: Session) -> list[tuple[int, str]]:
     """(id, owner) of the volumes whose usage is measured: all but scratch (``local``, gone with its job) and
     datasets (read-only)."""

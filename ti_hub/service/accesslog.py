@@ -10,25 +10,10 @@ values; the access log line is written with it, and a logging filter does the sa
 from __future__ import annotations
 
 import logging
-import re
 from typing import Any
 
+from ..domain.scrub import scrub
 from ..metrics.process import request_done
-
-# parameters whose values are credentials (a name *containing* one of these counts, as in JupyterHub's log)
-SECRET_PARAMS = ("token", "auth", "key", "code", "state", "_xsrf", "password", "secret")
-# a secret-named parameter anywhere in a text: a URI, or a log line that contains one
-_PARAM_RE = re.compile(r"(?P<name>[?&;](?:[^=&\s;#]*?(?:" + "|".join(map(re.escape, SECRET_PARAMS)) +
-                       r")[^=&\s;#]*)=)(?P<value>[^&\s;#'\")]*)", re.IGNORECASE)
-SECRET = "[secret]"
-
-
-def scrub(text: str) -> str:
-    """``text`` with the value of every credential-named query parameter replaced by [secret]."""
-    if "=" not in text:
-        return text
-    return _PARAM_RE.sub(lambda m: m.group("name") + SECRET, text)
-
 
 access_log = logging.getLogger("tornado.access")
 

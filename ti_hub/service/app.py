@@ -26,7 +26,6 @@ from tornado.httpserver import HTTPServer
 from tornado.netutil import bind_sockets
 from traitlets import Bool, Dict, Float, Instance, Integer, List, TraitError, Type, Unicode, default, validate
 from traitlets.config import Application
-from traitlets.utils.importstring import import_item
 
 from .. import __version__
 from ..backends.base import ExecutionBackend
@@ -43,17 +42,19 @@ from ..ops.settings import OpsSettings
 from ..registry.catalog import ImageRegistries
 from ..plumbing.secretfile import read_or_create
 from ..storage.base import VolumeDriver
-from . import accesslog, capacity, startup, volumeusage
-from .accounting import ClusterAccounting
-from .hubnames import HubNames
-from .idlepolicy import IdlePolicy
+from ..ops import capacity
+from ..tasks import volumeusage
+from . import accesslog, startup
+from ..tasks.accounting import ClusterAccounting
+from ..hubclient.names import HubNames
+from ..tasks.idlepolicy import IdlePolicy
 from .loop import JobRunner
-from .metrics import MetricsExporter
-from .notifier import Notifier
-from .oauth import SealedStateHubOAuth, revocations_file
+from ..metrics.exporter import MetricsExporter
+from ..tasks.notifier import Notifier
+from ..hubclient.oauth import SealedStateHubOAuth, revocations_file
 from .processes import fork_followers, hold_instance_lock, stop_followers
-from .settingchecks import SettingChecks
-from .statuswait import StatusWaits
+from .settingchecks import ImportedType, SettingChecks
+from ..ops.statuswait import StatusWaits
 from .web import handlers, origin_handlers
 
 DEFAULT_COMPUTE_QUOTAS = {
@@ -76,19 +77,6 @@ DEFAULT_IMAGES = [
     {"name": "pytorch-gpu", "address": "quay.io/jupyter/pytorch-notebook:cuda12-latest", "accelerator": "gpu",
      "description": "PyTorch with CUDA 12"},
 ]
-
-
-class ImportedType(Type):
-    """A Type whose error, when its class cannot be imported, says why (traitlets' own says only that it could
-    not): a missing optional dependency names the extra to install."""
-
-    def validate(self, obj, value):
-        if isinstance(value, str):
-            try:
-                import_item(value)
-            except ImportError as e:
-                raise TraitError(f"{self.name}: {value} could not be imported ({e})") from e
-        return super().validate(obj, value)
 
 
 class TiService(SettingChecks, Application):
@@ -199,7 +187,7 @@ class TiService(SettingChecks, Application):
         60.0, config=True,
         help="Seconds between two measurements of the volumes that no file system caps (the local driver's): one "
              "found over its capacity takes no new read-write mount of a job, and the work writing it gets an "
-             "alert (service/volumeusage.py). 0: never measured; capacity is then a quota on requests only.")
+             "alert (tasks/volumeusage.py). 0: never measured; capacity is then a quota on requests only.")
     config_file = Unicode("", config=True, help="Config file (the hub's jupyterhub_config.py) to load.")
     backend_class = ImportedType(
         "ti_hub.backends.local.LocalBackend", klass=ExecutionBackend, config=True,
@@ -338,14 +326,15 @@ class TiService(SettingChecks, Application):
         local = "root_dir" in self.volume_driver_class.class_trait_names()
         driver_kw = {"root_dir": self.data_dir} if local and "root_dir" not in self.config.LocalVolumeDriver else {}
         self.volume_driver = self.volume_driver_class(parent=self, log=self.log, **driver_kw)
+        rules = capacity.device_rules(self.device_count_rules, self.backend)
         self.ops_settings = OpsSettings(dict(self.compute_quota_defaults), dict(self.storage_quota_defaults),
-                                        capacity.device_rules(self), self.max_workers,
-                                        self.max_ps, uids=startup.uid_policy(self), secret_key=self.fernet,
+                                        rules, self.max_workers, self.max_ps, uids=startup.uid_policy(self), secret_key=self.fernet,
                                         rdma=self.backend.supports_rdma, image_note=self.backend.image_note,
                                         # checks (and logs) cgroups; the driver's says where disks are not capped
                                         limits_note=" ".join(n for n in (self.backend.limits_note,
                                                                          self.volume_driver.disk_note) if n) or None,
-                                        default_role=self.default_role, devices_per_node=capacity.devices_per_node(self))
+                                        default_role=self.default_role,
+                                        devices_per_node=capacity.devices_per_node(self.devices_per_node, self.backend))
         self.render_cache = RenderCache(self.list_cache_size)
         self.hub_names = HubNames(self.hub_lookup_ttl)
         self.tensorboards = startup.tensorboards(self)

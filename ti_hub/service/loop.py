@@ -11,7 +11,7 @@ import os
 import socket
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
@@ -28,9 +28,10 @@ from ..ops.jobs import KILL_AT_ONCE, STOP_REQUESTED, alert, killed, record
 from ..scheduler import core, overrun
 from ..scheduler.estimate import typical_durations
 from ..domain import personal
-from . import history, hubapi, queueing
-from .scoring import ScoreKeeper
-from .snapshots import Snapshots
+from ..hubclient import api as hubapi
+from ..ops import history, queueing
+from ..ops.scoring import ScoreKeeper
+from ..tasks.snapshots import Snapshots
 
 WORKSPACE_CHECK_INTERVAL = 2.0  # seconds between checks that running workspaces still have a process
 OVERRUN_CHECK_INTERVAL = 1.0  # seconds between checks of running jobs against their declared durations
@@ -45,7 +46,31 @@ TO_STOP = select(m.Job.id, m.Job.kind, m.Job.owner, m.Job.name, m.Job.backend_st
         and_(m.Job.kind != "workspace", or_(m.Job.status == st.PAUSING, m.Job.preempted_by.is_not(None)))))
 
 if TYPE_CHECKING:
-    from .app import TiService
+    from cryptography.fernet import Fernet
+
+    from ..health.alerting import AlertRules
+    from ..ops.context import Capacity, Context
+
+    class LeaderContext(Context, Capacity, Protocol):
+        """What the scheduling leader reads of the service: TiService's traits of the same names (their help
+        says what each does), its Fernet and the alert rules."""
+
+        fernet: Fernet
+        alert_rules: AlertRules
+        compute_quota_defaults: dict[str, dict]
+        leader_serves_http: bool
+        scheduler_interval: float
+        scheduler_min_interval: float
+        scheduler_max_share: float
+        scheduler_resync_interval: float
+        scheduler_backfill: bool
+        queue_status_interval: float
+        launch_concurrency: int
+        stop_grace_seconds: float
+        history_refresh_interval: float
+        usage_sample_interval: float
+        usage_history_interval: float
+        usage_history_retention: float
 
 
 def free_ports(n: int) -> list[int]:
@@ -63,7 +88,7 @@ def free_ports(n: int) -> list[int]:
 
 
 class JobRunner:
-    def __init__(self, service: TiService, clock: Callable[[], float] = time.time):
+    def __init__(self, service: LeaderContext, clock: Callable[[], float] = time.time):
         self.svc = service
         self.log = service.log
         self.clock = clock  # wall clock (epoch seconds): scores, estimates and alerts use it

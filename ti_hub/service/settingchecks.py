@@ -1,8 +1,10 @@
-"""TiService's checks of its settings (a mixin: traitlets finds validators on every class of the MRO)."""
+"""TiService's checks of its settings (a mixin: traitlets finds validators on every class of the MRO), and a Type
+setting whose error says why its class cannot be imported."""
 
 from __future__ import annotations
 
-from traitlets import TraitError, validate
+from traitlets import TraitError, Type, validate
+from traitlets.utils.importstring import import_item
 
 
 class SettingChecks:
@@ -31,3 +33,16 @@ class SettingChecks:
             if not isinstance(w, (int, float)) or not w > 0:
                 raise TraitError(f"TiService.usage_device_weights[{dtype!r}] must be a number above 0")
         return proposal["value"]
+
+
+class ImportedType(Type):
+    """A Type whose error, when its class cannot be imported, says why (traitlets' own says only that it could
+    not): a missing optional dependency names the extra to install."""
+
+    def validate(self, obj, value):
+        if isinstance(value, str):
+            try:
+                import_item(value)
+            except ImportError as e:
+                raise TraitError(f"{self.name}: {value} could not be imported ({e})") from e
+        return super().validate(obj, value)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy import func, select
 
@@ -16,10 +16,26 @@ from ..ops.common import utcnow
 from ..ops.unixids import UidPolicy
 
 if TYPE_CHECKING:
-    from .app import TiService
+    from sqlalchemy.orm import sessionmaker as SessionMaker
+
+    from ..ops.context import Context
+
+    class StartupContext(Context, Protocol):
+        """The settings and database handles the service's start reads (TiService's traits of the same names)."""
+
+        unix_uid_range: list[int]
+        unix_uid_registry: str
+        allow_shared_unix_user: bool
+        tensorboard_idle_timeout: float
+        tensorboard_image: str
+        tensorboard_max: int
+        initial_plans: list[dict]
+        initial_images: list[dict]
+        sessionmaker: SessionMaker
+        read_sessionmaker: SessionMaker
 
 
-def uid_policy(svc: TiService) -> UidPolicy:
+def uid_policy(svc: StartupContext) -> UidPolicy:
     first, last = (int(x) for x in svc.unix_uid_range)
     # only the embedded backend runs user code as local processes; as root it gives each user a uid
     separate = os.geteuid() == 0 or not svc.backend.shares_host_network
@@ -30,7 +46,7 @@ def uid_policy(svc: TiService) -> UidPolicy:
     return UidPolicy(first, last, separate, svc.allow_shared_unix_user)
 
 
-def claim_uid_range(svc: TiService) -> None:
+def claim_uid_range(svc: StartupContext) -> None:
     """As root on the embedded platform, where users' code runs as host uids: register this instance's
     ``unix_uid_range`` in the host's registry (``ops/uidranges.py``), or refuse to start when another instance
     on this host gives out overlapping uids."""
@@ -53,7 +69,7 @@ def claim_uid_range(svc: TiService) -> None:
                  svc.unix_uid_registry)
 
 
-def restore_volumes(svc: TiService) -> None:
+def restore_volumes(svc: StartupContext) -> None:
     """Blocking, before the event loop and the API processes start (no create can race it): the driver makes
     every stored volume reachable again and removes what a create cut short by a crash left
     (``VolumeDriver.restore``)."""
@@ -62,7 +78,7 @@ def restore_volumes(svc: TiService) -> None:
     svc.volume_driver.restore(ids)
 
 
-def tensorboards(svc: TiService) -> Any:
+def tensorboards(svc: StartupContext) -> Any:
     """Processes beside the service where jobs run on this machine (the local backend), else pods beside the
     jobs (the Kubernetes backend: ti_hub/endpoints/kubetb.py)."""
     if svc.backend.shares_host_network:
@@ -75,7 +91,7 @@ def tensorboards(svc: TiService) -> Any:
                             svc.tensorboard_max, log=svc.log)
 
 
-def seed(svc: TiService) -> None:
+def seed(svc: StartupContext) -> None:
     with svc.sessionmaker.begin() as s:
         if not s.scalar(select(func.count()).select_from(m.Plan)):
             for p in svc.initial_plans:

@@ -26,9 +26,9 @@ from ..api.schemas import services as S
 from ..api.schemas import vcs as V
 from ..endpoints.proxy import EndpointHandler
 from .health import HealthHandler
-from .metrics import MetricsHandler
+from ..api.metrics import MetricsHandler
 from .openapi import document
-from .pages import page_routes
+from ..pages import page_routes
 
 
 class OpenAPIHandler(MethodsAllowed, web.RequestHandler):
@@ -280,7 +280,7 @@ ROUTES: list[Route] = [
     Route("/machines/{machine}/(uncordon)", alertrules.UncordonHandler, {
         "post": Op("Put a machine back into scheduling (custom:ti:vc:manage)", AR.CORDON, errors=(404,))},
         {"machine": AR.MACHINE_PARAM}),
-    # people (ACC3-4): every operation needs custom:ti:users:manage (service/people.py)
+    # people (ACC3-4): every operation needs custom:ti:users:manage (ops/hubpeople.py)
     Route("/users", people.UsersHandler, {
         "get": Op("Users with their profiles (custom:ti:users:manage)", PE.USER_PAGE, query=C.PAGE, errors=(502,)),
         "post": Op("Create a user who logs in at once with the password given (custom:ti:users:manage)", PE.USER,
@@ -389,7 +389,7 @@ def handlers(prefix: str, service_prefix: str) -> list[tuple]:
     return [
         (prefix + "/openapi.json", OpenAPIHandler),
         (prefix + "/health", HealthHandler),
-        (prefix + "/metrics", MetricsHandler),  # Prometheus text, not JSON: service/metrics.py
+        (prefix + "/metrics", MetricsHandler),  # Prometheus text, not JSON: api/metrics.py
         *api,
         (service_prefix + "oauth_callback", HubOAuthCallbackHandler),
         # JOB6: a job's ports and TensorBoards (docs/api.md "Endpoints"); not in ROUTES: not JSON, any method

@@ -10,11 +10,13 @@ from urllib.parse import quote
 
 import aiohttp
 
+from ..domain.personal import DEFAULT_WORKSPACE
+
 # One session per event loop, keeping its connections to the ti service open: tornado's client opened a new
 # connection (and resolved the address in a thread) for every call, about 1.1 ms of the hub's CPU per call
 # against 0.3 ms here (docs/benchmarks.md), and a spawn makes five or more calls on the hub's one loop.
 MAX_CONNECTIONS = 256
-DEFAULT_NAME = "default"  # the TiHub name of a user's default (unnamed) server
+DEFAULT_NAME = DEFAULT_WORKSPACE  # the TiHub name of a user's default (unnamed) server
 _sessions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from tornado import web
 
-from ..service.accesslog import SECRET, scrub
+from ..domain.scrub import SECRET, scrub
 
 # lines of the server's log a failed start shows, and the most characters of each
 TAIL_LINES = 12

@@ -7,7 +7,7 @@ read (they reach the API as they are), anything else for what an admin must fix 
 
 A driver whose datasets are long copies (``snapshots_later``) does not copy in ``create``: the dataset is
 stored as ``copying`` and the leader fills it with ``snapshot`` outside any transaction
-(``service/snapshots.py``). ``who`` (``storage.userfs.As``) is the uid that reads users' files where the
+(``tasks/snapshots.py``). ``who`` (``storage.userfs.As``) is the uid that reads users' files where the
 driver reads them at all: never the platform's own when it is root.
 
 ``volume`` is the volume's ``owner/name`` (names never change after creation), for drivers that name

@@ -9,7 +9,7 @@ Capacity (issue 30): where this process may (root, loop devices, e2fsprogs; ``di
 each user's personal work directory is a file system of its own (``loopfs``), made at its capacity and mounted
 at the directory's place, so the kernel refuses writes past it; its usage is read from the file system
 (``statvfs``, no walk). Elsewhere, and for volumes made as plain directories before, capacity is a quota on
-what users ask for: usage is measured and enforced by the service instead (service/volumeusage.py). A volume is
+what users ask for: usage is measured and enforced by the service instead (tasks/volumeusage.py). A volume is
 a file system of its own exactly when its image exists (``disks/volume-ID.ext4``), whatever the setting says
 now. Local scratch volumes (kind ``local``) hold nothing and stay plain directories.
 

@@ -3,7 +3,7 @@ ADM3)."""
 
 from __future__ import annotations
 
-from ...health.rules import METRICS, OPS
+from ...domain.healthrules import METRICS, OPS
 from ...ops.alertrules import MAX_STEP, THRESHOLDS
 from ...ops.jobrules import MAX_S
 from ...ops.jobrules import METRICS as JOB_METRICS
