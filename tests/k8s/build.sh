@@ -34,6 +34,8 @@ RCFILE="$CACHE_ROOT/build.rc"
 NICE="${TIHUB_K8S_NICE:-10}"
 BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok)
 
+# shellcheck source=buildlib.sh
+source "$HERE/buildlib.sh"  # gen_staging_replaces, k8s_wrapper_module
 T0=$(date +%s)
 log() { printf '[%s +%4ss] %s\n' "$(date -u +%H:%M:%S)" "$(( $(date +%s) - T0 ))" "$*"; }
 die() { log "ERROR: $*"; exit 1; }
@@ -94,33 +96,6 @@ cmd_status() {
   echo "not built (key $KEY)"; return 1
 }
 
-# Add a replace line for every staging module k8s.io/kubernetes replaces with
-# ./staging/src/k8s.io/<name>, pointing at the matching v0.<minor>.<patch>.
-# Modules that are not published at that version (e.g. sample-*; none of the
-# built commands import them) are replaced by an empty local stub module so
-# that the module graph still resolves.
-gen_staging_replaces() {
-  local gomod="$1" stubdir="$2" staging_ver="$3" m ok=0 stub=0
-  local mods
-  mods="$(sed -n '/^replace (/,/^)/p; /^replace k8s\.io/p' "$gomod" |
-          awk '$1 ~ /^k8s\.io\// && $3 ~ /^\.\/staging\/src\/k8s\.io\// {print $1}' | sort -u)"
-  [[ -n "$mods" ]] || die "no staging replace directives found in $gomod"
-  for m in $mods; do
-    if GOFLAGS= go mod download "$m@$staging_ver" >/dev/null 2>&1; then
-      echo "replace $m => $m $staging_ver" >>go.mod
-      ok=$((ok + 1))
-    else
-      local d="$stubdir/${m#k8s.io/}"
-      mkdir -p "$d"
-      printf 'module %s\n\ngo 1.21\n' "$m" >"$d/go.mod"
-      echo "replace $m => $d" >>go.mod
-      log "  $m $staging_ver not available; using empty stub module"
-      stub=$((stub + 1))
-    fi
-  done
-  log "staging replaces: $ok at $staging_ver, $stub stubbed"
-}
-
 build_one() { # name pkg [extra ldflags]
   local name="$1" pkg="$2" ld="${3:-}" t
   t=$(date +%s)
@@ -146,54 +121,11 @@ cmd_foreground() {
   export GOFLAGS=-mod=mod
 
   # ---- kubernetes -----------------------------------------------------------
-  local kv="${K8S_VERSION#v}" major minor patch staging_ver t
-  IFS=. read -r major minor patch <<<"${kv%%-*}"
-  staging_ver="v0.${minor}.${patch}${kv#"${kv%%-*}"}"
-  mkdir -p "$work/k8s" && cd "$work/k8s"
-
+  local t
   t=$(date +%s)
-  log "fetching k8s.io/kubernetes@$K8S_VERSION go.mod ..."
-  local kmod
-  kmod="$(GOFLAGS= go mod download -json "k8s.io/kubernetes@$K8S_VERSION" |
-          sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')"
-  [[ -f "$kmod" ]] || die "could not download k8s.io/kubernetes@$K8S_VERSION"
-  local gover
-  gover="$(awk '$1 == "go" {print $2; exit}' "$kmod")"
-  log "k8s.io/kubernetes $K8S_VERSION needs go $gover"
-
-  cat >go.mod <<EOF
-module tihub.local/k8s-build
-
-go $gover
-
-require k8s.io/kubernetes $K8S_VERSION
-
-EOF
-  gen_staging_replaces "$kmod" "$work/stubs" "$staging_ver"
-  cat >tools.go <<'EOF'
-//go:build tools
-
-package tools
-
-import (
-	_ "k8s.io/kubernetes/cmd/kube-apiserver"
-	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
-	_ "k8s.io/kubernetes/cmd/kube-scheduler"
-	_ "k8s.io/kubernetes/cmd/kubectl"
-)
-EOF
-  log "resolving and downloading kubernetes module graph ..."
-  nice -n "$NICE" go mod tidy -e >/dev/null 2>"$work/tidy.err" || { cat "$work/tidy.err"; die "go mod tidy failed"; }
-  nice -n "$NICE" go mod download
+  k8s_wrapper_module "$work/k8s" kube-apiserver kube-controller-manager kube-scheduler kubectl
   log "kubernetes modules ready in $(( $(date +%s) - t ))s"
-
-  local vpkg=k8s.io/component-base/version cpkg=k8s.io/client-go/pkg/version
-  local bdate vld=""
-  bdate="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  for p in $vpkg $cpkg; do
-    vld+=" -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=$major -X $p.gitMinor=$minor"
-    vld+=" -X $p.gitTreeState=clean -X $p.buildDate=$bdate"
-  done
+  local gover="$K8S_GOVER" vld="$K8S_VERSION_LDFLAGS"
   build_one kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$vld"
   build_one kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "$vld"
   build_one kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler "$vld"

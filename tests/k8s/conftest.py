@@ -52,6 +52,8 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if here in Path(item.fspath).parents:
             item.add_marker(pytest.mark.k8s)
+            if "real_node" in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.realnode)
 
 
 @pytest.fixture(scope="session")
@@ -94,3 +96,5 @@ def fake_provisioner(k8s_cluster):
 
 # helm, the chart (alone and with z2jh) and throw-away namespaces, for test_helm_chart.py and test_isolation.py
 from .helmkit import full_chart, helm, namespaces, own_chart  # noqa: E402, F401
+# a real node (kubelet, containerd) beside its own control plane, and a registry with its test image (realnode.py)
+from .realnode import node_registry, real_node, real_node_session  # noqa: E402, F401

@@ -1,5 +1,6 @@
-"""Certificates and keys for the test control plane: one CA, the API server's serving cert, an admin
-client cert (group system:masters) and the service-account signing key. Throw-away, per test session."""
+"""Certificates and keys for the test control plane: one CA (its key too, for a real node's certificates), the
+API server's serving cert, an admin client cert (group system:masters) and the service-account signing key.
+Throw-away, per test session."""
 
 from __future__ import annotations
 
@@ -55,6 +56,9 @@ def make_pki(d: Path) -> dict[str, Path]:
     ca_name = _name("ti-hub-test-ca")
     ca = _cert(ca_name, ca_name, ca_key.public_key(), ca_key, ca=True)
     write("ca.crt", ca.public_bytes(serialization.Encoding.PEM))
+    # kept (throw-away like the rest) so that a real node's kubelet and kube-proxy get client certificates signed
+    # by the same CA (tests/k8s/node/start.sh)
+    write("ca.key", _key_pem(ca_key))
 
     srv_key = ec.generate_private_key(ec.SECP256R1())
     srv = _cert(_name("kube-apiserver"), ca_name, srv_key.public_key(), ca_key, server=True,

@@ -10,9 +10,11 @@ from jupyterhub.services.auth import HubOAuthenticated, UserNotAllowed
 from tornado import web
 
 from ..domain.actor import Actor
+from ..domain import validation as v
 from ..domain.errors import TiError
 from ..handlers.actors import actor_of, without_permissions
 from ..handlers.refusals import MethodsAllowed, Refusals, json_default
+from ..ops.common import page_list
 from ..ops.jobs import queue_of
 from .contract import Op, Route, check, check_path, check_query, path_names
 from .jsonbody import MAX_BODY, parse_object
@@ -104,8 +106,6 @@ class APIHandler(Refusals, HubOAuthenticated, web.RequestHandler):
 
     def send_page(self, data: dict[str, Any], extra_args: tuple[str, ...] = ()) -> None:
         """Pagination for lists built in memory: the same ?limit=&offset= contract as every list."""
-        from ..domain import validation as v
-        from ..ops.common import page_list
 
         args = self.args()
         v.check_fields(args, ("limit", "offset", *extra_args))

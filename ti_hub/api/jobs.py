@@ -7,6 +7,7 @@ import datetime as dt
 from ..domain.errors import NotFound, ValidationError
 from ..domain import validation as v
 from ..ops import drafts, jobadmin, jobs, queue
+from ..ops.scoring import list_scores
 from ..hubclient import api as hubapi
 from .base import APIHandler
 from .endpoints import endpoint_info
@@ -150,8 +151,6 @@ class QueueHandler(APIHandler):
 
 class ScoresHandler(APIHandler):
     async def get(self):
-        from ..ops.scoring import list_scores
-
         self.send(await self.op(list_scores, self.actor, self.args(), self.ti.usage_settling_time,
                                 self.ti.usage_device_weights))
 

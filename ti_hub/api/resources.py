@@ -6,6 +6,8 @@ from ..domain import scopes as S
 from ..domain import validation as v
 from ..domain.errors import NotFound
 from ..ops import home, plans, quotas, volumes
+from ..ops.status import cluster_status
+from ..tasks.clusterusage import cluster_usage
 from ..ops import userfiles
 from .base import APIHandler
 
@@ -115,7 +117,6 @@ class VolumeFilesHandler(APIHandler):
 class ClusterHandler(APIHandler):
     async def get(self):
         self.actor.need(S.VIEW_CLUSTER, "viewing cluster status")
-        from ..ops.status import cluster_status
 
         self.send(await self.op(cluster_status, self.ti.ops_settings.nodes))
 
@@ -123,7 +124,6 @@ class ClusterHandler(APIHandler):
 class ClusterUsageHandler(APIHandler):
     async def get(self):
         self.actor.need(S.VIEW_CLUSTER, "viewing cluster status")
-        from ..tasks.clusterusage import cluster_usage
 
         acc = self.ti.accounting
         days = v.query_int(self.args(), "days", min(30, acc.max_days), 1, acc.max_days)

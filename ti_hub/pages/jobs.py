@@ -18,6 +18,7 @@ from urllib.parse import urlencode
 from tornado import web
 
 from ..domain import scopes as S
+from ..api.jobs import clean_after_reset
 from ..domain import states as st
 from ..domain.errors import TiError
 from ..api.ssh import request_host
@@ -190,8 +191,6 @@ class JobsPageHandler(PageHandler):
         action, ref = self.get_body_argument("action"), self.form_int("job")
         if action == "reset":
             out, old_state = await self.ti.db(jobadmin.reset, self.actor, ref)
-            from ..api.jobs import clean_after_reset
-
             await clean_after_reset(self.ti, out, old_state)
         elif action == "requeue":
             out = await self.ti.db(jobadmin.requeue, self.actor, ref, self.ti.ops_settings)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from tornado import web
 
 from ..domain import scopes as S
+from ..api.roles import people_now
 from ..ops import grants
 from .base import PAGE, PageHandler, permissions_legend, short
 from .html import Safe, checkbox, el, field, hidden, join, post_form, select, table
@@ -89,8 +90,6 @@ class RolesPageHandler(PageHandler):
 
     # -- actions -----------------------------------------------------------------------------------------------
     async def people(self) -> grants.People:
-        from ..api.roles import people_now
-
         return await people_now(self.hub_auth)
 
     async def do_create(self) -> str:

@@ -17,6 +17,8 @@ from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
 
 from ..backends.base import InstanceSpec, LaunchSpec, Mount, NodeCapacity
+from ..backends.outcome import job_outcome, starting_reason
+from ..backends.envs import instance_envs
 from ..db import models as m
 from ..domain import states as st
 from ..domain.errors import HubUnavailable
@@ -364,8 +366,6 @@ class JobRunner:
     async def watch_running(self) -> int:
         """Observe every launched job; returns how many ended. A job whose instances start later (Kubernetes) is
         "scheduling" until they all run, its reason saying why they wait; "running" from then on."""
-        from ..backends.outcome import job_outcome, starting_reason
-
         jobs = await self.svc.db(lambda s: s.execute(
             select(m.Job.id, m.Job.status, m.Job.reason, m.Job.strategy, m.Job.workers, m.Job.ps,
                    m.Job.backend_state).where(
@@ -473,8 +473,6 @@ class JobRunner:
                     credentials: dict[int, tuple[str, str, bytes]] | None = None) -> LaunchSpec:
         """``credentials``: registry credentials by id (server, username, encrypted password), as
         ``images.registry_credentials`` loads them; the job's is opened here, for the backend only."""
-        from ..backends.envs import instance_envs
-
         n = job.workers + job.ps
         master = free_ports(1)[0]
         ps_ports = free_ports(job.ps) if job.strategy == "ps" else []

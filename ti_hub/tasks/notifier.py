@@ -30,6 +30,7 @@ from traitlets import Bool, CaselessStrEnum, Float, Int, List, Unicode
 from traitlets.config import LoggingConfigurable
 
 from ..ops import alerts, grants, notices
+from ..hubclient.api import hub_list
 from ..ops.common import utcnow
 
 if TYPE_CHECKING:
@@ -180,8 +181,6 @@ class Notifier(LoggingConfigurable):
                 for a in rows]
 
     async def refresh_admins(self, svc: NotifierContext) -> None:
-        from ..hubclient.api import hub_list  # the hub's API client, only where the hub is there
-
         self.admins_at = self.clock()
         try:
             users, _ = await hub_list(svc.hub_auth(), "users")
