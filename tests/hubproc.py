@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -23,6 +24,8 @@ from tihub_client import Hub
 ADMIN, ADMIN_PASSWORD = "admin", "admin-pass-1234"
 # `ti-hub start` of every test hub of this process not stopped yet (stop_hub takes it out)
 _LIVE: set[subprocess.Popen] = set()
+# the threads of stop_in_background
+_STOPPING: list[threading.Thread] = []
 
 
 def free_port() -> int:
@@ -210,15 +213,45 @@ def own_hub(tmp_path_factory, name: str, config_lines: str = "", extra_env: dict
         config.write_text("from ti_hub.hub.config import configure\nconfigure(c)\n" + config_lines)
     proc, hub, _ports = start_hub(data, extra_env, config=str(config) if config else None, python=python,
                                   source=source)
+    served = False
     try:
         hub.data_dir = data
         hub.admin = hub.login(ADMIN, ADMIN_PASSWORD)
         hub.admin.password = ADMIN_PASSWORD
+        served = True
         yield hub
     finally:  # also when the login fails, and when the generator is closed without being resumed
-        if proc in _LIVE:  # not stopped already (pytest_fixture_setup)
+        if proc not in _LIVE:  # stopped already (pytest_fixture_setup)
+            shutil.rmtree(data, ignore_errors=True)
+        elif served:  # its tests are over: what comes next need not wait for its stop
+            stop_in_background(proc, data)
+        else:  # own_hub itself failed: stopped before the error goes on (tests/e2e/test_hub_cleanup.py)
             stop_hub(proc)
-        shutil.rmtree(data, ignore_errors=True)
+            shutil.rmtree(data, ignore_errors=True)
+
+
+def stop_in_background(proc: subprocess.Popen, remove: Path | None = None) -> threading.Thread:
+    """stop_hub, then the removal of ``remove`` (its data directory) if given, in a thread of its own: a graceful
+    stop takes seconds (~4 s, most of it JupyterHub waiting for its services to exit, ~2 CPU-s), and the next
+    module's hub starts or its tests run meanwhile. For a hub whose stop nothing checks. Not a daemon thread: the
+    interpreter waits for it at exit, so no hub outlives pytest."""
+    _LIVE.discard(proc)  # the thread's now: a fixture failing meanwhile does not stop it a second time
+
+    def stop() -> None:
+        stop_hub(proc)
+        if remove is not None:
+            shutil.rmtree(remove, ignore_errors=True)
+
+    thread = threading.Thread(target=stop, name=f"stop-hub-{proc.pid}")
+    thread.start()
+    _STOPPING.append(thread)
+    return thread
+
+
+def join_stopping() -> None:
+    """Wait for every stop_in_background so far."""
+    while _STOPPING:
+        _STOPPING.pop().join()
 
 
 def readings_hub(tmp_path_factory, name: str, config_lines: str = "", devices: int = 2):

@@ -15,6 +15,15 @@ import requests
 _people = itertools.count(1)
 
 
+def pauses(longest: float = 0.3):
+    """Seconds to sleep between the polls of a wait: short at first (most states change within a second: a
+    fixed 0.3 s cost each wait 0.15 s on average), then every ``longest`` (a long wait does not load the hub)."""
+    pause = 0.05
+    while True:
+        yield pause
+        pause = min(longest, pause * 2)
+
+
 class Hub:
     def __init__(self, url: str):
         self.url = url.rstrip("/")
@@ -109,17 +118,17 @@ class Session:
         """Ask the hub for a named server and wait until it is no longer pending (started or refused); returns
         the hub's answer to the request (a refusal's status and message are there)."""
         r = self.hub_api("POST", f"/users/{self.name}/servers/{server}", json=options or {"plan": "cpu-small"})
-        deadline = time.monotonic() + timeout
+        deadline, pause = time.monotonic() + timeout, pauses()
         while time.monotonic() < deadline:
             s = self.hub_api("GET", f"/users/{self.name}").json()["servers"].get(server)
             if not s or not s.get("pending") or s.get("ready"):
                 break
-            time.sleep(0.3)
+            time.sleep(next(pause))
         return r
 
     def wait_server(self, server: str, ready: bool = True, timeout: float = 120) -> dict:
         """Wait until this person's named server is ready (its model), or gone (``ready=False``: {})."""
-        deadline = time.monotonic() + timeout
+        deadline, pause = time.monotonic() + timeout, pauses()
         while time.monotonic() < deadline:
             r = self.hub_api("GET", f"/users/{self.name}")
             r.raise_for_status()
@@ -128,16 +137,16 @@ class Session:
                 return s
             if not ready and not s:
                 return {}
-            time.sleep(0.3)
+            time.sleep(next(pause))
         raise TimeoutError(f"server {server} not {'ready' if ready else 'gone'} after {timeout} s")
 
     def wait_job(self, ref: Any, states=("completed", "failed", "killed", "error"), timeout: float = 120) -> dict:
-        deadline = time.monotonic() + timeout
+        deadline, pause = time.monotonic() + timeout, pauses()
         while time.monotonic() < deadline:
             job = self.ok("GET", f"/jobs/{ref}")
             if job["status"] in states:
                 return job
-            time.sleep(0.3)
+            time.sleep(next(pause))
         raise TimeoutError(f"job {ref} still {job['status']} after {timeout} s: {job['reason']}")
 
 
@@ -207,12 +216,12 @@ def kill_service_and_time(hub, admin, min_age: float, limit: float) -> float:
 
 
 def wait(pred, timeout: float = 60, what: str = "condition"):
-    deadline = time.monotonic() + timeout
+    deadline, pause = time.monotonic() + timeout, pauses(0.2)
     while time.monotonic() < deadline:
         got = pred()
         if got:
             return got
-        time.sleep(0.2)
+        time.sleep(next(pause))
     raise TimeoutError(f"timed out waiting for {what}")
 
 

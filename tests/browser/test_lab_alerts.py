@@ -4,7 +4,6 @@ a notification when a new one opens) and in a banner on the hub's home page."""
 from __future__ import annotations
 
 import pytest
-from hubproc import own_hub
 
 from browserkit import screenshot, use_this_build
 from tihub_client import wait
@@ -13,8 +12,10 @@ pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 
 
 @pytest.fixture(scope="module")
-def ahub(tmp_path_factory):
-    yield from own_hub(tmp_path_factory, "labalerts")
+def ahub(hub):
+    """The session's hub: the alerts, badge and banner are this module's own user's (a hub of its own cost a start
+    and a stop)."""
+    return hub
 
 
 def overrun(user, name: str) -> int:

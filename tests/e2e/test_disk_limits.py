@@ -26,7 +26,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not (_tools and _root and _loo
 
 @pytest.fixture(scope="module")
 def dhub(tmp_path_factory):
-    yield from own_hub(tmp_path_factory, "diskhub", "c.LocalVolumeDriver.personal_work_gib = 1\n")
+    yield from own_hub(tmp_path_factory, "diskhub", "c.LocalVolumeDriver.personal_work_gib = 1\n"
+                       "c.TiService.scheduler_interval = 0.3\n")  # jobs seen to start and end sooner (default 1 s)
 
 
 def write(path: str, mib: int) -> str:

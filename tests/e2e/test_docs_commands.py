@@ -46,7 +46,9 @@ EXEMPT = {
     "scp": "the reader's own files and host; tests/e2e/test_ssh.py copies both ways",
     "kubectl": "needs a Kubernetes cluster (tests/k8s/ runs TiHub on a real control plane)",
     "helm": "needs a Kubernetes cluster (tests/k8s/test_helm_chart.py installs the chart)",
-    "docker": "no Docker here; the images are not built by the tests",
+    "docker": "no Docker here: helm/images/ocibuild.py builds the same images (tests/k8s/test_chart_images.py)",
+    "python3 helm/images/ocibuild.py": "builds the chart's images (minutes when cold); tests/k8s/test_chart_images.py "
+                                       "builds, runs and pushes them",
     "tests/k8s/build-helm.sh": "builds helm from Go modules (minutes); tests/k8s/ uses it",
     "helm/fetch-deps.sh": "fetches the zero-to-jupyterhub chart; the chart tests use it",
     "python benchmarks/": "benchmarks take minutes each; docs/benchmarks.md records their runs",
@@ -135,8 +137,9 @@ def run(argv: list[str], timeout: float, env: dict | None = None) -> subprocess.
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory):
-    """A hub of its own: the documents' commands add images, users and quotas that other tests must not see."""
-    yield from own_hub(tmp_path_factory, "docs")
+    """A hub of its own: the documents' commands add images, users and quotas that other tests must not see.
+    Its loop runs every 0.3 s (default 1 s): the commands wait for jobs that start and end."""
+    yield from own_hub(tmp_path_factory, "docs", "c.TiService.scheduler_interval = 0.3\n")
 
 
 @pytest.fixture(scope="module")

@@ -671,9 +671,11 @@ def test_every_example_is_planned_or_skipped_with_a_reason():
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory):
     """A hub of its own (the examples create users, groups, roles and VCs, and cordon machines), whose machine is
-    named as the vc examples name it; an operator's stop leaves a job `killing` long enough to reset it."""
+    named as the vc examples name it; an operator's stop leaves a job `killing` long enough to reset it. Its loop
+    runs every 0.3 s (default 1 s): the plan waits for jobs to start and end some thirty times."""
     yield from own_hub(tmp_path_factory, "examples", f"c.LocalBackend.node_name = {NODE!r}\n"
-                                                     "c.TiService.stop_grace_seconds = 60\n")
+                                                     "c.TiService.stop_grace_seconds = 60\n"
+                                                     "c.TiService.scheduler_interval = 0.3\n")
 
 
 def test_every_help_example_runs_as_written(hub, tmp_path):

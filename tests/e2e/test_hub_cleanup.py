@@ -1,6 +1,6 @@
 """A test hub stops on every path (issue 31, newcomer 9): one that never gets ready, one whose own_hub fails after
 it started, and one whose module fixture fails after starting it leave no process behind, at once (not when the
-garbage collector gets to a generator)."""
+garbage collector gets to a generator). One whose tests are over stops in the background, leaving nothing either."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hubproc import hub_processes, own_hub, start_hub
+from hubproc import hub_processes, join_stopping, own_hub, start_hub
 
 pytestmark = pytest.mark.e2e
 
@@ -74,6 +74,22 @@ def test_own_hub_failing_after_the_hub_started_stops_it(tmp_path_factory):
         assert gone(log.parent / "data") == []
     finally:
         reap(log.parent / "data")
+
+
+def test_a_served_hub_stops_in_the_background_and_leaves_nothing(tmp_path_factory):
+    """own_hub's hub, once its tests are over, stops while what comes next goes on (stop_in_background): closing
+    the generator does not wait for the stop, which still leaves no process and no data directory."""
+    hubs = own_hub(tmp_path_factory, "served")
+    data = next(hubs).data_dir
+    try:
+        t0 = time.monotonic()
+        hubs.close()
+        assert time.monotonic() - t0 < 1.0  # a graceful stop takes seconds
+        join_stopping()
+        assert gone(data, within=0) == []
+        assert not data.exists()
+    finally:
+        reap(data)
 
 
 INNER = '''

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,8 @@ pytestmark = pytest.mark.e2e
 
 IDLE_TIME, GRACE = 3, 4
 EXEMPT_GROUP = "idle-exempt"
+# demo GPUs: three workspaces are left alone side by side (one wait for all three instead of one each)
+DEVICES = 3
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +36,7 @@ def readings(tmp_path_factory) -> Path:
 def ihub(tmp_path_factory, readings):
     set_utilization(readings, 0)
     gen = own_hub(tmp_path_factory, "idlehub", (
-        readings_config(readings, devices=1) + "c.TiService.scheduler_interval = 0.3\n"
+        readings_config(readings, devices=DEVICES) + "c.TiService.scheduler_interval = 0.3\n"
         "c.AlertRules.builtin_ttl = 0.5\n"
         f"c.IdlePolicy.exempt_groups = {{{EXEMPT_GROUP!r}}}\nc.IdlePolicy.groups_ttl = 0.5\n"))
     hub = next(gen)
@@ -50,8 +53,19 @@ def idle_rule(admin, **change) -> dict:
 
 
 def set_utilization(path: Path, percent: float | None) -> None:
-    path.write_text(json.dumps({"devices": [{"device_type": "demo-gpu", "device": 0,
-                                             "utilization_percent": percent}]}))
+    """The same utilization on every demo GPU (None: not measured)."""
+    set_readings(path, dict.fromkeys(range(DEVICES), percent))
+
+
+def set_readings(path: Path, percents: dict[int, float | None]) -> None:
+    """Each demo GPU's utilization (None: not measured)."""
+    path.write_text(json.dumps({"devices": [{"device_type": "demo-gpu", "device": i, "utilization_percent": p}
+                                            for i, p in sorted(percents.items())]}))
+
+
+def device_of(ws: dict) -> int:
+    (device,) = ws["placement"]["instances"][0]["devices"]
+    return device
 
 
 def start_workspace(u, server: str, plan: str = "demo-gpu-1") -> dict:
@@ -93,10 +107,16 @@ def test_an_idle_workspace_is_warned_then_reclaimed_and_its_device_starts_the_qu
     u, admin = ihub.person("idle"), ihub.admin
     ws = start_workspace(u, "idle-desk")
     set_utilization(readings, 0)
+    # the other demo GPUs held by the admin's jobs (the policy judges workspaces only): the queued job needs the
+    # workspace's
+    fillers = [admin.ok("POST", "/jobs", json={"name": f"idle-fill{i}", "plan": "demo-gpu-1", "image": "python-cpu",
+                                               "command": "sleep 600"}) for i in range(DEVICES - 1)]
+    for f in fillers:
+        admin.wait_job(f["id"], ("running",))
     waiting = u.ok("POST", "/jobs", json={"name": "idle-next", "plan": "demo-gpu-1", "image": "python-cpu",
                                           "command": "sleep 600"})
     try:
-        assert u.ok("GET", f"/jobs/{waiting['id']}")["status"] == "queued"  # the only demo-gpu is the workspace's
+        assert u.ok("GET", f"/jobs/{waiting['id']}")["status"] == "queued"  # every demo-gpu is held
         (warning,) = wait_for(lambda: idle_warnings(u, ws["id"]), IDLE_TIME + 20)
         assert "below 10.0 %" in warning["message"] and "unless its lease is renewed" in warning["message"]
         assert u.ok("GET", f"/jobs/{ws['id']}")["status"] == "running"  # warned, not yet reclaimed
@@ -118,7 +138,7 @@ def test_an_idle_workspace_is_warned_then_reclaimed_and_its_device_starts_the_qu
         assert (entry["actor"], entry["action"]) == ("ti-idle-policy", "job.reclaim")
         figures = entry["detail"]["figures"]
         assert figures["owner"] == u.name and figures["workspace"] == "idle-desk"
-        assert len(figures["devices"]) == 1 and figures["devices"][0].endswith("/demo-gpu/0")
+        assert len(figures["devices"]) == 1 and figures["devices"][0].endswith(f"/demo-gpu/{device_of(ws)}")
         assert figures["mean_utilization"] == 0.0
         assert figures["threshold_percent"] == 10.0 and figures["idle_seconds"] >= IDLE_TIME
         assert figures["idle_since"] and figures["reclaim_at"]
@@ -131,8 +151,12 @@ def test_an_idle_workspace_is_warned_then_reclaimed_and_its_device_starts_the_qu
         assert r.status_code == 409 and r.json()["field"] == "name", r.text
     finally:
         u.api("POST", f"/jobs/{waiting['id']}/kill")
+        for f in fillers:
+            admin.api("POST", f"/jobs/{f['id']}/kill")
         stop_workspace(u, "idle-desk")
         u.wait_job(waiting["id"], ("killed",))
+        for f in fillers:
+            admin.wait_job(f["id"], ("killed",))
 
 
 def test_a_renewed_lease_keeps_the_workspace_past_the_grace(ihub, readings):
@@ -170,34 +194,36 @@ def test_a_renewed_lease_keeps_the_workspace_past_the_grace(ihub, readings):
 def quiet_for(u, job_id: int, seconds: float) -> None:
     """Nothing happens to the workspace for ``seconds`` (longer than idle_time + grace)."""
     time.sleep(seconds)
+    left_alone(u, job_id)
+
+
+def left_alone(u, job_id: int) -> None:
     job = u.ok("GET", f"/jobs/{job_id}")
     assert job["status"] == "running" and not idle_warnings(u, job_id), job["events"]
 
 
 def test_busy_devices_and_exempt_users_are_left_alone(ihub, readings):
-    u = ihub.person("busy")
-    set_utilization(readings, 85)
-    ws = start_workspace(u, "busy-desk")
-    try:
-        quiet_for(u, ws["id"], IDLE_TIME + GRACE + 2)
-    finally:
-        stop_workspace(u, "busy-desk")
-
-    set_utilization(readings, None)  # not measured: never idle
-    ws = start_workspace(u, "busy-desk")
-    try:
-        quiet_for(u, ws["id"], IDLE_TIME + 2)
-    finally:
-        stop_workspace(u, "busy-desk")
-
-    vip = ihub.person("vip")
+    """Three workspaces side by side, each on a demo GPU of its own, none warned or reclaimed for longer than idle
+    time + grace: one whose device is not measured (from its start), one whose device is busy, and an exempt
+    user's whose device is idle. (One at a time, as before, took three starts and three waits.)"""
+    u, vip = ihub.person("busy"), ihub.person("vip")
     assert ihub.admin.hub_api("POST", f"/groups/{EXEMPT_GROUP}", json={"users": [vip.name]}).status_code == 201
-    ws = start_workspace(vip, "vip-desk")
-    set_utilization(readings, 0)
+    desks = [(u, "quiet-desk"), (u, "busy-desk"), (vip, "vip-desk")]
+    set_utilization(readings, None)  # not measured: never idle
     try:
-        quiet_for(vip, ws["id"], IDLE_TIME + GRACE + 2)
+        quiet = start_workspace(u, "quiet-desk")
+        unmeasured = device_of(quiet)
+        # the others busy from before their start (which device each gets is known only then)
+        set_readings(readings, {i: None if i == unmeasured else 85 for i in range(DEVICES)})
+        with ThreadPoolExecutor(2) as pool:  # a person's session stays in one thread
+            busy, exempt = pool.map(lambda desk: start_workspace(*desk), desks[1:])
+        set_readings(readings, {unmeasured: None, device_of(busy): 85, device_of(exempt): 0})
+        time.sleep(IDLE_TIME + GRACE + 2)
+        for (who, _name), ws in zip(desks, (quiet, busy, exempt)):
+            left_alone(who, ws["id"])
     finally:
-        stop_workspace(vip, "vip-desk")
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(lambda who: [stop_workspace(who, name) for w, name in desks if w is who], (u, vip)))
 
 
 def burn_cpu(hub, u, server: str) -> None:
@@ -220,8 +246,9 @@ def test_a_workspace_without_devices_is_judged_by_its_cpu(ihub):
     assert "ti-idle-culler" not in ihub.admin.hub_api("GET", "/services").json()  # the culler is off by default
     assert idle_rule(ihub.admin)["cpu_threshold"] == 5.0
     u, busy = ihub.person("cpu"), ihub.person("cpuburn")
-    ws = start_workspace(u, "cpu-desk", plan="cpu-small")
-    hot = start_workspace(busy, "hot-desk", plan="cpu-small")
+    with ThreadPoolExecutor(2) as pool:  # side by side, a person's session in each thread
+        ws, hot = pool.map(lambda desk: start_workspace(*desk, plan="cpu-small"), ((u, "cpu-desk"),
+                                                                                   (busy, "hot-desk")))
     burn_cpu(ihub, busy, "hot-desk")
     burning = time.monotonic()
     try:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 import requests
-from hubproc import own_hub
 
 pytestmark = pytest.mark.e2e
 
@@ -13,8 +12,10 @@ LOGS = "mkdir -p /mnt/out/tb && echo x > /mnt/out/tb/marker && sleep 300"
 
 
 @pytest.fixture(scope="module")
-def tbhub(tmp_path_factory):
-    yield from own_hub(tmp_path_factory, "tboptin")
+def tbhub(hub):
+    """The session's hub: a volume and jobs of this module's own user, killed at the end (a hub of its own cost a
+    start and a stop)."""
+    return hub
 
 
 def submit(user, name: str, **kw) -> dict:

@@ -13,9 +13,11 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture(scope="module")
 def chub(tmp_path_factory):
-    # plain directories, measured: where the kernel caps a volume (test_disk_limits.py) it never goes over
+    # plain directories, measured: where the kernel caps a volume (test_disk_limits.py) it never goes over; jobs
+    # seen to start and end sooner (the loop every 0.3 s, default 1 s)
     yield from own_hub(tmp_path_factory, "caphub", "c.TiService.volume_usage_interval = 0.5\n"
-                                                   "c.LocalVolumeDriver.disk_limits = 'off'\n")
+                                                   "c.LocalVolumeDriver.disk_limits = 'off'\n"
+                                                   "c.TiService.scheduler_interval = 0.3\n")
 
 
 def job(session, name: str, command: str, mount: dict):

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tihub_client import processes_with_env
+from tihub_client import Session, processes_with_env
 
 pytestmark = pytest.mark.e2e
 
@@ -119,40 +119,49 @@ def test_a_killed_workspace_stops_and_frees_its_devices(hub, new_user, tmp_path)
     """An admin's kill (API, then `ti job kill`) and the owner's own kill stop the hub's server at once."""
     import subprocess
     import sys
+    from concurrent.futures import ThreadPoolExecutor
 
     u = new_user("wskill")
 
-    def start(server: str) -> dict:
-        r = u.hub_api("POST", f"/users/{u.name}/servers/{server}", json={"plan": "demo-gpu-1"})
+    def start(who, server: str) -> dict:
+        r = who.hub_api("POST", f"/users/{u.name}/servers/{server}", json={"plan": "demo-gpu-1"})
         assert r.status_code in (201, 202), r.text
-        u.wait_server(server)
-        assert workspace_usage(u) == 1
-        return u.ok("GET", f"/jobs/{server}")
+        who.wait_server(server)
+        return who.ok("GET", f"/jobs/{server}")
 
-    def stopped(server: str, ws: dict, by: str) -> None:
+    def stopped(server: str, ws: dict, by: str, holding: int) -> None:
         u.wait_server(server, ready=False, timeout=60)  # the hub no longer has the server
         assert process_env_of(JUPYTERHUB_USER=u.name, TI_WORKSPACE=server) is None
         job = u.ok("GET", f"/jobs/{ws['id']}")
         assert job["status"] == "killed" and job["reason"] == f"killed{by}", job
         assert any(e["status"] == "killed" for e in job["events"])
-        assert workspace_usage(u) == 0
+        assert workspace_usage(u) == holding  # its device freed, the others' held
 
-    ws = start("kill-box")
+    # the three start side by side, a device each (one after the other took three starts' time); a session per
+    # thread (requests' sessions are not thread-safe)
+    servers = ("kill-box", "kill-cli", "kill-own")
+    with ThreadPoolExecutor(3) as pool:
+        running = dict(zip(servers, pool.map(lambda s: start(Session(u.hub, u.name, u.token, u.browser), s),
+                                             servers)))
+    assert workspace_usage(u) == 3
+
+    ws = running["kill-box"]
     assert hub.admin.ok("POST", f"/jobs/{ws['id']}/kill")["status"] in ("killing", "killed")
-    stopped("kill-box", ws, f" by {hub.admin.name}")
+    stopped("kill-box", ws, f" by {hub.admin.name}", 2)
 
-    ws = start("kill-cli")
+    ws = running["kill-cli"]
     env = {"TI_API_URL": hub.url, "TI_TOKEN": hub.admin.token, "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
     r = subprocess.run([sys.executable, "-m", "ti_hub.cli.main", "job", "kill", str(ws["id"])], env=env,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    stopped("kill-cli", ws, f" by {hub.admin.name}")
+    stopped("kill-cli", ws, f" by {hub.admin.name}", 1)
 
-    ws = start("kill-own")
+    ws = running["kill-own"]
     u.ok("POST", "/jobs/kill-own/kill")
-    stopped("kill-own", ws, "")
+    stopped("kill-own", ws, "", 0)
     # a killed workspace starts again like a stopped one
-    start("kill-own")
+    start(u, "kill-own")
+    assert workspace_usage(u) == 1
     u.hub_api("DELETE", f"/users/{u.name}/servers/kill-own")
     u.wait_server("kill-own", ready=False)
 

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 import requests
-from hubproc import own_hub
 
 pytestmark = pytest.mark.e2e
 
@@ -19,8 +18,10 @@ WS = "reset-box"
 
 
 @pytest.fixture(scope="module")
-def rhub(tmp_path_factory):
-    yield from own_hub(tmp_path_factory, "wsresethub")
+def rhub(hub):
+    """The session's hub: the workspaces, volume and users here are this module's own, and the audit entries it
+    checks are those of its own workspace (a hub of its own cost a start and a stop)."""
+    return hub
 
 
 def start(u, server: str) -> None:
@@ -97,7 +98,8 @@ def test_a_stopped_workspace_is_reset_keeping_its_volumes_and_the_home(rhub):
     assert [v["mount_path"] for v in ws["volumes"]] == ["/mnt/keep"]
     assert any(e["message"].startswith("reset to a fresh state (records and log") for e in ws["events"])
     # audited: who reset which workspace, and what went
-    entries = rhub.admin.ok("GET", "/audit", params={"action": "workspace.reset"})["items"]
+    entries = rhub.admin.ok("GET", "/audit", params={"action": "workspace.reset", "target": f"{alice.name}/{WS}"}
+                            )["items"]
     assert [(e["actor"], e["target"], e["detail"]["removed"]) for e in entries] == \
         [(alice.name, f"{alice.name}/{WS}", out["removed"])]
     # a second reset finds nothing of its own left, and says so
