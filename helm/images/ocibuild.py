@@ -107,6 +107,16 @@ def key_of(name: str, spec: Spec) -> str:
     return digest([base_key(name, spec)], ("ti_hub", "README.md"))
 
 
+def tihub_extras(spec: Spec) -> str:
+    """The extras the spec asks of TiHub itself (".[kubernetes,postgres]" -> "[kubernetes,postgres]")."""
+    return next((r[1:] for r in spec.pip if r.startswith(".[")), "")
+
+
+def without_pip_settings() -> dict[str, str]:
+    """This environment without pip's settings: pip in the image reads only the wheels it is given."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+
+
 def run(cmd: list[str], **kw) -> None:
     log("$ " + " ".join(cmd))
     subprocess.run(cmd, check=True, **kw)
@@ -119,8 +129,7 @@ def wheels(spec: Spec, into: Path) -> None:
         run(["bash", str(ROOT / "ti_labextension" / "build.sh")])  # the panels' JavaScript, cached
     local = [str(ROOT / r[2:]) if r.startswith("./") else str(ROOT) for r in spec.pip if r.startswith(".")]
     run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--wheel-dir", str(into), *local])
-    extras = {r.split("[", 1)[0]: r[r.index("["):] for r in spec.pip if r.startswith(".") and "[" in r}
-    built = [str(w) + (extras.get(".", "") if w.name.startswith("ti_hub-") else "") for w in into.glob("*.whl")]
+    built = [str(w) + (tihub_extras(spec) if w.name.startswith("ti_hub-") else "") for w in into.glob("*.whl")]
     pins = [r for r in spec.pip if not r.startswith(".")]
     cmd = [sys.executable, "-m", "pip", "download", "-q", "--dest", str(into), "--find-links", str(into),
            "--only-binary=:all:", "--python-version", PYTHON, "--implementation", "cp", "--abi", "cp311",
@@ -142,8 +151,7 @@ def rootfs(name: str, spec: Spec, wheel_dir: Path, out_tar: Path) -> None:
     """Debian + a venv at VENV with the wheels, and the image's user; one tar, its owners kept."""
     pins = [r for r in spec.pip if not r.startswith(".")]
     local = [p.name for p in wheel_dir.glob("*.whl") if p.name.startswith(("ti_hub-", "ti_labextension-"))]
-    extras = {"hub": "[kubernetes,postgres]", "workspace": "[tensorboard]"}[name]
-    install = [f"/tmp/wheels/{w}" + (extras if w.startswith("ti_hub-") else "") for w in local] + pins
+    install = [f"/tmp/wheels/{w}" + (tihub_extras(spec) if w.startswith("ti_hub-") else "") for w in local] + pins
     hooks = [
         f'mkdir -p "$1/tmp/wheels" && cp -a {wheel_dir}/. "$1/tmp/wheels/"',
         f'chroot "$1" python3 -m venv {VENV}',
@@ -160,9 +168,7 @@ def rootfs(name: str, spec: Spec, wheel_dir: Path, out_tar: Path) -> None:
     cmd = ["mmdebstrap", "--variant=minbase", "--include=" + ",".join(spec.debs), "--quiet"]
     for hook in hooks:
         cmd += ["--customize-hook", hook]
-    # pip in the image reads only the wheels given (not this machine's pip settings)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
-    run(cmd + [SUITE, str(out_tar)], env=env)
+    run(cmd + [SUITE, str(out_tar)], env=without_pip_settings())
 
 
 def base(name: str, spec: Spec) -> Path:
@@ -200,9 +206,8 @@ def top(spec: Spec, base_layout: Path, layout: Path, work: Path) -> None:
     for w in wheel_dir.glob("*.whl"):
         shutil.copy(w, rootfs / "tmp" / "app" / w.name)
     wheel = next(wheel_dir.glob("ti_hub-*.whl")).name
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
     run(["chroot", str(rootfs), f"{VENV}/bin/pip", "install", "-q", "--no-deps", "--no-index", f"/tmp/app/{wheel}"],
-        env=env)
+        env=without_pip_settings())
     for cmd in spec.after:
         run(["chroot", str(rootfs), "/bin/sh", "-c", cmd])
     shutil.rmtree(rootfs / "tmp" / "app")
